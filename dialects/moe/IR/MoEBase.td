@@ -1,0 +1,152 @@
+//===- MoEBase.td - moe dialect, enums and attributes ------*- tablegen -*-===//
+//
+// The dialect record, its enums and its attributes. Ops live in MoEOps.td.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOE_DIALECT_MOE_IR_MOEBASE_TD
+#define MOE_DIALECT_MOE_IR_MOEBASE_TD
+
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/EnumAttr.td"
+include "mlir/IR/OpBase.td"
+
+def MoE_Dialect : Dialect {
+  let name = "moe";
+  let cppNamespace = "::mlir::moe";
+  let summary = "Mixture-of-Experts routing, dispatch, expert compute and exchange";
+  let description = [{
+    The `moe` dialect keeps the semantics of a Mixture-of-Experts block that
+    generic tensor IR loses: which experts a token is routed to and with what
+    weight (`moe.router`), how tokens are packed per expert and which are
+    dropped (`moe.dispatch`), the expert FFNs as one grouped computation
+    (`moe.experts`), the weighted return to token order (`moe.combine`), the
+    load-balancing losses, and explicit exchanges between ranks
+    (`moe.all_to_all`). `moe.layer` is the fused block that importers produce;
+    `moe-decompose` expands it.
+
+    Conventions shared by every op:
+    * Tokens are rows: activations are `[T, H]`.
+    * Expert ids are `i32` in `[0, E)`; `-1` marks an unrouted (token, slot).
+    * Expert weights use the `nn.Linear` layout `[E, out, in]`.
+    * Ties in every selection go to the lower index.
+  }];
+  let useDefaultAttributePrinterParser = 1;
+  let hasConstantMaterializer = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Enums
+//===----------------------------------------------------------------------===//
+
+def MoE_ScoringFunctionAttr : I32EnumAttr<"ScoringFunction",
+    "how router logits become expert scores", [
+      I32EnumAttrCase<"Softmax", 0, "softmax">,
+      I32EnumAttrCase<"Sigmoid", 1, "sigmoid">
+    ]> {
+  let cppNamespace = "::mlir::moe";
+}
+
+def MoE_SelectionMethodAttr : I32EnumAttr<"SelectionMethod",
+    "how a router selects experts", [
+      I32EnumAttrCase<"TopK", 0, "topk">,
+      I32EnumAttrCase<"GroupedTopK", 1, "grouped_topk">,
+      I32EnumAttrCase<"Sinkhorn", 2, "sinkhorn">,
+      I32EnumAttrCase<"ExpertChoice", 3, "expert_choice">,
+      I32EnumAttrCase<"SparseMixer", 4, "sparse_mixer">
+    ]> {
+  let cppNamespace = "::mlir::moe";
+}
+
+def MoE_GroupScoreAttr : I32EnumAttr<"GroupScore",
+    "how group-limited routing scores a group of experts", [
+      I32EnumAttrCase<"Max", 0, "max">,
+      I32EnumAttrCase<"Top2Sum", 1, "top2_sum">
+    ]> {
+  let cppNamespace = "::mlir::moe";
+}
+
+def MoE_DropPolicyAttr : I32EnumAttr<"DropPolicy",
+    "which routed tokens a full expert keeps", [
+      I32EnumAttrCase<"Position", 0, "position">,
+      I32EnumAttrCase<"Probs", 1, "probs">
+    ]> {
+  let cppNamespace = "::mlir::moe";
+}
+
+def MoE_ActivationKind : I32EnumAttr<"ActivationKind",
+    "expert FFN activation", [
+      I32EnumAttrCase<"Identity", 0, "identity">,
+      I32EnumAttrCase<"Relu", 1, "relu">,
+      I32EnumAttrCase<"Gelu", 2, "gelu">,
+      I32EnumAttrCase<"GeluTanh", 3, "gelu_tanh">,
+      I32EnumAttrCase<"Silu", 4, "silu">,
+      I32EnumAttrCase<"SwiGLU", 5, "swiglu">
+    ]> {
+  let cppNamespace = "::mlir::moe";
+}
+
+def MoE_SwiGLULayout : I32EnumAttr<"SwiGLULayout",
+    "where the gate and linear halves of a SwiGLU live", [
+      I32EnumAttrCase<"Separate", 0, "separate">,
+      I32EnumAttrCase<"Interleaved", 1, "interleaved">,
+      I32EnumAttrCase<"Concatenated", 2, "concatenated">
+    ]> {
+  let cppNamespace = "::mlir::moe";
+}
+
+//===----------------------------------------------------------------------===//
+// Attributes
+//===----------------------------------------------------------------------===//
+
+def MoE_ActivationAttr : AttrDef<MoE_Dialect, "Activation"> {
+  let mnemonic = "activation";
+  let summary = "an expert FFN activation and its parameters";
+  let description = [{
+    The activation between an FFN's first and second projection.
+
+    * `identity`, `relu`, `gelu` (erf form), `gelu_tanh` (tanh approximation),
+      `silu`: applied to `h1 = x W1^T + b1`. When an `fc3` projection is
+      present the FFN is gated: `act(h1) * (x W3^T + b3)` (ONNX Runtime's FC3).
+    * `swiglu`: `G * sigmoid(alpha * G) * (L + beta)` where
+      `G = min(g, limit)` and `L = clamp(l, -limit, limit)` (no clamp without
+      `limit`). The gate `g` and linear `l` halves come from:
+      `separate`: `g` from fc1, `l` from fc3 (Mixtral's w1 and w3);
+      `interleaved`: fc1 is `2F` wide, `g = h1[2i]`, `l = h1[2i+1]`
+      (ONNX Runtime `swiglu_fusion = 1`, GPT-OSS);
+      `concatenated`: fc1 is `2F` wide, `g = h1[:F]`, `l = h1[F:]`
+      (`swiglu_fusion = 2`, Hugging Face `gate_up_proj`).
+      The defaults `alpha = 1, beta = 0` give the standard `silu(g) * l`;
+      GPT-OSS uses `alpha = 1.702, beta = 1, limit = 7`.
+
+    Example: `<silu>`, `<swiglu, interleaved, alpha = 1.702, beta = 1.0, limit = 7.0>`.
+
+    **Constraints:**
+    * the layout, `alpha`, `beta` and `limit` are only given for `swiglu`;
+    * `limit`, when given, is positive.
+  }];
+  let parameters = (ins
+    "ActivationKind":$kind,
+    DefaultValuedParameter<"SwiGLULayout", "SwiGLULayout::Separate">:$layout,
+    DefaultValuedParameter<"::llvm::APFloat", "::llvm::APFloat(1.0)">:$alpha,
+    DefaultValuedParameter<"::llvm::APFloat", "::llvm::APFloat(0.0)">:$beta,
+    OptionalParameter<"std::optional<::llvm::APFloat>">:$limit
+  );
+  let builders = [
+    AttrBuilder<(ins "ActivationKind":$kind), [{
+      return $_get($_ctxt, kind, SwiGLULayout::Separate, ::llvm::APFloat(1.0),
+                   ::llvm::APFloat(0.0), std::nullopt);
+    }]>
+  ];
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// Whether fc1 holds both SwiGLU halves (so it is twice as wide).
+    bool isFusedSwiGLU() const {
+      return getKind() == ActivationKind::SwiGLU &&
+             getLayout() != SwiGLULayout::Separate;
+    }
+  }];
+}
+
+#endif // MOE_DIALECT_MOE_IR_MOEBASE_TD

@@ -1,0 +1,538 @@
+//===- MoEOps.cpp - moe dialect op verifiers ------------------------------===//
+//
+// Each diagnostic here has a case in test/dialects/moe/IR/invalid.mlir and a
+// line in its op's Constraints list.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/moe/IR/MoEOps.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallSet.h"
+
+using namespace mlir;
+using namespace mlir::moe;
+
+static RankedTensorType tensorType(Value v) {
+  return cast<RankedTensorType>(v.getType());
+}
+
+static std::string shapeStr(ArrayRef<int64_t> shape) {
+  std::string s = "[";
+  llvm::raw_string_ostream os(s);
+  llvm::interleaveComma(shape, os);
+  os << "]";
+  return s;
+}
+
+/// Checks that `v` has exactly `expected` as its shape.
+static LogicalResult expectShape(Operation *op, Value v, StringRef name,
+                                 ArrayRef<int64_t> expected) {
+  ArrayRef<int64_t> actual = tensorType(v).getShape();
+  if (actual == expected)
+    return success();
+  return op->emitOpError() << name << " must be " << shapeStr(expected)
+                           << ", got " << shapeStr(actual);
+}
+
+static LogicalResult expectElementType(Operation *op, Value v, StringRef name,
+                                       Type expected) {
+  Type actual = tensorType(v).getElementType();
+  if (actual == expected)
+    return success();
+  return op->emitOpError() << name << " element type " << actual
+                           << " does not match " << expected;
+}
+
+//===----------------------------------------------------------------------===//
+// Routing attributes (moe.router and moe.layer)
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// The routing configuration as moe.router and moe.layer both carry it.
+struct Routing {
+  ScoringFunction scoring;
+  SelectionMethod selection;
+  bool normalize;
+  double scalingFactor;
+  std::optional<int64_t> numGroups, groupTopk;
+  std::optional<GroupScore> groupScore;
+  std::optional<int64_t> capacity;
+  double sinkhornTolerance;
+  int64_t sinkhornMaxIterations;
+  double jitterEps;
+  bool hasBias;
+
+  template <typename OpT>
+  static Routing of(OpT op, bool hasBias) {
+    return {op.getScoring(),          op.getSelection(),
+            op.getNormalize(),        op.getScalingFactor().convertToDouble(),
+            op.getNumGroups(),        op.getGroupTopk(),
+            op.getGroupScore(),       op.getCapacity(),
+            op.getSinkhornTolerance().convertToDouble(),
+            static_cast<int64_t>(op.getSinkhornMaxIterations()),
+            op.getJitterEps().convertToDouble(), hasBias};
+  }
+};
+} // namespace
+
+static LogicalResult verifyRouting(Operation *op, const Routing &r, int64_t T,
+                                   int64_t E, int64_t k) {
+  StringRef sel = stringifySelectionMethod(r.selection);
+  bool grouped = r.selection == SelectionMethod::GroupedTopK;
+  bool expertChoice = r.selection == SelectionMethod::ExpertChoice;
+  bool sparseMixer = r.selection == SelectionMethod::SparseMixer;
+
+  if (r.hasBias && r.selection != SelectionMethod::TopK && !grouped)
+    return op->emitOpError() << "a selection bias is only used by topk and "
+                                "grouped_topk, not "
+                             << sel;
+  bool anyGroupAttr = r.numGroups || r.groupTopk || r.groupScore;
+  bool allGroupAttrs = r.numGroups && r.groupTopk && r.groupScore;
+  if (grouped && !allGroupAttrs)
+    return op->emitOpError(
+        "grouped_topk needs num_groups, group_topk and group_score");
+  if (!grouped && anyGroupAttr)
+    return op->emitOpError() << "num_groups, group_topk and group_score are "
+                                "only used by grouped_topk, not "
+                             << sel;
+  if (grouped) {
+    int64_t groups = *r.numGroups;
+    if (groups < 1 || E % groups != 0)
+      return op->emitOpError() << "num_groups " << groups
+                               << " does not divide the " << E << " experts";
+    if (*r.groupTopk < 1 || *r.groupTopk > groups)
+      return op->emitOpError() << "group_topk " << *r.groupTopk
+                               << " must be in [1, " << groups << "]";
+    int64_t reachable = *r.groupTopk * (E / groups);
+    if (k > reachable)
+      return op->emitOpError() << "k = " << k << " exceeds the " << reachable
+                               << " experts in the " << *r.groupTopk
+                               << " kept groups";
+  }
+  if (expertChoice) {
+    if (!r.capacity)
+      return op->emitOpError("expert_choice needs a capacity");
+    if (*r.capacity < 1 || *r.capacity > T)
+      return op->emitOpError() << "expert_choice capacity " << *r.capacity
+                               << " must be in [1, " << T << "]";
+    if (k != E)
+      return op->emitOpError() << "expert_choice routes to all " << E
+                               << " experts, so k must be " << E << ", got "
+                               << k;
+  } else if (k < 1 || k > E) {
+    return op->emitOpError() << "k = " << k << " must be in [1, " << E << "]";
+  }
+  if (sparseMixer && (k != 2 || r.scoring != ScoringFunction::Softmax))
+    return op->emitOpError("sparse_mixer needs k = 2 and softmax scoring");
+  if (r.normalize && (expertChoice || sparseMixer))
+    return op->emitOpError() << "normalize is not used with " << sel;
+  if (!(r.scalingFactor > 0.0))
+    return op->emitOpError() << "scaling_factor must be positive, got "
+                             << r.scalingFactor;
+  if (!(r.sinkhornTolerance > 0.0))
+    return op->emitOpError() << "sinkhorn_tolerance must be positive, got "
+                             << r.sinkhornTolerance;
+  if (r.sinkhornMaxIterations < 1)
+    return op->emitOpError() << "sinkhorn_max_iterations must be at least 1, "
+                                "got "
+                             << r.sinkhornMaxIterations;
+  if (!(r.jitterEps >= 0.0))
+    return op->emitOpError() << "jitter_eps must be non-negative, got "
+                             << r.jitterEps;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Expert FFN weights (moe.experts, moe.shared_expert, moe.layer)
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// The projections of an FFN; `lead` is the expert dimension's size for
+/// stacked expert weights and empty for a single FFN.
+struct FFNWeights {
+  Value fc1, fc1Bias, fc3, fc3Bias, fc2, fc2Bias;
+  std::optional<int64_t> lead;
+  StringRef prefix = "";
+};
+} // namespace
+
+/// Verifies an FFN with rows of width `hidden` and element type `elt`, and
+/// returns its output width M.
+static FailureOr<int64_t> verifyFFN(Operation *op, const FFNWeights &w,
+                                    ActivationAttr act, int64_t hidden,
+                                    Type elt) {
+  auto name = [&](StringRef n) { return (w.prefix + n).str(); };
+  for (auto [v, n] : {std::pair{w.fc1, "fc1"}, {w.fc1Bias, "fc1_bias"},
+                      {w.fc3, "fc3"}, {w.fc3Bias, "fc3_bias"},
+                      {w.fc2, "fc2"}, {w.fc2Bias, "fc2_bias"}})
+    if (v && failed(expectElementType(op, v, name(n), elt)))
+      return failure();
+
+  SmallVector<int64_t> lead;
+  if (w.lead)
+    lead.push_back(*w.lead);
+  auto dims = [&](Value v) {
+    return tensorType(v).getShape().drop_front(lead.size());
+  };
+  if (w.lead && tensorType(w.fc1).getDimSize(0) != *w.lead)
+    return op->emitOpError() << name("fc1") << " has "
+                             << tensorType(w.fc1).getDimSize(0)
+                             << " experts, expected " << *w.lead;
+  int64_t f1 = dims(w.fc1)[0];
+  if (dims(w.fc1)[1] != hidden)
+    return op->emitOpError() << name("fc1") << " input size "
+                             << dims(w.fc1)[1]
+                             << " does not match the row width " << hidden;
+  bool fused = act.isFusedSwiGLU();
+  if (fused && f1 % 2 != 0)
+    return op->emitOpError() << "a fused swiglu needs an even fc1 width, got "
+                             << f1;
+  int64_t f = fused ? f1 / 2 : f1;
+  bool separateSwiGLU = act.getKind() == ActivationKind::SwiGLU && !fused;
+  if (separateSwiGLU && !w.fc3)
+    return op->emitOpError("a separate swiglu needs fc3");
+  if (fused && w.fc3)
+    return op->emitOpError("a fused swiglu takes no fc3");
+  if (w.fc3Bias && !w.fc3)
+    return op->emitOpError() << name("fc3_bias") << " needs " << name("fc3");
+
+  auto withLead = [&](ArrayRef<int64_t> tail) {
+    SmallVector<int64_t> s(lead);
+    s.append(tail.begin(), tail.end());
+    return s;
+  };
+  int64_t m = dims(w.fc2)[0];
+  if (failed(expectShape(op, w.fc2, name("fc2"), withLead({m, f}))))
+    return failure();
+  if (w.fc3 && failed(expectShape(op, w.fc3, name("fc3"), withLead({f, hidden}))))
+    return failure();
+  for (auto [bias, n, width] :
+       {std::tuple{w.fc1Bias, "fc1_bias", f1}, {w.fc3Bias, "fc3_bias", f},
+        {w.fc2Bias, "fc2_bias", m}})
+    if (bias && failed(expectShape(op, bias, name(n), withLead({width}))))
+      return failure();
+  return m;
+}
+
+//===----------------------------------------------------------------------===//
+// RouterOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult RouterOp::verify() {
+  RankedTensorType logits = getLogits().getType();
+  int64_t T = logits.getDimSize(0), E = logits.getDimSize(1);
+  int64_t k = getIds().getType().getDimSize(1);
+  if (failed(expectShape(*this, getIds(), "ids", {T, k})) ||
+      failed(expectShape(*this, getWeights(), "weights", {T, k})) ||
+      failed(expectElementType(*this, getWeights(), "weights",
+                               logits.getElementType())))
+    return failure();
+  if (getBias() &&
+      (failed(expectShape(*this, getBias(), "bias", {E})) ||
+       failed(expectElementType(*this, getBias(), "bias",
+                                logits.getElementType()))))
+    return failure();
+  if (getCapacity() && getSelection() != SelectionMethod::ExpertChoice)
+    return emitOpError("capacity is only used by expert_choice");
+  return verifyRouting(*this, Routing::of(*this, getBias() != nullptr), T, E,
+                       k);
+}
+
+//===----------------------------------------------------------------------===//
+// Losses
+//===----------------------------------------------------------------------===//
+
+static LogicalResult verifyLoss(Operation *op, Value logits, Value loss,
+                                double coeff) {
+  if (failed(expectElementType(op, loss, "loss",
+                               tensorType(logits).getElementType())))
+    return failure();
+  if (!(coeff >= 0.0))
+    return op->emitOpError() << "coeff must be non-negative, got " << coeff;
+  return success();
+}
+
+/// A loss whose coefficient is 0 is the constant 0.
+static OpFoldResult foldZeroCoeffLoss(Value loss, double coeff) {
+  if (coeff != 0.0)
+    return {};
+  auto type = cast<ShapedType>(loss.getType());
+  return DenseElementsAttr::get(
+      type, FloatAttr::get(type.getElementType(), 0.0).getValue());
+}
+
+LogicalResult AuxLossOp::verify() {
+  int64_t T = getLogits().getType().getDimSize(0);
+  if (getIds().getType().getDimSize(0) != T)
+    return emitOpError() << "ids has " << getIds().getType().getDimSize(0)
+                         << " rows, expected " << T;
+  if (std::optional<int64_t> len = getSeqLen())
+    if (*len < 1 || T % *len != 0)
+      return emitOpError() << "seq_len " << *len << " does not divide the "
+                           << T << " tokens";
+  return verifyLoss(*this, getLogits(), getLoss(),
+                    getCoeff().convertToDouble());
+}
+
+OpFoldResult AuxLossOp::fold(FoldAdaptor) {
+  return foldZeroCoeffLoss(getLoss(), getCoeff().convertToDouble());
+}
+
+LogicalResult ZLossOp::verify() {
+  return verifyLoss(*this, getLogits(), getLoss(),
+                    getCoeff().convertToDouble());
+}
+
+OpFoldResult ZLossOp::fold(FoldAdaptor) {
+  return foldZeroCoeffLoss(getLoss(), getCoeff().convertToDouble());
+}
+
+//===----------------------------------------------------------------------===//
+// DispatchOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult DispatchOp::verify() {
+  RankedTensorType input = getInput().getType();
+  int64_t T = input.getDimSize(0), H = input.getDimSize(1);
+  int64_t k = getIds().getType().getDimSize(1);
+  int64_t E = getNumExperts();
+  if (failed(expectShape(*this, getIds(), "ids", {T, k})) ||
+      failed(expectShape(*this, getSlots(), "slots", {T, k})) ||
+      failed(expectElementType(*this, getRows(), "rows",
+                               input.getElementType())))
+    return failure();
+  if (E < 1)
+    return emitOpError("counts must have at least one expert");
+
+  std::optional<int64_t> capacity = getCapacity();
+  std::optional<DropPolicy> policy = getDropPolicy();
+  if (capacity) {
+    if (!policy)
+      return emitOpError("a capacity needs a drop_policy");
+    if (*capacity < 1)
+      return emitOpError() << "capacity must be at least 1, got " << *capacity;
+    if (failed(expectShape(*this, getRows(), "rows", {E, *capacity, H})))
+      return failure();
+  } else {
+    if (policy)
+      return emitOpError("a drop_policy needs a capacity");
+    if (failed(expectShape(*this, getRows(), "rows", {T * k, H})))
+      return failure();
+  }
+  bool byProbs = policy == DropPolicy::Probs;
+  if (byProbs && !getWeights())
+    return emitOpError("the probs drop policy needs weights");
+  if (!byProbs && getWeights())
+    return emitOpError("weights are only used by the probs drop policy");
+  if (getWeights() &&
+      (failed(expectShape(*this, getWeights(), "weights", {T, k})) ||
+       failed(expectElementType(*this, getWeights(), "weights",
+                                input.getElementType()))))
+    return failure();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// ExpertsOp / SharedExpertOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ExpertsOp::verify() {
+  RankedTensorType rows = getRows().getType();
+  int64_t E = getNumExperts();
+  int64_t G = getCounts().getType().getDimSize(0);
+  if (E < 1 || G % E != 0)
+    return emitOpError() << "counts has " << G
+                         << " groups, not a multiple of the " << E
+                         << " experts";
+  if (rows.getRank() == 3 && rows.getDimSize(0) != G)
+    return emitOpError() << "capacity rows have " << rows.getDimSize(0)
+                         << " blocks for " << G << " groups";
+  FailureOr<int64_t> m =
+      verifyFFN(*this,
+                {getFc1Weight(), getFc1Bias(), getFc3Weight(), getFc3Bias(),
+                 getFc2Weight(), getFc2Bias(), E},
+                getActivation(), rows.getShape().back(), rows.getElementType());
+  if (failed(m))
+    return failure();
+  SmallVector<int64_t> expected(rows.getShape());
+  expected.back() = *m;
+  if (failed(expectShape(*this, getOutput(), "output", expected)) ||
+      failed(expectElementType(*this, getOutput(), "output",
+                               rows.getElementType())))
+    return failure();
+  return success();
+}
+
+LogicalResult SharedExpertOp::verify() {
+  RankedTensorType input = getInput().getType();
+  int64_t T = input.getDimSize(0), H = input.getDimSize(1);
+  FailureOr<int64_t> m = verifyFFN(
+      *this,
+      {getFc1Weight(), getFc1Bias(), getFc3Weight(), getFc3Bias(),
+       getFc2Weight(), getFc2Bias(), std::nullopt},
+      getActivation(), H, input.getElementType());
+  if (failed(m))
+    return failure();
+  if (getGate() &&
+      (failed(expectShape(*this, getGate(), "gate", {1, H})) ||
+       failed(expectElementType(*this, getGate(), "gate",
+                                input.getElementType()))))
+    return failure();
+  if (failed(expectShape(*this, getOutput(), "output", {T, *m})) ||
+      failed(expectElementType(*this, getOutput(), "output",
+                               input.getElementType())))
+    return failure();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// CombineOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult CombineOp::verify() {
+  RankedTensorType rows = getRows().getType();
+  ArrayRef<int64_t> slots = getSlots().getType().getShape();
+  if (failed(expectShape(*this, getWeights(), "weights", slots)) ||
+      failed(expectElementType(*this, getWeights(), "weights",
+                               rows.getElementType())) ||
+      failed(expectShape(*this, getOutput(), "output",
+                         {slots[0], rows.getShape().back()})) ||
+      failed(expectElementType(*this, getOutput(), "output",
+                               rows.getElementType())))
+    return failure();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// AllToAllOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult AllToAllOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  auto grid = symbols.lookupNearestSymbolFrom<shard::GridOp>(*this,
+                                                             getGridAttr());
+  if (!grid)
+    return emitOpError() << "no shard.grid named " << getGridAttr();
+  ArrayRef<int64_t> shape = grid.getShape();
+  llvm::SmallSet<int16_t, 4> seen;
+  int64_t groupSize = 1;
+  for (int16_t axis : getGridAxes()) {
+    if (axis < 0 || axis >= static_cast<int64_t>(shape.size()))
+      return emitOpError() << "grid axis " << axis << " is out of range for "
+                           << "a grid of rank " << shape.size();
+    if (!seen.insert(axis).second)
+      return emitOpError() << "grid axis " << axis << " is repeated";
+    if (ShapedType::isDynamic(shape[axis]))
+      return emitOpError() << "grid axis " << axis << " has a dynamic size";
+    groupSize *= shape[axis];
+  }
+  if (isRagged()) {
+    int64_t numCounts = getCounts().getType().getDimSize(0);
+    if (numCounts % groupSize != 0)
+      return emitOpError() << "the " << numCounts
+                           << " counts do not split over " << groupSize
+                           << " ranks";
+    return success();
+  }
+  int64_t blocks = getInput().getType().getDimSize(0);
+  if (blocks % groupSize != 0)
+    return emitOpError() << "dimension 0 (" << blocks
+                         << ") does not split over " << groupSize << " ranks";
+  return success();
+}
+
+LogicalResult AllToAllOp::verify() {
+  RankedTensorType in = getInput().getType(), out = getOutput().getType();
+  if (!isRagged()) {
+    if (getOutputCounts())
+      return emitOpError("output_counts needs input counts");
+    if (in != out)
+      return emitOpError() << "a uniform exchange keeps its type, got " << in
+                           << " -> " << out;
+    return success();
+  }
+  if (!getOutputCounts())
+    return emitOpError("a ragged exchange returns output_counts");
+  if (getOutputCounts().getType() != getCounts().getType())
+    return emitOpError("output_counts must have the type of counts");
+  if (in.getRank() != out.getRank() ||
+      in.getShape().drop_front() != out.getShape().drop_front() ||
+      in.getElementType() != out.getElementType())
+    return emitOpError() << "a ragged exchange keeps the row shape and "
+                            "element type, got "
+                         << in << " -> " << out;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// LayerOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult LayerOp::verify() {
+  RankedTensorType input = getInput().getType();
+  int64_t T = input.getDimSize(0), H = input.getDimSize(1);
+  RankedTensorType logits = getLogits().getType();
+  int64_t E = logits.getDimSize(1);
+  Type elt = input.getElementType();
+  if (logits.getDimSize(0) != T)
+    return emitOpError() << "logits has " << logits.getDimSize(0)
+                         << " rows for " << T << " tokens";
+  if (failed(expectElementType(*this, getLogits(), "logits", elt)))
+    return failure();
+  if (getSelectionBias() &&
+      (failed(expectShape(*this, getSelectionBias(), "selection_bias", {E})) ||
+       failed(expectElementType(*this, getSelectionBias(), "selection_bias",
+                                elt))))
+    return failure();
+  if (failed(verifyRouting(*this,
+                           Routing::of(*this, getSelectionBias() != nullptr),
+                           T, E, getK())))
+    return failure();
+  if (getSelection() == SelectionMethod::ExpertChoice) {
+    if (getDropPolicy())
+      return emitOpError("expert_choice drops no tokens, so takes no "
+                         "drop_policy");
+  } else if (getCapacity().has_value() != getDropPolicy().has_value()) {
+    return emitOpError("capacity and drop_policy are given together");
+  } else if (getCapacity() && *getCapacity() < 1) {
+    return emitOpError() << "capacity must be at least 1, got "
+                         << *getCapacity();
+  }
+
+  FailureOr<int64_t> m =
+      verifyFFN(*this,
+                {getFc1Weight(), getFc1Bias(), getFc3Weight(), getFc3Bias(),
+                 getFc2Weight(), getFc2Bias(), E},
+                getActivation(), H, elt);
+  if (failed(m))
+    return failure();
+  if (getSharedFc1().operator bool() != getSharedFc2().operator bool())
+    return emitOpError("shared_fc1 and shared_fc2 are given together");
+  if ((getSharedFc3() || getSharedGate()) && !getSharedFc1())
+    return emitOpError("shared_fc3 and shared_gate need shared_fc1");
+  if (getSharedFc1()) {
+    FFNWeights shared{getSharedFc1(), {}, getSharedFc3(), {}, getSharedFc2(),
+                      {},             std::nullopt, "shared_"};
+    FailureOr<int64_t> sharedM =
+        verifyFFN(*this, shared, getActivation(), H, elt);
+    if (failed(sharedM))
+      return failure();
+    if (*sharedM != *m)
+      return emitOpError() << "the shared expert's output width " << *sharedM
+                           << " differs from the experts' " << *m;
+    if (getSharedGate() &&
+        (failed(expectShape(*this, getSharedGate(), "shared_gate", {1, H})) ||
+         failed(expectElementType(*this, getSharedGate(), "shared_gate", elt))))
+      return failure();
+  }
+  if (failed(expectShape(*this, getOutput(), "output", {T, *m})) ||
+      failed(expectElementType(*this, getOutput(), "output", elt)))
+    return failure();
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "dialects/moe/IR/MoEOps.cpp.inc"

@@ -1,0 +1,518 @@
+//===- MoEOps.td - moe dialect ops -------------------------*- tablegen -*-===//
+//
+// Every op's description ends with a Constraints list that mirrors its
+// verifier one for one; test/dialects/moe/IR/invalid.mlir has a case for each.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOE_DIALECT_MOE_IR_MOEOPS_TD
+#define MOE_DIALECT_MOE_IR_MOEOPS_TD
+
+include "dialects/moe/IR/MoEBase.td"
+include "mlir/IR/BuiltinAttributes.td"
+include "mlir/IR/CommonAttrConstraints.td"
+include "mlir/IR/CommonTypeConstraints.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+class MoE_Op<string mnemonic, list<Trait> traits = []>
+    : Op<MoE_Dialect, mnemonic, traits>;
+
+// A statically shaped tensor of one of `ranks` with elements in `elts`.
+class MoE_Tensor<list<Type> elts, list<int> ranks>
+    : Type<And<[TensorRankOf<elts, ranks>.predicate, HasStaticShapePred]>,
+           "statically shaped " # TensorRankOf<elts, ranks>.summary,
+           "::mlir::RankedTensorType">;
+
+def MoE_FloatMatrix : MoE_Tensor<[AnyFloat], [2]>;
+def MoE_FloatVector : MoE_Tensor<[AnyFloat], [1]>;
+def MoE_FloatScalar : MoE_Tensor<[AnyFloat], [0]>;
+def MoE_IdMatrix : MoE_Tensor<[I32], [2]>;
+def MoE_CountVector : MoE_Tensor<[I32], [1]>;
+// Expert rows: dropless [R, H] or capacity-padded [G, C, H].
+def MoE_RowBuffer : MoE_Tensor<[AnyFloat], [2, 3]>;
+def MoE_ExpertWeight : MoE_Tensor<[AnyFloat], [3]>;
+
+// Attributes shared by moe.router and moe.layer (they route the same way).
+defvar MoE_RoutingAttrs = (ins
+  MoE_ScoringFunctionAttr:$scoring,
+  MoE_SelectionMethodAttr:$selection,
+  UnitAttr:$normalize,
+  DefaultValuedAttr<F64Attr, "1.0">:$scaling_factor,
+  OptionalAttr<I64Attr>:$num_groups,
+  OptionalAttr<I64Attr>:$group_topk,
+  OptionalAttr<MoE_GroupScoreAttr>:$group_score,
+  DefaultValuedAttr<F64Attr, "1.0e-4">:$sinkhorn_tolerance,
+  DefaultValuedAttr<I64Attr, "10000">:$sinkhorn_max_iterations,
+  DefaultValuedAttr<F64Attr, "0.01">:$jitter_eps
+);
+
+defvar MoE_RoutingDoc = [{
+    Routing (shared by `moe.router` and `moe.layer`), on logits `l [T, E]`:
+
+    * Scores `s = softmax(l)` over the E experts, or `s = sigmoid(l)`.
+    * `topk`: the k experts with the largest `s + bias` (the bias, as
+      DeepSeek-V3's `e_score_correction_bias`, only steers selection); the
+      weights are the unbiased `s` of the chosen experts.
+    * `grouped_topk`: experts form `num_groups` equal groups; a group's score
+      is the `max` of `s + bias` in it (DeepSeek-V2) or the sum of its two
+      largest (`top2_sum`, DeepSeek-V3); only the `group_topk` best groups may
+      be chosen, then as `topk`. Experts in other groups are never chosen.
+    * `sinkhorn`: Megatron's `sinkhorn(l)` (row and column scaling of
+      `exp(l)` until the mean change of the column scaling is at most
+      `sinkhorn_tolerance`, or `sinkhorn_max_iterations` rounds) selects the
+      top k; the weights are `s` of the chosen experts (Megatron uses
+      `sigmoid` for k = 1 and `softmax` otherwise).
+    * `expert_choice`: every expert takes the `capacity` tokens with the
+      largest `s[:, e]`. Results are `[T, E]`: column `e` holds `e` for the
+      tokens expert `e` took and `-1` elsewhere, with weight `s[t, e]` or 0.
+    * `sparse_mixer`: Phi-3.5-MoE's inference sparsemixer, top-2 on the raw
+      logits with threshold `jitter_eps`; not renormalised.
+    * `normalize` divides the chosen weights by their sum (plus 1e-20), then
+      every weight is multiplied by `scaling_factor`.
+    * Ties go to the lower expert (or, for `expert_choice`, token) index.
+}];
+
+defvar MoE_RoutingConstraints = [{
+    * `bias` is only given to `topk` and `grouped_topk`, and has E elements;
+    * `num_groups`, `group_topk` and `group_score` are given exactly for
+      `grouped_topk`; `num_groups` divides E, `1 <= group_topk <= num_groups`,
+      and k is at most the experts in `group_topk` groups;
+    * for `expert_choice`, `capacity` is given, `1 <= capacity <= T`, and
+      k = E; otherwise `1 <= k <= E`;
+    * `sparse_mixer` needs k = 2 and `softmax`;
+    * `normalize` is not used with `expert_choice` or `sparse_mixer`;
+    * `scaling_factor` is positive, `sinkhorn_tolerance` is positive,
+      `sinkhorn_max_iterations` is at least 1, `jitter_eps` is non-negative.
+}];
+
+//===----------------------------------------------------------------------===//
+// moe.router
+//===----------------------------------------------------------------------===//
+
+def MoE_RouterOp : MoE_Op<"router", [Pure]> {
+  let summary = "select experts and weights for every token";
+  let description = !strconcat([{
+    Turns router logits `[T, E]` into the chosen expert ids `[T, k]` and their
+    combine weights `[T, k]`. k is the result's column count.
+
+  }], MoE_RoutingDoc, [{
+
+    Example (Mixtral: softmax, top-2, renormalised):
+
+    ```mlir
+    %ids, %w = moe.router softmax topk %logits {normalize}
+        : tensor<32x8xf32> -> tensor<32x2xi32>, tensor<32x2xf32>
+    ```
+
+    DeepSeek-V3 (sigmoid, group-limited top-8 with a selection bias):
+
+    ```mlir
+    %ids, %w = moe.router sigmoid grouped_topk %logits bias(%b)
+        groups 8 top 4 by top2_sum {normalize, scaling_factor = 2.5}
+        : tensor<16x256xf32>, tensor<256xf32> -> tensor<16x8xi32>, tensor<16x8xf32>
+    ```
+
+    **Constraints:**
+    * `ids` and `weights` are `[T, k]` for logits `[T, E]`;
+    * `weights` and `bias` have the element type of `logits`;
+    * `capacity` is only given for `expert_choice`;
+  }], MoE_RoutingConstraints);
+
+  let arguments = !con((ins MoE_FloatMatrix:$logits,
+                            Optional<MoE_FloatVector>:$bias,
+                            OptionalAttr<I64Attr>:$capacity),
+                       MoE_RoutingAttrs);
+  let results = (outs MoE_IdMatrix:$ids, MoE_FloatMatrix:$weights);
+  let assemblyFormat = [{
+    $scoring $selection $logits (`bias` `(` $bias^ `)`)?
+    (`groups` $num_groups^ `top` $group_topk `by` $group_score)?
+    (`capacity` $capacity^)? attr-dict `:` type($logits) (`,` type($bias)^)? `->` type($ids) `,` type($weights)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// moe.aux_loss / moe.z_loss
+//===----------------------------------------------------------------------===//
+
+def MoE_AuxLossOp : MoE_Op<"aux_loss", [Pure]> {
+  let summary = "Switch/Megatron load-balancing loss";
+  let description = [{
+    `coeff * E * sum_e f_e * P_e` over the T tokens, where
+    `f_e = count_e / (T * k)` is the fraction of routed (token, slot) pairs
+    that chose expert e (`-1` ids count for no expert) and `P_e` is the mean
+    score of expert e: `softmax(l)`, or for `sigmoid` the per-token normalised
+    `sigmoid(l) / sum(sigmoid(l))` (DeepSeek). This is Megatron's
+    `switch_load_balancing_loss_func`; it is 1 * coeff at perfect balance.
+
+    With `seq_len = L` the loss is computed per sequence of L consecutive
+    tokens and averaged over the T / L sequences (Megatron `seq_aux_loss`,
+    DeepSeek's sequence-wise loss).
+
+    ```mlir
+    %loss = moe.aux_loss softmax %logits, %ids {coeff = 1.0e-2}
+        : tensor<32x8xf32>, tensor<32x2xi32> -> tensor<f32>
+    ```
+
+    **Constraints:**
+    * `ids` has the T rows of `logits`;
+    * the result has the element type of `logits`;
+    * `coeff` is non-negative;
+    * `seq_len`, when given, is positive and divides T.
+  }];
+  let arguments = (ins MoE_ScoringFunctionAttr:$scoring,
+                       MoE_FloatMatrix:$logits, MoE_IdMatrix:$ids,
+                       F64Attr:$coeff, OptionalAttr<I64Attr>:$seq_len);
+  let results = (outs MoE_FloatScalar:$loss);
+  let assemblyFormat = [{
+    $scoring $logits `,` $ids attr-dict `:` type($logits) `,` type($ids) `->` type($loss)
+  }];
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def MoE_ZLossOp : MoE_Op<"z_loss", [Pure]> {
+  let summary = "ST-MoE router z-loss";
+  let description = [{
+    `coeff * mean_t (logsumexp_e l[t, e])^2` (ST-MoE; Megatron `z_loss_func`).
+
+    ```mlir
+    %z = moe.z_loss %logits {coeff = 1.0e-3} : tensor<32x8xf32> -> tensor<f32>
+    ```
+
+    **Constraints:**
+    * the result has the element type of `logits`;
+    * `coeff` is non-negative.
+  }];
+  let arguments = (ins MoE_FloatMatrix:$logits, F64Attr:$coeff);
+  let results = (outs MoE_FloatScalar:$loss);
+  let assemblyFormat = "$logits attr-dict `:` type($logits) `->` type($loss)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// moe.dispatch
+//===----------------------------------------------------------------------===//
+
+def MoE_DispatchOp : MoE_Op<"dispatch", [Pure]> {
+  let summary = "pack token rows per expert";
+  let description = [{
+    Copies every routed (token, slot) row of `input [T, H]` into a per-expert
+    buffer and records where it went.
+
+    * Capacity mode (`capacity = C`): `rows` is `[E, C, H]`; expert e keeps
+      at most C of the pairs routed to it, in token order. Policy `position`
+      keeps the first C tokens (Megatron, Switch); `probs` keeps the C with
+      the largest `weights` (ties: lower token). The rest are dropped and
+      counted in `dropped`; unused slots are zero.
+    * Dropless mode (no `capacity`): `rows` is `[T*k, H]`, every routed pair
+      kept, grouped by expert in expert order and in token order within an
+      expert; the rows after the last group are zero.
+
+    Results: `slots [T, k]` holds the flat row index (`e * C + c` in capacity
+    mode) of each pair, or -1 for dropped and unrouted pairs; `counts [E]` the
+    rows each expert holds; `dropped` the pairs lost to capacity (always 0
+    when dropless). Ids outside `[-1, E)` are treated as unrouted.
+
+    ```mlir
+    // Dropless.
+    %rows, %slots, %counts, %dropped = moe.dispatch %x, %ids
+        : (tensor<32x64xf32>, tensor<32x2xi32>)
+       -> (tensor<64x64xf32>, tensor<32x2xi32>, tensor<8xi32>, tensor<i64>)
+    // Capacity 8 per expert, keeping the most probable tokens.
+    %rows, %slots, %counts, %dropped = moe.dispatch %x, %ids capacity 8 drop probs by %w
+        : (tensor<32x64xf32>, tensor<32x2xi32>, tensor<32x2xf32>)
+       -> (tensor<8x8x64xf32>, tensor<32x2xi32>, tensor<8xi32>, tensor<i64>)
+    ```
+
+    **Constraints:**
+    * `ids` (and `weights`, `slots`) are `[T, k]` for `input [T, H]`;
+    * `rows` has the element type of `input` and its row width H;
+    * `counts` has E elements, E >= 1;
+    * with `capacity`: `drop_policy` is given, C >= 1, and `rows` is `[E, C, H]`;
+    * without `capacity`: no `drop_policy`, and `rows` is `[T*k, H]`;
+    * `weights` is given exactly for the `probs` policy.
+  }];
+  let arguments = (ins MoE_FloatMatrix:$input, MoE_IdMatrix:$ids,
+                       Optional<MoE_FloatMatrix>:$weights,
+                       OptionalAttr<I64Attr>:$capacity,
+                       OptionalAttr<MoE_DropPolicyAttr>:$drop_policy);
+  let results = (outs MoE_RowBuffer:$rows, MoE_IdMatrix:$slots,
+                      MoE_CountVector:$counts, MoE_Tensor<[I64], [0]>:$dropped);
+  let assemblyFormat = [{
+    $input `,` $ids (`capacity` $capacity^)? (`drop` $drop_policy^)? (`by` $weights^)?
+    attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    bool isDropless() { return !getCapacity().has_value(); }
+    int64_t getNumExperts() { return getCounts().getType().getDimSize(0); }
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// moe.experts / moe.shared_expert
+//===----------------------------------------------------------------------===//
+
+def MoE_ExpertsOp : MoE_Op<"experts", [Pure, AttrSizedOperandSegments]> {
+  let summary = "all expert FFNs as one grouped computation";
+  let description = [{
+    Runs expert e's FFN `act(x W1_e^T + b1_e) ... W2_e^T + b2_e` on the rows
+    that belong to it (see `#moe.activation` for the activations, gating and
+    SwiGLU layouts). Weights are `[E, out, in]`.
+
+    Rows are split into G groups by `counts [G]`, G a multiple of E; group g
+    belongs to expert `g mod E`, so rows received from several ranks
+    (source-major, E local experts each) need no re-sorting.
+    * Dropless rows `[R, H]`: group g is the `counts[g]` rows after groups
+      0..g-1; rows after the last group give zeros.
+    * Capacity rows `[G, C, H]`: group g is the first `counts[g]` rows of
+      block g; the remaining (padding) rows give zeros.
+
+    The fc2 bias is added per row, so combine weights scale it as in ONNX
+    Runtime (`sum_k w_k * (y_k + b2)`).
+
+    ```mlir
+    %y = moe.experts %rows, %counts fc1(%w1) fc3(%w3) fc2(%w2) activation <swiglu>
+        : (tensor<64x64xf32>, tensor<8xi32>, tensor<8x128x64xf32>,
+           tensor<8x128x64xf32>, tensor<8x64x128xf32>) -> tensor<64x64xf32>
+    ```
+
+    **Constraints:**
+    * the result has the shape of `rows` but the row width of fc2 (M), and
+      the element type of `rows`; every weight and bias has that element type;
+    * `counts` has a multiple of E elements; capacity rows have one block per
+      group;
+    * fc1 is `[E, F1, H]` with H the row width; fc2 is `[E, M, F]` where
+      F1 = 2F for a fused SwiGLU and F1 = F otherwise; fc3 is `[E, F, H]`;
+    * each bias is `[E, out]` of its projection;
+    * fc3 is given for a `separate` SwiGLU and never for a fused one;
+    * `fc3_bias` needs fc3.
+  }];
+  let arguments = (ins MoE_RowBuffer:$rows, MoE_CountVector:$counts,
+                       MoE_ExpertWeight:$fc1_weight,
+                       Optional<MoE_FloatMatrix>:$fc1_bias,
+                       Optional<MoE_ExpertWeight>:$fc3_weight,
+                       Optional<MoE_FloatMatrix>:$fc3_bias,
+                       MoE_ExpertWeight:$fc2_weight,
+                       Optional<MoE_FloatMatrix>:$fc2_bias,
+                       MoE_ActivationAttr:$activation);
+  let results = (outs MoE_RowBuffer:$output);
+  let assemblyFormat = [{
+    $rows `,` $counts
+    `fc1` `(` $fc1_weight (`,` $fc1_bias^)? `)`
+    (`fc3` `(` $fc3_weight^ `)`)? (`fc3_bias` `(` $fc3_bias^ `)`)?
+    `fc2` `(` $fc2_weight (`,` $fc2_bias^)? `)`
+    `activation` $activation attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    int64_t getNumExperts() {
+      return getFc1Weight().getType().getDimSize(0);
+    }
+  }];
+}
+
+def MoE_SharedExpertOp : MoE_Op<"shared_expert",
+                                [Pure, AttrSizedOperandSegments]> {
+  let summary = "an always-on expert FFN, optionally behind a sigmoid gate";
+  let description = [{
+    One FFN on every token (Qwen2-MoE and DeepSeek shared experts), with the
+    projections and activation of `moe.experts` but no expert dimension:
+    fc1 `[F1, H]`, fc3 `[F, H]`, fc2 `[M, F]`. With `gate [1, H]` (Qwen's
+    `shared_expert_gate`) the output is `sigmoid(x g^T) * FFN(x)`.
+
+    ```mlir
+    %s = moe.shared_expert %x fc1(%sw1) fc3(%sw3) fc2(%sw2) gate(%g) activation <swiglu>
+        : (tensor<32x64xf32>, tensor<96x64xf32>, tensor<96x64xf32>,
+           tensor<64x96xf32>, tensor<1x64xf32>) -> tensor<32x64xf32>
+    ```
+
+    **Constraints:**
+    * the result is `[T, M]` with the element type of `input`, as is every
+      weight and bias;
+    * fc1 is `[F1, H]` for `input [T, H]`; fc2 is `[M, F]` with F1 = 2F for a
+      fused SwiGLU and F otherwise; fc3 is `[F, H]`; `gate` is `[1, H]`;
+    * each bias has the out size of its projection;
+    * fc3 is given for a `separate` SwiGLU and never for a fused one;
+    * `fc3_bias` needs fc3.
+  }];
+  let arguments = (ins MoE_FloatMatrix:$input,
+                       MoE_FloatMatrix:$fc1_weight,
+                       Optional<MoE_FloatVector>:$fc1_bias,
+                       Optional<MoE_FloatMatrix>:$fc3_weight,
+                       Optional<MoE_FloatVector>:$fc3_bias,
+                       MoE_FloatMatrix:$fc2_weight,
+                       Optional<MoE_FloatVector>:$fc2_bias,
+                       Optional<MoE_FloatMatrix>:$gate,
+                       MoE_ActivationAttr:$activation);
+  let results = (outs MoE_FloatMatrix:$output);
+  let assemblyFormat = [{
+    $input
+    `fc1` `(` $fc1_weight (`,` $fc1_bias^)? `)`
+    (`fc3` `(` $fc3_weight^ `)`)? (`fc3_bias` `(` $fc3_bias^ `)`)?
+    `fc2` `(` $fc2_weight (`,` $fc2_bias^)? `)`
+    (`gate` `(` $gate^ `)`)?
+    `activation` $activation attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// moe.combine
+//===----------------------------------------------------------------------===//
+
+def MoE_CombineOp : MoE_Op<"combine", [Pure]> {
+  let summary = "weighted sum of expert rows back into token order";
+  let description = [{
+    `output[t] = sum_j weights[t, j] * rows[slots[t, j]]` over the slots that
+    are not -1, with `rows` read as a flat list of rows (`[G, C, M]` as
+    `[G*C, M]`). Dropped and unrouted pairs contribute nothing (Switch: the
+    residual carries a dropped token). Accumulates in the element type.
+
+    ```mlir
+    %out = moe.combine %y, %slots, %w
+        : (tensor<64x64xf32>, tensor<32x2xi32>, tensor<32x2xf32>) -> tensor<32x64xf32>
+    ```
+
+    **Constraints:**
+    * `weights` has the shape of `slots`, `[T, k]`;
+    * the result is `[T, M]` for rows of width M, with their element type;
+    * `weights` has the element type of `rows`.
+  }];
+  let arguments = (ins MoE_RowBuffer:$rows, MoE_IdMatrix:$slots,
+                       MoE_FloatMatrix:$weights);
+  let results = (outs MoE_FloatMatrix:$output);
+  let assemblyFormat = [{
+    $rows `,` $slots `,` $weights attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// moe.all_to_all
+//===----------------------------------------------------------------------===//
+
+def MoE_AllToAllOp : MoE_Op<"all_to_all", [Pure,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "exchange row blocks between the ranks of a grid axis group";
+  let description = [{
+    Every rank of the group spanned by `grid_axes` of `shard.grid @grid` (N
+    ranks) sends a block of rows to every rank, itself included.
+
+    * Uniform (no counts): `input` is N equal blocks along dimension 0; block
+      i goes to group rank i, and block j of the result came from rank j. The
+      result has the input's type (GShard's capacity-padded exchange).
+    * Ragged (with `counts [N*L]`): the first rows of `input` are grouped by
+      destination rank and, within it, into L groups (local experts) of
+      `counts[i*L + l]` rows. The result holds the received groups
+      source-major in the same way, `output_counts[j*L + l]` rows from rank j
+      for group l, then zero rows. The receiver's buffer is a static upper
+      bound; overflowing it is a runtime error. Counts travel before rows.
+
+    The inverse exchange is the same op applied to the received rows and
+    counts. A group of one rank copies its input.
+
+    ```mlir
+    shard.grid @grid(shape = 4)
+    %a = moe.all_to_all %rows on @grid grid_axes = [0]
+        : (tensor<8x16x64xf32>) -> tensor<8x16x64xf32>
+    %b, %bc = moe.all_to_all %rows, %counts on @grid grid_axes = [0]
+        : (tensor<64x64xf32>, tensor<8xi32>) -> (tensor<128x64xf32>, tensor<8xi32>)
+    ```
+
+    **Constraints:**
+    * `grid` names a `shard.grid` with a static shape, `grid_axes` are
+      distinct axes of it;
+    * uniform: no `output_counts`, the result type equals the input type and
+      N divides dimension 0;
+    * ragged: `input` and `output` are `[R, ...]` rows with the same trailing
+      dimensions and element type, `output_counts` has the type of `counts`,
+      and N divides the number of counts.
+  }];
+  let arguments = (ins MoE_Tensor<[AnyType], [2, 3]>:$input,
+                       Optional<MoE_CountVector>:$counts,
+                       FlatSymbolRefAttr:$grid,
+                       DefaultValuedAttr<DenseI16ArrayAttr, "{}">:$grid_axes);
+  let results = (outs MoE_Tensor<[AnyType], [2, 3]>:$output,
+                      Optional<MoE_CountVector>:$output_counts);
+  let assemblyFormat = [{
+    $input (`,` $counts^)? `on` $grid `grid_axes` `=` $grid_axes
+    attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+  let hasCanonicalizer = 1;
+  let extraClassDeclaration = [{
+    bool isRagged() { return getCounts() != nullptr; }
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// moe.layer
+//===----------------------------------------------------------------------===//
+
+def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments]> {
+  let summary = "a whole MoE block: route, dispatch, experts, combine";
+  let description = !strconcat([{
+    The fused block that importers produce (and what ONNX Runtime's
+    `com.microsoft.MoE` is): routes `logits [T, E]` with the attributes of
+    `moe.router` and top `k`, dispatches `input [T, H]` (dropless, or with
+    `capacity` and `drop_policy` as `moe.dispatch`), runs the experts as
+    `moe.experts` and combines them. Optional shared-expert weights add
+    `moe.shared_expert` (same activation) to the result. `moe-decompose`
+    expands it into those ops. For `expert_choice`, `capacity` is the
+    router's per-expert token count and k must be E.
+
+  }], MoE_RoutingDoc, [{
+
+    ```mlir
+    %y = moe.layer softmax topk k 2 %x, %logits fc1(%w1) fc3(%w3) fc2(%w2)
+        activation <swiglu> {normalize}
+        : (tensor<32x64xf32>, tensor<32x8xf32>, tensor<8x128x64xf32>,
+           tensor<8x128x64xf32>, tensor<8x64x128xf32>) -> tensor<32x64xf32>
+    ```
+
+    **Constraints:**
+    * `logits` has the T rows of `input`; the result is `[T, M]` with the
+      element type of `input`;
+    * the expert weights and biases obey the constraints of `moe.experts`
+      with E the logits' columns;
+    * the shared-expert weights obey those of `moe.shared_expert`, and
+      `shared_fc2` is given exactly when `shared_fc1` is;
+    * without `expert_choice`, `capacity` (tokens per expert, at least 1)
+      and `drop_policy` are given together or not at all (dropless);
+    * with `expert_choice`, no `drop_policy` is given;
+    * `selection_bias` is the router's `bias`;
+  }], MoE_RoutingConstraints);
+
+  let arguments = !con((ins
+      MoE_FloatMatrix:$input, MoE_FloatMatrix:$logits,
+      MoE_ExpertWeight:$fc1_weight, Optional<MoE_FloatMatrix>:$fc1_bias,
+      Optional<MoE_ExpertWeight>:$fc3_weight, Optional<MoE_FloatMatrix>:$fc3_bias,
+      MoE_ExpertWeight:$fc2_weight, Optional<MoE_FloatMatrix>:$fc2_bias,
+      Optional<MoE_FloatVector>:$selection_bias,
+      Optional<MoE_FloatMatrix>:$shared_fc1, Optional<MoE_FloatMatrix>:$shared_fc3,
+      Optional<MoE_FloatMatrix>:$shared_fc2, Optional<MoE_FloatMatrix>:$shared_gate,
+      I64Attr:$k, MoE_ActivationAttr:$activation,
+      OptionalAttr<I64Attr>:$capacity,
+      OptionalAttr<MoE_DropPolicyAttr>:$drop_policy),
+    MoE_RoutingAttrs);
+  let results = (outs MoE_FloatMatrix:$output);
+  let assemblyFormat = [{
+    $scoring $selection `k` $k $input `,` $logits
+    (`bias` `(` $selection_bias^ `)`)?
+    (`groups` $num_groups^ `top` $group_topk `by` $group_score)?
+    (`capacity` $capacity^)? (`drop` $drop_policy^)?
+    `fc1` `(` $fc1_weight (`,` $fc1_bias^)? `)`
+    (`fc3` `(` $fc3_weight^ `)`)? (`fc3_bias` `(` $fc3_bias^ `)`)?
+    `fc2` `(` $fc2_weight (`,` $fc2_bias^)? `)`
+    (`shared_fc1` `(` $shared_fc1^ `)`)? (`shared_fc3` `(` $shared_fc3^ `)`)?
+    (`shared_fc2` `(` $shared_fc2^ `)`)? (`shared_gate` `(` $shared_gate^ `)`)?
+    `activation` $activation attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // MOE_DIALECT_MOE_IR_MOEOPS_TD

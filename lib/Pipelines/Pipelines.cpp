@@ -1,0 +1,54 @@
+//===- Pipelines.cpp - named moe pass pipelines ---------------------------===//
+
+#include "moe/Pipelines.h"
+
+#include "passes/Passes.h"
+#include "mlir/Conversion/Passes.h"
+#include "mlir/Dialect/Bufferization/Pipelines/Passes.h"
+#include "mlir/Dialect/Bufferization/Transforms/Passes.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/Passes.h"
+#include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+
+using namespace mlir;
+
+void moe::buildLowerToLLVMPipeline(OpPassManager &pm,
+                                   const LowerToLLVMOptions &options) {
+  // The fused block has no lowering of its own.
+  if (options.decompose)
+    pm.addPass(moe::createMoEDecomposePass());
+  pm.addPass(moe::createConvertMoEToLinalgPass());
+  // Fold the index arithmetic of the lowering before bufferizing.
+  pm.addPass(createCanonicalizerPass());
+  // Whole-program bufferization, function signatures included, so that
+  // tests can hand tensors to the runner's print functions.
+  bufferization::OneShotBufferizePassOptions bufferize;
+  bufferize.bufferizeFunctionBoundaries = true;
+  pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
+  // Free what bufferization allocated.
+  bufferization::buildBufferDeallocationPipeline(pm);
+  pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
+  pm.addPass(createSCFToControlFlowPass());
+  // Subviews of the per-group slices become plain descriptors.
+  pm.addPass(memref::createExpandStridedMetadataPass());
+  pm.addPass(createLowerAffinePass());
+  // erf and tanh have no LLVM intrinsic: call libm.
+  pm.addPass(createConvertMathToLibmPass());
+  pm.addPass(createConvertMathToLLVMPass());
+  pm.addPass(createFinalizeMemRefToLLVMConversionPass());
+  pm.addPass(createArithToLLVMConversionPass());
+  pm.addPass(createConvertControlFlowToLLVMPass());
+  pm.addPass(createConvertFuncToLLVMPass());
+  pm.addPass(createReconcileUnrealizedCastsPass());
+}
+
+void moe::registerPipelines() {
+  PassPipelineRegistration<LowerToLLVMOptions>(
+      "moe-lower-to-llvm",
+      "Lower moe programs through linalg and bufferization to the LLVM "
+      "dialect (the CPU reference path)",
+      buildLowerToLLVMPipeline);
+}

@@ -1,0 +1,33 @@
+//===- Passes.h - moe passes ------------------------------------*- C++ -*-===//
+
+#ifndef MOE_PASSES_PASSES_H
+#define MOE_PASSES_PASSES_H
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Pass/Pass.h"
+
+namespace mlir {
+class RewritePatternSet;
+namespace moe {
+
+#define GEN_PASS_DECL
+#include "passes/Passes.h.inc"
+
+/// Patterns that expand moe.layer into its parts.
+void populateMoEDecomposePatterns(RewritePatternSet &patterns);
+
+/// Patterns that lower moe ops to linalg/tensor/arith/math/scf.
+void populateMoEToLinalgPatterns(RewritePatternSet &patterns);
+
+#define GEN_PASS_REGISTRATION
+#include "passes/Passes.h.inc"
+
+} // namespace moe
+} // namespace mlir
+
+#endif // MOE_PASSES_PASSES_H

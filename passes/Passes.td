@@ -1,0 +1,65 @@
+//===- Passes.td - moe passes ------------------------------*- tablegen -*-===//
+//
+// Every pass of the project, grouped under banners, alphabetical within a
+// group. Transform flags start with `moe-`; conversions follow upstream's
+// `convert-<from>-to-<to>`.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOE_PASSES_PASSES_TD
+#define MOE_PASSES_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+//===----------------------------------------------------------------------===//
+// Transforms
+//===----------------------------------------------------------------------===//
+
+def MoEDecomposePass : Pass<"moe-decompose"> {
+  let summary = "Expand moe.layer into router, dispatch, experts and combine";
+  let description = [{
+    Rewrites every fused `moe.layer` into the ops that make it up, so that
+    later passes (expert parallelism, lowering) see each stage:
+
+    ```mlir
+    %y = moe.layer softmax topk k 2 %x, %logits fc1(%w1) fc3(%w3) fc2(%w2)
+        activation <swiglu> {normalize} : (...) -> tensor<32x64xf32>
+    ```
+    becomes
+    ```mlir
+    %ids, %w = moe.router softmax topk %logits {normalize} : ...
+    %rows, %slots, %counts, %dropped = moe.dispatch %x, %ids : ...
+    %h = moe.experts %rows, %counts fc1(%w1) fc3(%w3) fc2(%w2) activation <swiglu> : ...
+    %y = moe.combine %h, %slots, %w : ...
+    ```
+    A shared expert becomes `moe.shared_expert` and an `arith.addf`.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect"];
+}
+
+//===----------------------------------------------------------------------===//
+// Conversions
+//===----------------------------------------------------------------------===//
+
+def ConvertMoEToLinalgPass : Pass<"convert-moe-to-linalg"> {
+  let summary = "Lower moe ops to linalg, tensor, arith, math and scf";
+  let description = [{
+    The reference semantics of every moe op, written with upstream tensor
+    dialects so that it can be bufferized, lowered to LLVM and run. Routing
+    and dispatch become loops over tokens and experts; expert FFNs become
+    `linalg.matmul`s on per-group slices; losses become reductions.
+    `moe.layer` must be decomposed first (`moe-decompose`), and
+    `moe.all_to_all` lowers only within a group of one rank: exchanges between
+    ranks are left to the communication lowering.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::bufferization::BufferizationDialect",
+    "::mlir::linalg::LinalgDialect",
+    "::mlir::math::MathDialect",
+    "::mlir::scf::SCFDialect",
+    "::mlir::tensor::TensorDialect",
+  ];
+}
+
+#endif // MOE_PASSES_PASSES_TD
