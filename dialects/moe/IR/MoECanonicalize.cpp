@@ -1,7 +1,6 @@
 //===- MoECanonicalize.cpp - moe canonicalization patterns -----------------===//
 
 #include "dialects/moe/IR/MoEOps.h"
-#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/PatternMatch.h"
 
 using namespace mlir;
@@ -15,15 +14,8 @@ struct FoldSingleRankAllToAll : OpRewritePattern<AllToAllOp> {
 
   LogicalResult matchAndRewrite(AllToAllOp op,
                                 PatternRewriter &rewriter) const override {
-    auto grid = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(
-        op, op.getGridAttr());
-    if (!grid)
-      return rewriter.notifyMatchFailure(op, "grid not found");
-    ArrayRef<int64_t> shape = grid.getShape();
-    for (int16_t axis : op.getGridAxes())
-      if (axis < 0 || axis >= static_cast<int64_t>(shape.size()) ||
-          shape[axis] != 1)
-        return rewriter.notifyMatchFailure(op, "group has more than one rank");
+    if (op.getGroupSize() != 1)
+      return rewriter.notifyMatchFailure(op, "group has more than one rank");
     if (op.getInput().getType() != op.getOutput().getType())
       return rewriter.notifyMatchFailure(op, "receive buffer has another size");
     SmallVector<Value> replacements{op.getInput()};

@@ -444,6 +444,22 @@ LogicalResult AllToAllOp::verifySymbolUses(SymbolTableCollection &symbols) {
   return success();
 }
 
+int64_t AllToAllOp::getGroupSize() {
+  auto grid = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(
+      *this, getGridAttr());
+  if (!grid)
+    return 0;
+  ArrayRef<int64_t> shape = grid.getShape();
+  int64_t size = 1;
+  for (int16_t axis : getGridAxes()) {
+    if (axis < 0 || axis >= static_cast<int64_t>(shape.size()) ||
+        ShapedType::isDynamic(shape[axis]))
+      return 0;
+    size *= shape[axis];
+  }
+  return size;
+}
+
 LogicalResult AllToAllOp::verify() {
   RankedTensorType in = getInput().getType(), out = getOutput().getType();
   if (!isRagged()) {

@@ -446,6 +446,9 @@ def MoE_AllToAllOp : MoE_Op<"all_to_all", [Pure,
   let hasCanonicalizer = 1;
   let extraClassDeclaration = [{
     bool isRagged() { return getCounts() != nullptr; }
+    /// Ranks in the exchange group: the product of the grid's sizes along
+    /// `grid_axes`, or 0 when the grid cannot be found or is dynamic there.
+    int64_t getGroupSize();
   }];
 }
 

@@ -135,6 +135,15 @@ struct ConvertMoEToLinalgPass
         op->emitOpError("must be decomposed first (run moe-decompose)");
         return WalkResult::interrupt();
       }
+      if (auto exchange = dyn_cast<AllToAllOp>(op)) {
+        int64_t ranks = exchange.getGroupSize();
+        if (ranks != 1) {
+          exchange.emitOpError()
+              << "exchanges rows between " << ranks
+              << " ranks; only the communication lowering handles that";
+          return WalkResult::interrupt();
+        }
+      }
       return WalkResult::advance();
     });
     if (unsupported.wasInterrupted())
