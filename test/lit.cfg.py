@@ -22,3 +22,6 @@ for lib in ["mlir_runner_utils", "mlir_c_runner_utils"]:
     config.substitutions.append(
         ("%" + lib, os.path.join(config.llvm_lib_dir, "lib" + lib + ".so"))
     )
+
+# Debian's interpreter has numpy; the python3 first on PATH may not.
+config.substitutions.append(("%python", "/usr/bin/python3"))

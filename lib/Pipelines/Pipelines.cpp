@@ -21,6 +21,9 @@ void moe::buildLowerToLLVMPipeline(OpPassManager &pm,
   if (options.decompose)
     pm.addPass(moe::createMoEDecomposePass());
   pm.addPass(moe::createConvertMoEToLinalgPass());
+  // Elementwise arith/math on tensors (the shared-expert sum, user code)
+  // becomes linalg.generic, which bufferizes.
+  pm.addPass(createConvertElementwiseToLinalgPass());
   // Fold the index arithmetic of the lowering before bufferizing.
   pm.addPass(createCanonicalizerPass());
   // Whole-program bufferization, function signatures included, so that
@@ -30,6 +33,8 @@ void moe::buildLowerToLLVMPipeline(OpPassManager &pm,
   pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
   // Free what bufferization allocated.
   bufferization::buildBufferDeallocationPipeline(pm);
+  // The deallocation pipeline's clones and deallocs become memref ops.
+  pm.addPass(createConvertBufferizationToMemRefPass());
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
   pm.addPass(createSCFToControlFlowPass());
   // Subviews of the per-group slices become plain descriptors.
