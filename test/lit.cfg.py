@@ -25,3 +25,8 @@ for lib in ["mlir_runner_utils", "mlir_c_runner_utils"]:
 
 # Debian's interpreter has numpy; the python3 first on PATH may not.
 config.substitutions.append(("%python", "/usr/bin/python3"))
+
+# The plugin that loads the moe dialect and passes into the system mlir-opt.
+config.substitutions.append(
+    ("%moe_plugin", os.path.join(config.moe_obj_root, "lib", "MoEPlugin.so"))
+)
