@@ -3,6 +3,7 @@
 #include "dialects/moe/IR/MoEOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/SmallSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
@@ -26,22 +27,37 @@ Attribute ActivationAttr::parse(AsmParser &parser, Type) {
   SwiGLULayout layout = SwiGLULayout::Separate;
   double alpha = 1.0, beta = 0.0;
   std::optional<double> limit;
+  llvm::SmallSet<StringRef, 4> seen;
   while (succeeded(parser.parseOptionalComma())) {
     StringRef key;
     SMLoc keyLoc = parser.getCurrentLocation();
     if (parser.parseKeyword(&key))
       return {};
-    if (std::optional<SwiGLULayout> l = symbolizeSwiGLULayout(key)) {
-      layout = *l;
-      continue;
-    }
-    double value;
-    if (key != "alpha" && key != "beta" && key != "limit") {
+    std::optional<SwiGLULayout> l = symbolizeSwiGLULayout(key);
+    if (!l && key != "alpha" && key != "beta" && key != "limit") {
       parser.emitError(keyLoc, "expected a SwiGLU layout, 'alpha', 'beta' or "
                                "'limit', got '")
           << key << "'";
       return {};
     }
+    // Also checked by verify(), but only here can a parameter spelled with
+    // its default value (`<silu, alpha = 1.0>`) be told from an absent one.
+    if (*kind != ActivationKind::SwiGLU) {
+      parser.emitError(keyLoc, "a layout, alpha, beta or limit is only valid "
+                               "for swiglu, not ")
+          << kindName;
+      return {};
+    }
+    if (!seen.insert(l ? StringRef("layout") : key).second) {
+      parser.emitError(keyLoc)
+          << (l ? StringRef("the swiglu layout") : key) << " is given twice";
+      return {};
+    }
+    if (l) {
+      layout = *l;
+      continue;
+    }
+    double value;
     if (parser.parseEqual() || parser.parseFloat(value))
       return {};
     (key == "alpha" ? alpha : key == "beta" ? beta : limit.emplace()) = value;

@@ -33,6 +33,8 @@ def MoE_Dialect : Dialect {
   }];
   let useDefaultAttributePrinterParser = 1;
   let hasConstantMaterializer = 1;
+  // The materializer builds arith.constant (folded zero-coefficient losses).
+  let dependentDialects = ["::mlir::arith::ArithDialect"];
 }
 
 //===----------------------------------------------------------------------===//
@@ -119,7 +121,9 @@ def MoE_ActivationAttr : AttrDef<MoE_Dialect, "Activation"> {
       The defaults `alpha = 1, beta = 0` give the standard `silu(g) * l`;
       GPT-OSS uses `alpha = 1.702, beta = 1, limit = 7`.
 
-    Example: `<silu>`, `<swiglu, interleaved, alpha = 1.702, beta = 1.0, limit = 7.0>`.
+    Syntax: `<kind (, layout)? (, alpha = f)? (, beta = f)? (, limit = f)?>`,
+    each part at most once. Example: `<silu>`,
+    `<swiglu, interleaved, alpha = 1.702, beta = 1.0, limit = 7.0>`.
 
     **Constraints:**
     * the layout, `alpha`, `beta` and `limit` are only given for `swiglu`;

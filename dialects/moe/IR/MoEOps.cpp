@@ -12,6 +12,7 @@
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallSet.h"
+#include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
 using namespace mlir::moe;
@@ -101,9 +102,15 @@ static LogicalResult verifyRouting(Operation *op, const Routing &r, int64_t T,
                              << sel;
   if (grouped) {
     int64_t groups = *r.numGroups;
-    if (groups < 1 || E % groups != 0)
+    if (groups < 1)
+      return op->emitOpError() << "num_groups must be positive, got " << groups;
+    if (E % groups != 0)
       return op->emitOpError() << "num_groups " << groups
                                << " does not divide the " << E << " experts";
+    if (r.groupScore == GroupScore::Top2Sum && E / groups < 2)
+      return op->emitOpError() << "top2_sum needs at least 2 experts per "
+                                  "group, got "
+                               << E / groups;
     if (*r.groupTopk < 1 || *r.groupTopk > groups)
       return op->emitOpError() << "group_topk " << *r.groupTopk
                                << " must be in [1, " << groups << "]";
@@ -189,14 +196,14 @@ static FailureOr<int64_t> verifyFFN(Operation *op, const FFNWeights &w,
                              << " does not match the row width " << hidden;
   bool fused = act.isFusedSwiGLU();
   if (fused && f1 % 2 != 0)
-    return op->emitOpError() << "a fused swiglu needs an even fc1 width, got "
-                             << f1;
+    return op->emitOpError() << "a fused swiglu needs an even " << name("fc1")
+                             << " width, got " << f1;
   int64_t f = fused ? f1 / 2 : f1;
   bool separateSwiGLU = act.getKind() == ActivationKind::SwiGLU && !fused;
   if (separateSwiGLU && !w.fc3)
-    return op->emitOpError("a separate swiglu needs fc3");
+    return op->emitOpError() << "a separate swiglu needs " << name("fc3");
   if (fused && w.fc3)
-    return op->emitOpError("a fused swiglu takes no fc3");
+    return op->emitOpError() << "a fused swiglu takes no " << name("fc3");
   if (w.fc3Bias && !w.fc3)
     return op->emitOpError() << name("fc3_bias") << " needs " << name("fc3");
 
@@ -270,10 +277,13 @@ LogicalResult AuxLossOp::verify() {
   if (getIds().getType().getDimSize(0) != T)
     return emitOpError() << "ids has " << getIds().getType().getDimSize(0)
                          << " rows, expected " << T;
-  if (std::optional<int64_t> len = getSeqLen())
-    if (*len < 1 || T % *len != 0)
+  if (std::optional<int64_t> len = getSeqLen()) {
+    if (*len < 1)
+      return emitOpError() << "seq_len must be positive, got " << *len;
+    if (T % *len != 0)
       return emitOpError() << "seq_len " << *len << " does not divide the "
                            << T << " tokens";
+  }
   return verifyLoss(*this, getLogits(), getLoss(),
                     getCoeff().convertToDouble());
 }
@@ -344,7 +354,9 @@ LogicalResult ExpertsOp::verify() {
   RankedTensorType rows = getRows().getType();
   int64_t E = getNumExperts();
   int64_t G = getCounts().getType().getDimSize(0);
-  if (E < 1 || G % E != 0)
+  if (E < 1)
+    return emitOpError("fc1 must have at least one expert");
+  if (G % E != 0)
     return emitOpError() << "counts has " << G
                          << " groups, not a multiple of the " << E
                          << " experts";
@@ -427,7 +439,12 @@ LogicalResult AllToAllOp::verifySymbolUses(SymbolTableCollection &symbols) {
       return emitOpError() << "grid axis " << axis << " is repeated";
     if (ShapedType::isDynamic(shape[axis]))
       return emitOpError() << "grid axis " << axis << " has a dynamic size";
-    groupSize *= shape[axis];
+    // A size-0 axis has no ranks to exchange with (and would divide by 0).
+    if (shape[axis] < 1)
+      return emitOpError() << "grid axis " << axis << " has size "
+                           << shape[axis];
+    if (llvm::MulOverflow(groupSize, shape[axis], groupSize))
+      return emitOpError("grid_axes span more than 2^63 - 1 ranks");
   }
   if (isRagged()) {
     int64_t numCounts = getCounts().getType().getDimSize(0);
@@ -453,9 +470,9 @@ int64_t AllToAllOp::getGroupSize() {
   int64_t size = 1;
   for (int16_t axis : getGridAxes()) {
     if (axis < 0 || axis >= static_cast<int64_t>(shape.size()) ||
-        ShapedType::isDynamic(shape[axis]))
+        ShapedType::isDynamic(shape[axis]) ||
+        llvm::MulOverflow(size, shape[axis], size))
       return 0;
-    size *= shape[axis];
   }
   return size;
 }
@@ -512,10 +529,11 @@ LogicalResult LayerOp::verify() {
       return emitOpError("expert_choice drops no tokens, so takes no "
                          "drop_policy");
   } else if (getCapacity().has_value() != getDropPolicy().has_value()) {
-    return emitOpError("capacity and drop_policy are given together");
-  } else if (getCapacity() && *getCapacity() < 1) {
-    return emitOpError() << "capacity must be at least 1, got "
-                         << *getCapacity();
+    return emitOpError("capacity and drop_policy must be given together");
+  } else if (std::optional<int64_t> capacity = getCapacity();
+             capacity && *capacity < 1) {
+    // The I64Attr getter is unsigned: compare the signed value.
+    return emitOpError() << "capacity must be at least 1, got " << *capacity;
   }
 
   FailureOr<int64_t> m =
@@ -526,7 +544,7 @@ LogicalResult LayerOp::verify() {
   if (failed(m))
     return failure();
   if (getSharedFc1().operator bool() != getSharedFc2().operator bool())
-    return emitOpError("shared_fc1 and shared_fc2 are given together");
+    return emitOpError("shared_fc1 and shared_fc2 must be given together");
   if ((getSharedFc3() || getSharedGate()) && !getSharedFc1())
     return emitOpError("shared_fc3 and shared_gate need shared_fc1");
   if (getSharedFc1()) {

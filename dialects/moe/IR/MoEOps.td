@@ -76,7 +76,9 @@ defvar MoE_RoutingDoc = [{
 defvar MoE_RoutingConstraints = [{
     * `bias` is only given to `topk` and `grouped_topk`, and has E elements;
     * `num_groups`, `group_topk` and `group_score` are given exactly for
-      `grouped_topk`; `num_groups` divides E, `1 <= group_topk <= num_groups`,
+      `grouped_topk`; `num_groups` is positive and divides E, with at
+      least 2 experts per group for `top2_sum`,
+      `1 <= group_topk <= num_groups`,
       and k is at most the experts in `group_topk` groups;
     * for `expert_choice`, `capacity` is given, `1 <= capacity <= T`, and
       k = E; otherwise `1 <= k <= E`;
@@ -229,7 +231,8 @@ def MoE_DispatchOp : MoE_Op<"dispatch", [Pure]> {
 
     **Constraints:**
     * `ids` (and `weights`, `slots`) are `[T, k]` for `input [T, H]`;
-    * `rows` has the element type of `input` and its row width H;
+    * `rows` and `weights` have the element type of `input`, and `rows` its
+      row width H;
     * `counts` has E elements, E >= 1;
     * with `capacity`: `drop_policy` is given, C >= 1, and `rows` is `[E, C, H]`;
     * without `capacity`: no `drop_policy`, and `rows` is `[T*k, H]`;
@@ -283,8 +286,8 @@ def MoE_ExpertsOp : MoE_Op<"experts", [Pure, AttrSizedOperandSegments]> {
     **Constraints:**
     * the result has the shape of `rows` but the row width of fc2 (M), and
       the element type of `rows`; every weight and bias has that element type;
-    * `counts` has a multiple of E elements; capacity rows have one block per
-      group;
+    * there is at least one expert (E >= 1), `counts` has a multiple of E
+      elements, and capacity rows have one block per group;
     * fc1 is `[E, F1, H]` with H the row width; fc2 is `[E, M, F]` where
       F1 = 2F for a fused SwiGLU and F1 = F otherwise; fc3 is `[E, F, H]`;
     * each bias is `[E, out]` of its projection;
@@ -424,13 +427,13 @@ def MoE_AllToAllOp : MoE_Op<"all_to_all", [Pure,
     ```
 
     **Constraints:**
-    * `grid` names a `shard.grid` with a static shape, `grid_axes` are
-      distinct axes of it;
+    * `grid` names a `shard.grid`; `grid_axes` are distinct axes of it, each
+      of static, non-zero size, spanning at most 2^63 - 1 ranks;
     * uniform: no `output_counts`, the result type equals the input type and
       N divides dimension 0;
     * ragged: `input` and `output` are `[R, ...]` rows with the same trailing
-      dimensions and element type, `output_counts` has the type of `counts`,
-      and N divides the number of counts.
+      dimensions and element type, `output_counts` is given with the type of
+      `counts`, and N divides the number of counts.
   }];
   let arguments = (ins MoE_Tensor<[AnyType], [2, 3]>:$input,
                        Optional<MoE_CountVector>:$counts,
@@ -447,7 +450,8 @@ def MoE_AllToAllOp : MoE_Op<"all_to_all", [Pure,
   let extraClassDeclaration = [{
     bool isRagged() { return getCounts() != nullptr; }
     /// Ranks in the exchange group: the product of the grid's sizes along
-    /// `grid_axes`, or 0 when the grid cannot be found or is dynamic there.
+    /// `grid_axes`, or 0 when the grid cannot be found, an axis is out of
+    /// range or dynamic, or the product overflows.
     int64_t getGroupSize();
   }];
 }
@@ -478,12 +482,15 @@ def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments]> {
     ```
 
     **Constraints:**
-    * `logits` has the T rows of `input`; the result is `[T, M]` with the
-      element type of `input`;
+    * `logits` has the T rows of `input`; the result is `[T, M]`;
+    * `logits`, `selection_bias` and the result have the element type of
+      `input`;
     * the expert weights and biases obey the constraints of `moe.experts`
       with E the logits' columns;
-    * the shared-expert weights obey those of `moe.shared_expert`, and
-      `shared_fc2` is given exactly when `shared_fc1` is;
+    * `shared_fc2` is given exactly when `shared_fc1` is, and `shared_fc3`
+      and `shared_gate` only with them;
+    * the shared-expert weights obey those of `moe.shared_expert`, with the
+      experts' output width M;
     * without `expert_choice`, `capacity` (tokens per expert, at least 1)
       and `drop_policy` are given together or not at all (dropless);
     * with `expert_choice`, no `drop_policy` is given;

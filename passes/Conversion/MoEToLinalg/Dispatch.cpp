@@ -1,9 +1,429 @@
 //===- Dispatch.cpp - lower dispatch, combine, all_to_all -----------------===//
+//
+// The reference semantics of moving rows between tokens and experts.
+// moe.dispatch is one scf.for nest over the (token, slot) pairs in token
+// order that copies every kept pair to the next free row of its expert;
+// moe.combine is a linalg.generic that gathers rows through the slots; an
+// moe.all_to_all within a group of one rank is a copy.
+//
+//===----------------------------------------------------------------------===//
 
 #include "passes/Conversion/MoEToLinalg/Lowering.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
+#include "mlir/Transforms/DialectConversion.h"
 
 namespace mlir::moe::lowering {
 
-void populateDispatchPatterns(RewritePatternSet &patterns) {}
+static RankedTensorType tensorType(Value value) {
+  return cast<RankedTensorType>(value.getType());
+}
+
+/// The map from `numLoops` loop dims to the loop dims `targets`.
+static AffineMap loopsTo(OpBuilder &b, unsigned numLoops,
+                         ArrayRef<unsigned> targets) {
+  return AffineMap::getMultiDimMapWithTargets(numLoops, targets,
+                                              b.getContext());
+}
+
+/// `acc + 1` where `cond` holds, `acc` elsewhere (i32).
+static Value countIf(OpBuilder &b, Location loc, Value cond, Value acc) {
+  Value one = arith::ExtUIOp::create(b, loc, acc.getType(), cond);
+  return arith::AddIOp::create(b, loc, acc, one);
+}
+
+/// Whether the i32 `value` is in `[0, bound)`: negative values, -1 among
+/// them, are huge as unsigned numbers.
+static Value isBelow(OpBuilder &b, Location loc, Value value, Value bound) {
+  return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, value,
+                               bound);
+}
+
+/// The i32 value of linalg loop dim `dim`.
+static Value loopIndexI32(OpBuilder &b, Location loc, int64_t dim) {
+  Value index = linalg::IndexOp::create(b, loc, dim);
+  return arith::IndexCastOp::create(b, loc, b.getI32Type(), index);
+}
+
+//===----------------------------------------------------------------------===//
+// moe.dispatch
+//===----------------------------------------------------------------------===//
+
+/// Where each expert's rows start in a dropless buffer, i32 `[E]`: the
+/// number of pairs routed to a lower expert.
+static Value droplessOffsets(OpBuilder &b, Location loc, Value ids,
+                             int64_t numExperts) {
+  Value init = filledTensor(
+      b, loc, RankedTensorType::get({numExperts}, b.getI32Type()), 0.0);
+  // Loops (e, t, j).
+  return linalg::GenericOp::create(
+             b, loc, init.getType(), ids, init,
+             ArrayRef<AffineMap>{loopsTo(b, 3, {1, 2}), loopsTo(b, 3, {0})},
+             ArrayRef<utils::IteratorType>{utils::IteratorType::parallel,
+                                           utils::IteratorType::reduction,
+                                           utils::IteratorType::reduction},
+             [](OpBuilder &nb, Location nloc, ValueRange args) {
+               Value expert = loopIndexI32(nb, nloc, 0);
+               Value lower = isBelow(nb, nloc, args[0], expert);
+               linalg::YieldOp::create(nb, nloc,
+                                       countIf(nb, nloc, lower, args[1]));
+             })
+      .getResult(0);
+}
+
+/// For the `probs` policy, how many pairs routed to the same expert outrank
+/// each pair, i32 `[T, k]`: those with a larger weight, or an equal weight
+/// earlier in (token, slot) order. A pair is kept iff fewer than C outrank
+/// it.
+static Value probsRanks(OpBuilder &b, Location loc, Value ids,
+                        Value weights) {
+  RankedTensorType idsType = tensorType(ids);
+  int64_t k = idsType.getDimSize(1);
+  Value init = filledTensor(b, loc, idsType, 0.0);
+  // Loops (t, j, u, i): pair (u, i) against pair (t, j).
+  AffineMap pair = loopsTo(b, 4, {0, 1}), other = loopsTo(b, 4, {2, 3});
+  return linalg::GenericOp::create(
+             b, loc, idsType, ValueRange{ids, weights, ids, weights}, init,
+             ArrayRef<AffineMap>{pair, pair, other, other, pair},
+             ArrayRef<utils::IteratorType>{utils::IteratorType::parallel,
+                                           utils::IteratorType::parallel,
+                                           utils::IteratorType::reduction,
+                                           utils::IteratorType::reduction},
+             [&](OpBuilder &nb, Location nloc, ValueRange args) {
+               auto flatIndex = [&](int64_t rowDim) -> Value {
+                 Value row = linalg::IndexOp::create(nb, nloc, rowDim);
+                 Value col = linalg::IndexOp::create(nb, nloc, rowDim + 1);
+                 Value rowStart = arith::MulIOp::create(
+                     nb, nloc, row, indexConst(nb, nloc, k));
+                 return arith::AddIOp::create(nb, nloc, rowStart, col);
+               };
+               Value sameExpert = arith::CmpIOp::create(
+                   nb, nloc, arith::CmpIPredicate::eq, args[0], args[2]);
+               Value larger = arith::CmpFOp::create(
+                   nb, nloc, arith::CmpFPredicate::OGT, args[3], args[1]);
+               Value equal = arith::CmpFOp::create(
+                   nb, nloc, arith::CmpFPredicate::OEQ, args[3], args[1]);
+               Value earlier =
+                   arith::CmpIOp::create(nb, nloc, arith::CmpIPredicate::ult,
+                                         flatIndex(2), flatIndex(0));
+               Value tieBreak =
+                   arith::AndIOp::create(nb, nloc, equal, earlier);
+               Value better = arith::OrIOp::create(nb, nloc, larger, tieBreak);
+               Value outranks =
+                   arith::AndIOp::create(nb, nloc, sameExpert, better);
+               linalg::YieldOp::create(nb, nloc,
+                                       countIf(nb, nloc, outranks, args[4]));
+             })
+      .getResult(0);
+}
+
+namespace {
+/// What the loop over the (token, slot) pairs of moe.dispatch reads.
+struct DispatchPlan {
+  Value input, ids;
+  int64_t numExperts;
+  std::optional<int64_t> capacity;
+  /// Dropless: where each expert's rows start.
+  Value offsets;
+  /// `probs` policy: how many pairs outrank each pair.
+  Value ranks;
+};
+
+/// What that loop carries: the rows, the slots, the rows placed per expert
+/// (the counts in the end) and the dropped pairs (i64).
+enum DispatchState { Rows, Slots, Placed, Dropped };
+} // namespace
+
+/// Whether a pair routed to an expert that already holds `placed` rows fits
+/// in its capacity; null when dropless (every routed pair fits).
+static Value fitsCapacity(OpBuilder &b, Location loc, const DispatchPlan &plan,
+                          ValueRange pair, Value placed) {
+  if (!plan.capacity)
+    return Value();
+  // `position` keeps the first C pairs.
+  Value capacity = scalarConst(b, loc, b.getI32Type(), *plan.capacity);
+  Value fits = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt,
+                                     placed, capacity);
+  if (!plan.ranks)
+    return fits;
+  // `probs` keeps the C best ranked ones. At most C rank below C unless
+  // weights are NaN (unordered); the check above still bounds the block.
+  Value rank = tensor::ExtractOp::create(b, loc, plan.ranks, pair);
+  Value ranked = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt,
+                                       rank, capacity);
+  return arith::AndIOp::create(b, loc, fits, ranked);
+}
+
+/// The first row of expert `expert` (i32 `id`).
+static Value expertBase(OpBuilder &b, Location loc, const DispatchPlan &plan,
+                        Value id, Value expert) {
+  if (plan.offsets)
+    return tensor::ExtractOp::create(b, loc, plan.offsets, expert);
+  return arith::MulIOp::create(
+      b, loc, id, scalarConst(b, loc, b.getI32Type(), *plan.capacity));
+}
+
+/// Copies the token row of `pair` to `row` (i32) and records it: `row` is
+/// the next free row of `expert`, which holds `placed` rows. Returns the
+/// rows, slots and rows placed per expert.
+static scf::ValueVector placePair(OpBuilder &b, Location loc,
+                                  const DispatchPlan &plan, ValueRange pair,
+                                  Value row, Value expert, Value placed,
+                                  ValueRange state) {
+  Value rowIndex = arith::IndexCastOp::create(b, loc, b.getIndexType(), row);
+  int64_t width = tensorType(plan.input).getDimSize(1);
+  SmallVector<OpFoldResult> sizes{b.getIndexAttr(1), b.getIndexAttr(width)};
+  SmallVector<OpFoldResult> strides(2, b.getIndexAttr(1));
+  Value tokenRow = tensor::ExtractSliceOp::create(
+      b, loc, plan.input, ArrayRef<OpFoldResult>{pair[0], b.getIndexAttr(0)},
+      sizes, strides);
+  Value rows = tensor::InsertSliceOp::create(
+      b, loc, tokenRow, state[Rows],
+      ArrayRef<OpFoldResult>{rowIndex, b.getIndexAttr(0)}, sizes, strides);
+  Value slots = tensor::InsertOp::create(b, loc, row, state[Slots], pair);
+  Value nextPlaced = arith::AddIOp::create(
+      b, loc, placed, scalarConst(b, loc, placed.getType(), 1));
+  Value placedPerExpert =
+      tensor::InsertOp::create(b, loc, nextPlaced, state[Placed], expert);
+  return {rows, slots, placedPerExpert};
+}
+
+/// One step of the dispatch loop: keeps or drops `pair` (token, slot).
+static scf::ValueVector dispatchPair(OpBuilder &b, Location loc,
+                                     const DispatchPlan &plan,
+                                     ValueRange pair, ValueRange state) {
+  Type i32 = b.getI32Type();
+  Value id = tensor::ExtractOp::create(b, loc, plan.ids, pair);
+  Value routed =
+      isBelow(b, loc, id, scalarConst(b, loc, i32, plan.numExperts));
+  // Unrouted pairs read expert 0's entries, and leave them alone.
+  Value safeId =
+      arith::SelectOp::create(b, loc, routed, id, scalarConst(b, loc, i32, 0));
+  Value expert = arith::IndexCastOp::create(b, loc, b.getIndexType(), safeId);
+  Value placed = tensor::ExtractOp::create(b, loc, state[Placed], expert);
+  Value keep = routed, dropped = state[Dropped];
+  if (Value fits = fitsCapacity(b, loc, plan, pair, placed)) {
+    keep = arith::AndIOp::create(b, loc, routed, fits);
+    Value lost = arith::XOrIOp::create(b, loc, routed, keep);
+    dropped = arith::AddIOp::create(
+        b, loc, dropped, arith::ExtUIOp::create(b, loc, b.getI64Type(), lost));
+  }
+  Value row = arith::AddIOp::create(
+      b, loc, expertBase(b, loc, plan, safeId, expert), placed);
+  auto ifOp = scf::IfOp::create(
+      b, loc, keep,
+      [&](OpBuilder &tb, Location tloc) {
+        scf::YieldOp::create(tb, tloc,
+                             placePair(tb, tloc, plan, pair, row, expert,
+                                       placed, state));
+      },
+      [&](OpBuilder &eb, Location eloc) {
+        scf::YieldOp::create(eb, eloc, state.take_front(Dropped));
+      });
+  scf::ValueVector next(ifOp.getResults());
+  next.push_back(dropped);
+  return next;
+}
+
+namespace {
+struct DispatchOpLowering : public OpConversionPattern<DispatchOp> {
+  using OpConversionPattern::OpConversionPattern;
+
+  LogicalResult
+  matchAndRewrite(DispatchOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    DispatchPlan plan{adaptor.getInput(), adaptor.getIds(),
+                      op.getNumExperts(), op.getCapacity(), Value(), Value()};
+    if (op.getDropPolicy() == DropPolicy::Probs) {
+      if (!adaptor.getWeights())
+        return rewriter.notifyMatchFailure(op, "probs policy without weights");
+      plan.ranks = probsRanks(rewriter, loc, plan.ids, adaptor.getWeights());
+    }
+    if (!plan.capacity)
+      plan.offsets = droplessOffsets(rewriter, loc, plan.ids, plan.numExperts);
+
+    RankedTensorType inputType = tensorType(plan.input);
+    ArrayRef<int64_t> pairs = tensorType(plan.ids).getShape();
+    // Capacity rows are built as flat `[E*C, H]` and expanded at the end.
+    int64_t numRows = plan.capacity ? plan.numExperts * *plan.capacity
+                                    : pairs[0] * pairs[1];
+    auto rowsType = RankedTensorType::get(
+        {numRows, inputType.getDimSize(1)}, inputType.getElementType());
+    Value init[] = {
+        filledTensor(rewriter, loc, rowsType, 0.0),
+        filledTensor(rewriter, loc, op.getSlots().getType(), -1.0),
+        filledTensor(rewriter, loc, op.getCounts().getType(), 0.0),
+        scalarConst(rewriter, loc, rewriter.getI64Type(), 0.0)};
+    Value zero = indexConst(rewriter, loc, 0);
+    Value one = indexConst(rewriter, loc, 1);
+    // Token-major, slot-minor: the order of the rows within an expert.
+    scf::ValueVector results =
+        scf::buildLoopNest(
+            rewriter, loc, {zero, zero},
+            {indexConst(rewriter, loc, pairs[0]),
+             indexConst(rewriter, loc, pairs[1])},
+            {one, one}, init,
+            [&](OpBuilder &b, Location nloc, ValueRange pair,
+                ValueRange state) {
+              return dispatchPair(b, nloc, plan, pair, state);
+            })
+            .results;
+
+    Value rows = results[Rows];
+    if (plan.capacity)
+      rows = tensor::ExpandShapeOp::create(
+          rewriter, loc, op.getRows().getType(), rows,
+          ArrayRef<ReassociationIndices>{{0, 1}, {2}});
+    Value dropped = tensor::FromElementsOp::create(
+        rewriter, loc, op.getDropped().getType(), results[Dropped]);
+    rewriter.replaceOp(op, {rows, results[Slots], results[Placed], dropped});
+    return success();
+  }
+};
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// moe.combine
+//===----------------------------------------------------------------------===//
+
+namespace {
+struct CombineOpLowering : public OpConversionPattern<CombineOp> {
+  using OpConversionPattern::OpConversionPattern;
+
+  LogicalResult
+  matchAndRewrite(CombineOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    Value rows = adaptor.getRows();
+    // Capacity rows `[G, C, M]` are read as `[G*C, M]`.
+    if (tensorType(rows).getRank() == 3)
+      rows = tensor::CollapseShapeOp::create(
+          rewriter, loc, rows, ArrayRef<ReassociationIndices>{{0, 1}, {2}});
+    int64_t numRows = tensorType(rows).getDimSize(0);
+    RankedTensorType outType = op.getOutput().getType();
+    Value init = filledTensor(rewriter, loc, outType, 0.0);
+    // Loops (t, m, j); j innermost, so every output element sums its slots
+    // in increasing order.
+    AffineMap pairs = loopsTo(rewriter, 3, {0, 2});
+    auto generic = linalg::GenericOp::create(
+        rewriter, loc, outType,
+        ValueRange{adaptor.getSlots(), adaptor.getWeights()}, init,
+        ArrayRef<AffineMap>{pairs, pairs, loopsTo(rewriter, 3, {0, 1})},
+        ArrayRef<utils::IteratorType>{utils::IteratorType::parallel,
+                                      utils::IteratorType::parallel,
+                                      utils::IteratorType::reduction},
+        [&](OpBuilder &b, Location nloc, ValueRange args) {
+          Value slot = args[0], weight = args[1], acc = args[2];
+          // Slots outside the rows (the -1 of dropped and unrouted pairs,
+          // or a corrupt index) contribute nothing rather than read out of
+          // bounds.
+          Value valid = isBelow(
+              b, nloc, slot, scalarConst(b, nloc, slot.getType(), numRows));
+          Value safeSlot = arith::SelectOp::create(
+              b, nloc, valid, slot, scalarConst(b, nloc, slot.getType(), 0));
+          Value row =
+              arith::IndexCastOp::create(b, nloc, b.getIndexType(), safeSlot);
+          Value col = linalg::IndexOp::create(b, nloc, 1);
+          Value x =
+              tensor::ExtractOp::create(b, nloc, rows, ValueRange{row, col});
+          Value term = arith::MulFOp::create(b, nloc, weight, x);
+          Value sum = arith::AddFOp::create(b, nloc, acc, term);
+          linalg::YieldOp::create(
+              b, nloc, arith::SelectOp::create(b, nloc, valid, sum, acc)
+                           .getResult());
+        });
+    rewriter.replaceOp(op, generic.getResults());
+    return success();
+  }
+};
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// moe.all_to_all
+//===----------------------------------------------------------------------===//
+
+/// The sum of the i32 `counts [G]`, as an index.
+static Value sumCounts(OpBuilder &b, Location loc, Value counts) {
+  Value init = filledTensor(b, loc, RankedTensorType::get({}, b.getI32Type()),
+                            0.0);
+  Value sum =
+      linalg::GenericOp::create(
+          b, loc, init.getType(), counts, init,
+          ArrayRef<AffineMap>{loopsTo(b, 1, {0}), loopsTo(b, 1, {})},
+          ArrayRef<utils::IteratorType>{utils::IteratorType::reduction},
+          [](OpBuilder &nb, Location nloc, ValueRange args) {
+            linalg::YieldOp::create(
+                nb, nloc,
+                arith::AddIOp::create(nb, nloc, args[0], args[1]).getResult());
+          })
+          .getResult(0);
+  Value total = tensor::ExtractOp::create(b, loc, sum, ValueRange{});
+  return arith::IndexCastOp::create(b, loc, b.getIndexType(), total);
+}
+
+/// Stops the program with `message` unless `0 <= value <= bound`.
+static void assertAtMost(OpBuilder &b, Location loc, Value value,
+                         int64_t bound, StringRef message) {
+  // Unsigned, so that a negative total fails too.
+  Value ok = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ule, value,
+                                   indexConst(b, loc, bound));
+  cf::AssertOp::create(b, loc, ok, message);
+}
+
+namespace {
+struct AllToAllOpLowering : public OpConversionPattern<AllToAllOp> {
+  using OpConversionPattern::OpConversionPattern;
+
+  LogicalResult
+  matchAndRewrite(AllToAllOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    if (op.getGroupSize() != 1)
+      return rewriter.notifyMatchFailure(
+          op, "exchanges between ranks are left to the communication "
+              "lowering");
+    Value input = adaptor.getInput();
+    // A rank sends its whole input to itself.
+    if (!op.isRagged()) {
+      rewriter.replaceOp(op, input);
+      return success();
+    }
+    RankedTensorType inType = tensorType(input);
+    RankedTensorType outType = op.getOutput().getType();
+    if (!outType.getElementType().isIntOrIndexOrFloat())
+      return rewriter.notifyMatchFailure(
+          op, "only integer and float rows have a zero to pad with");
+
+    // Received rows first, then zeros.
+    Location loc = op.getLoc();
+    Value counts = adaptor.getCounts();
+    Value total = sumCounts(rewriter, loc, counts);
+    assertAtMost(rewriter, loc, total, inType.getDimSize(0),
+                 "moe.all_to_all: the counts send more rows than the input "
+                 "holds");
+    assertAtMost(rewriter, loc, total, outType.getDimSize(0),
+                 "moe.all_to_all: the receive buffer overflowed (more rows "
+                 "received than the output holds)");
+    int64_t rank = inType.getRank();
+    SmallVector<OpFoldResult> offsets(rank, rewriter.getIndexAttr(0));
+    SmallVector<OpFoldResult> strides(rank, rewriter.getIndexAttr(1));
+    SmallVector<OpFoldResult> sizes =
+        getAsIndexOpFoldResult(rewriter.getContext(), inType.getShape());
+    sizes[0] = total;
+    Value sent =
+        tensor::ExtractSliceOp::create(rewriter, loc, input, offsets, sizes,
+                                       strides);
+    Value zeros = filledTensor(rewriter, loc, outType, 0.0);
+    Value output = tensor::InsertSliceOp::create(rewriter, loc, sent, zeros,
+                                                 offsets, sizes, strides);
+    rewriter.replaceOp(op, {output, counts});
+    return success();
+  }
+};
+} // namespace
+
+void populateDispatchPatterns(RewritePatternSet &patterns) {
+  patterns.add<DispatchOpLowering, CombineOpLowering, AllToAllOpLowering>(
+      patterns.getContext());
+}
 
 } // namespace mlir::moe::lowering

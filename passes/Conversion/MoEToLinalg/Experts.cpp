@@ -1,9 +1,342 @@
 //===- Experts.cpp - lower moe.experts and moe.shared_expert --------------===//
+//
+// The reference semantics of the expert FFNs. One FFN builder serves both
+// ops: every projection is a linalg.matmul against the `[out, in]` weight
+// read transposed (through its indexing maps), accumulating onto the
+// broadcast bias; the activation, gating or SwiGLU is one linalg.generic,
+// reading the halves of a fused fc1 through strided slices.
+// moe.experts runs it in an scf.for over the groups on dynamically sized
+// slices of the rows and of expert `g mod E`'s weights; a bad count stops
+// the program with a cf.assert before it is used to slice.
+//
+//===----------------------------------------------------------------------===//
 
 #include "passes/Conversion/MoEToLinalg/Lowering.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
+#include "mlir/Transforms/DialectConversion.h"
 
 namespace mlir::moe::lowering {
 
-void populateExpertsPatterns(RewritePatternSet &patterns) {}
+namespace {
+/// The projections of one FFN: 2-D `[out, in]` weights and 1-D `[out]`
+/// biases. Optional ones are null.
+struct FFNWeights {
+  Value fc1, fc1Bias, fc3, fc3Bias, fc2, fc2Bias;
+};
+} // namespace
+
+/// `1 / (1 + exp(-x))`.
+static Value sigmoid(OpBuilder &b, Location loc, Value x) {
+  Value one = scalarConst(b, loc, x.getType(), 1.0);
+  Value e = math::ExpOp::create(b, loc, arith::NegFOp::create(b, loc, x));
+  return arith::DivFOp::create(b, loc, one,
+                               arith::AddFOp::create(b, loc, one, e));
+}
+
+/// A `[rows, width]` tensor whose elements are `body` of the elements of
+/// `inputs`, read through `maps` (2-D loop space).
+static Value
+mapMatrix(OpBuilder &b, Location loc, OpFoldResult rows, int64_t width,
+          Type elementType, ValueRange inputs, ArrayRef<AffineMap> maps,
+          function_ref<Value(OpBuilder &, Location, ValueRange)> body) {
+  Value init = tensor::EmptyOp::create(
+      b, loc, ArrayRef<OpFoldResult>{rows, b.getIndexAttr(width)},
+      elementType);
+  SmallVector<AffineMap> allMaps(maps);
+  allMaps.push_back(AffineMap::getMultiDimIdentityMap(2, b.getContext()));
+  return linalg::GenericOp::create(
+             b, loc, init.getType(), inputs, init, allMaps,
+             ArrayRef<utils::IteratorType>{utils::IteratorType::parallel,
+                                           utils::IteratorType::parallel},
+             [&](OpBuilder &nb, Location nloc, ValueRange args) {
+               linalg::YieldOp::create(nb, nloc,
+                                       body(nb, nloc, args.drop_back()));
+             })
+      .getResult(0);
+}
+
+/// `x W^T + bias` for `x [n, in]`, `W [out, in]` and an optional `[out]`
+/// bias: a linalg.matmul that reads W transposed and accumulates onto the
+/// broadcast bias (or zeros).
+static Value linear(OpBuilder &b, Location loc, Value x, Value weight,
+                    Value bias) {
+  Type elementType = cast<RankedTensorType>(x.getType()).getElementType();
+  int64_t out = cast<RankedTensorType>(weight.getType()).getDimSize(0);
+  Value init = tensor::EmptyOp::create(
+      b, loc,
+      ArrayRef<OpFoldResult>{tensor::getMixedSize(b, loc, x, 0),
+                             b.getIndexAttr(out)},
+      elementType);
+  Value acc =
+      bias ? linalg::BroadcastOp::create(b, loc, bias, init,
+                                              ArrayRef<int64_t>{0})->getResult(0)
+           : linalg::FillOp::create(b, loc,
+                                    scalarConst(b, loc, elementType, 0.0), init)
+                 .getResult(0);
+  MLIRContext *ctx = b.getContext();
+  AffineExpr m, n, k;
+  bindDims(ctx, m, n, k);
+  auto matmul = linalg::MatmulOp::create(b, loc, TypeRange{acc.getType()},
+                                         ValueRange{x, weight}, acc);
+  matmul.setIndexingMapsAttr(b.getAffineMapArrayAttr(
+      {AffineMap::get(3, 0, {m, k}, ctx), AffineMap::get(3, 0, {n, k}, ctx),
+       AffineMap::get(3, 0, {m, n}, ctx)}));
+  return matmul.getResult(0);
+}
+
+/// The activation `kind` (not SwiGLU) of the scalar `x`.
+static Value activate(OpBuilder &b, Location loc, ActivationKind kind,
+                      Value x) {
+  Type type = x.getType();
+  auto c = [&](double value) { return scalarConst(b, loc, type, value); };
+  auto mul = [&](Value lhs, Value rhs) -> Value {
+    return arith::MulFOp::create(b, loc, lhs, rhs);
+  };
+  // 0.5 * x * (1 + inner)
+  auto geluFrom = [&](Value inner) {
+    return mul(mul(c(0.5), x), arith::AddFOp::create(b, loc, c(1.0), inner));
+  };
+  switch (kind) {
+  case ActivationKind::Identity:
+    return x;
+  case ActivationKind::Relu:
+    return arith::MaximumFOp::create(b, loc, x, c(0.0));
+  case ActivationKind::Gelu:
+    // erf(x / sqrt(2))
+    return geluFrom(
+        math::ErfOp::create(b, loc, mul(x, c(0.70710678118654752440))));
+  case ActivationKind::GeluTanh: {
+    // tanh(sqrt(2 / pi) * (x + 0.044715 x^3))
+    Value cube = mul(mul(x, x), x);
+    Value inner = arith::AddFOp::create(b, loc, x, mul(c(0.044715), cube));
+    return geluFrom(
+        math::TanhOp::create(b, loc, mul(c(0.79788456080286535588), inner)));
+  }
+  case ActivationKind::Silu:
+    return mul(x, sigmoid(b, loc, x));
+  case ActivationKind::SwiGLU:
+    break;
+  }
+  llvm_unreachable("swiglu takes two halves");
+}
+
+/// `G * sigmoid(alpha * G) * (L + beta)` with `G = min(g, limit)` and
+/// `L = clamp(l, -limit, limit)` when a limit is given.
+static Value swiglu(OpBuilder &b, Location loc, ActivationAttr activation,
+                    Value gate, Value lin) {
+  Type type = gate.getType();
+  auto c = [&](const APFloat &value) {
+    return scalarConst(b, loc, type, value.convertToDouble());
+  };
+  if (std::optional<APFloat> limit = activation.getLimit()) {
+    gate = arith::MinimumFOp::create(b, loc, gate, c(*limit));
+    lin = arith::MinimumFOp::create(b, loc, lin, c(*limit));
+    lin = arith::MaximumFOp::create(b, loc, lin, c(-*limit));
+  }
+  // Leave out the identities of the default alpha = 1, beta = 0.
+  Value scaled = gate;
+  if (!activation.getAlpha().isExactlyValue(1.0))
+    scaled = arith::MulFOp::create(b, loc, c(activation.getAlpha()), gate);
+  if (!activation.getBeta().isZero())
+    lin = arith::AddFOp::create(b, loc, lin, c(activation.getBeta()));
+  Value glu = arith::MulFOp::create(b, loc, gate, sigmoid(b, loc, scaled));
+  return arith::MulFOp::create(b, loc, glu, lin);
+}
+
+/// `act(h1 [, h3]) [n, F]`: the activation of h1, gated by h3 when given, or
+/// the SwiGLU of the halves that the layout names.
+static Value applyActivation(OpBuilder &b, Location loc, Value h1, Value h3,
+                             ActivationAttr activation, int64_t width) {
+  OpFoldResult rows = tensor::getMixedSize(b, loc, h1, 0);
+  SmallVector<Value> inputs{h1};
+  if (activation.isFusedSwiGLU()) {
+    // Both halves are (strided) views of the 2F-wide h1: columns 2i and
+    // 2i + 1, or i and F + i.
+    bool interleaved = activation.getLayout() == SwiGLULayout::Interleaved;
+    auto half = [&](int64_t index) -> Value {
+      return tensor::ExtractSliceOp::create(
+          b, loc, h1,
+          {b.getIndexAttr(0),
+           b.getIndexAttr(interleaved ? index : index * width)},
+          {rows, b.getIndexAttr(width)},
+          {b.getIndexAttr(1), b.getIndexAttr(interleaved ? 2 : 1)});
+    };
+    inputs = {half(0), half(1)};
+  } else if (h3) {
+    inputs.push_back(h3);
+  }
+  AffineMap identity = AffineMap::getMultiDimIdentityMap(2, b.getContext());
+  SmallVector<AffineMap> maps(inputs.size(), identity);
+  ActivationKind kind = activation.getKind();
+  return mapMatrix(
+      b, loc, rows, width, getElementTypeOrSelf(h1.getType()), inputs, maps,
+      [&](OpBuilder &nb, Location nloc, ValueRange args) -> Value {
+        if (kind == ActivationKind::SwiGLU)
+          return swiglu(nb, nloc, activation, args[0], args[1]);
+        Value act = activate(nb, nloc, kind, args[0]);
+        if (args.size() == 1)
+          return act;
+        return arith::MulFOp::create(nb, nloc, act, args[1]);
+      });
+}
+
+/// `act(x W1^T + b1 [, x W3^T + b3]) W2^T + b2` for `x [n, H]`.
+static Value buildFFN(OpBuilder &b, Location loc, Value x,
+                      const FFNWeights &w, ActivationAttr activation) {
+  Value h1 = linear(b, loc, x, w.fc1, w.fc1Bias);
+  Value h3 = w.fc3 ? linear(b, loc, x, w.fc3, w.fc3Bias) : Value();
+  int64_t width = cast<RankedTensorType>(w.fc2.getType()).getDimSize(1);
+  Value a = applyActivation(b, loc, h1, h3, activation, width);
+  return linear(b, loc, a, w.fc2, w.fc2Bias);
+}
+
+/// Expert `expert`'s slice `[out, in]` (or `[out]`) of a stacked weight
+/// `[E, out, in]` (or bias `[E, out]`); null for a null `stacked`.
+static Value expertSlice(OpBuilder &b, Location loc, Value stacked,
+                         Value expert) {
+  if (!stacked)
+    return Value();
+  auto type = cast<RankedTensorType>(stacked.getType());
+  SmallVector<OpFoldResult> offsets(type.getRank(), b.getIndexAttr(0));
+  offsets.front() = expert;
+  SmallVector<OpFoldResult> sizes = getAsIndexOpFoldResult(
+      b.getContext(), type.getShape());
+  sizes.front() = b.getIndexAttr(1);
+  SmallVector<OpFoldResult> strides(type.getRank(), b.getIndexAttr(1));
+  auto sliceType = RankedTensorType::get(type.getShape().drop_front(),
+                                         type.getElementType());
+  return tensor::ExtractSliceOp::create(b, loc, sliceType, stacked, offsets,
+                                        sizes, strides);
+}
+
+namespace {
+
+struct ExpertsOpLowering final : OpConversionPattern<ExpertsOp> {
+  using OpConversionPattern::OpConversionPattern;
+
+  LogicalResult
+  matchAndRewrite(ExpertsOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    auto rowsType = cast<RankedTensorType>(adaptor.getRows().getType());
+    auto outType = cast<RankedTensorType>(op.getType());
+    int64_t rank = rowsType.getRank();
+    // Capacity rows give every group its own block of C rows; dropless rows
+    // pack the groups one after the other.
+    bool capacity = rank == 3;
+    int64_t rowLimit = rowsType.getDimSize(rank - 2);
+    int64_t numGroups =
+        cast<RankedTensorType>(adaptor.getCounts().getType()).getDimSize(0);
+    int64_t numExperts = op.getNumExperts();
+    StringRef overflowMessage =
+        capacity ? "moe.experts: a group has more rows than the capacity"
+                 : "moe.experts: the groups have more rows than the buffer";
+
+    Value zero = indexConst(rewriter, loc, 0);
+    // Rows outside every group stay zero.
+    SmallVector<Value> inits{filledTensor(rewriter, loc, outType, 0.0)};
+    if (!capacity)
+      inits.push_back(zero);
+    auto loop = scf::ForOp::create(
+        rewriter, loc, zero, indexConst(rewriter, loc, numGroups),
+        indexConst(rewriter, loc, 1), inits,
+        [&](OpBuilder &b, Location nloc, Value group, ValueRange args) {
+          Value count = arith::IndexCastOp::create(
+              b, nloc, b.getIndexType(),
+              tensor::ExtractOp::create(b, nloc, adaptor.getCounts(), group));
+          Value begin = capacity ? zero : args[1];
+          Value end =
+              capacity ? count : arith::AddIOp::create(b, nloc, begin, count);
+          // Check before the count sizes a slice.
+          cf::AssertOp::create(
+              b, nloc,
+              arith::CmpIOp::create(b, nloc, arith::CmpIPredicate::sge, count,
+                                    zero),
+              "moe.experts: a group has a negative row count");
+          cf::AssertOp::create(
+              b, nloc,
+              arith::CmpIOp::create(b, nloc, arith::CmpIPredicate::sle, end,
+                                    indexConst(b, nloc, rowLimit)),
+              overflowMessage);
+
+          SmallVector<OpFoldResult> offsets, sizes;
+          if (capacity) {
+            offsets.push_back(group);
+            sizes.push_back(b.getIndexAttr(1));
+          }
+          offsets.append({begin, b.getIndexAttr(0)});
+          sizes.append({count, b.getIndexAttr(rowsType.getShape().back())});
+          SmallVector<OpFoldResult> strides(rank, b.getIndexAttr(1));
+          auto groupType = RankedTensorType::get(
+              {ShapedType::kDynamic, rowsType.getShape().back()},
+              rowsType.getElementType());
+          Value x = tensor::ExtractSliceOp::create(
+              b, nloc, groupType, adaptor.getRows(), offsets, sizes, strides);
+
+          Value expert = arith::RemUIOp::create(
+              b, nloc, group, indexConst(b, nloc, numExperts));
+          auto slice = [&](Value stacked) {
+            return expertSlice(b, nloc, stacked, expert);
+          };
+          FFNWeights weights{slice(adaptor.getFc1Weight()),
+                             slice(adaptor.getFc1Bias()),
+                             slice(adaptor.getFc3Weight()),
+                             slice(adaptor.getFc3Bias()),
+                             slice(adaptor.getFc2Weight()),
+                             slice(adaptor.getFc2Bias())};
+          Value y = buildFFN(b, nloc, x, weights, op.getActivation());
+
+          sizes.back() = b.getIndexAttr(outType.getShape().back());
+          SmallVector<Value> yields{tensor::InsertSliceOp::create(
+              b, nloc, y, args[0], offsets, sizes, strides)};
+          if (!capacity)
+            yields.push_back(end);
+          scf::YieldOp::create(b, nloc, yields);
+        });
+    rewriter.replaceOp(op, loop.getResult(0));
+    return success();
+  }
+};
+
+struct SharedExpertOpLowering final : OpConversionPattern<SharedExpertOp> {
+  using OpConversionPattern::OpConversionPattern;
+
+  LogicalResult
+  matchAndRewrite(SharedExpertOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    Value x = adaptor.getInput();
+    FFNWeights weights{adaptor.getFc1Weight(), adaptor.getFc1Bias(),
+                       adaptor.getFc3Weight(), adaptor.getFc3Bias(),
+                       adaptor.getFc2Weight(), adaptor.getFc2Bias()};
+    Value y = buildFFN(rewriter, loc, x, weights, op.getActivation());
+    if (Value gate = adaptor.getGate()) {
+      // y * sigmoid(x g^T), the [T, 1] logit broadcast along each row.
+      Value logit = linear(rewriter, loc, x, gate, Value());
+      MLIRContext *ctx = rewriter.getContext();
+      AffineMap identity = AffineMap::getMultiDimIdentityMap(2, ctx);
+      AffineMap rowLogit = AffineMap::get(
+          2, 0, {getAffineDimExpr(0, ctx), getAffineConstantExpr(0, ctx)},
+          ctx);
+      auto type = cast<RankedTensorType>(op.getType());
+      y = mapMatrix(rewriter, loc, rewriter.getIndexAttr(type.getDimSize(0)),
+                    type.getDimSize(1), type.getElementType(), {y, logit},
+                    {identity, rowLogit},
+                    [](OpBuilder &nb, Location nloc, ValueRange args) -> Value {
+                      return arith::MulFOp::create(
+                          nb, nloc, args[0], sigmoid(nb, nloc, args[1]));
+                    });
+    }
+    rewriter.replaceOp(op, y);
+    return success();
+  }
+};
+
+} // namespace
+
+void populateExpertsPatterns(RewritePatternSet &patterns) {
+  patterns.add<ExpertsOpLowering, SharedExpertOpLowering>(
+      patterns.getContext());
+}
 
 } // namespace mlir::moe::lowering

@@ -1,9 +1,588 @@
 //===- Router.cpp - lower moe.router --------------------------------------===//
+//
+// The reference semantics of moe.router. Scores, biases, Sinkhorn scalings
+// and weight fix-ups are linalg.generic maps and reductions; the selections
+// are scf.for loops that take the arg-max of a row and mask it with -inf, k
+// times. The strict `>` of the arg-max gives ties to the lower index.
+//
+//===----------------------------------------------------------------------===//
 
 #include "passes/Conversion/MoEToLinalg/Lowering.h"
+#include "mlir/Transforms/DialectConversion.h"
+
+#include <limits>
 
 namespace mlir::moe::lowering {
 
-void populateRouterPatterns(RewritePatternSet &patterns) {}
+namespace {
+/// The chosen expert ids (i32) and their weights, both `[T, k]`.
+struct Selection {
+  Value ids;
+  Value weights;
+};
+} // namespace
+
+static constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+
+static RankedTensorType tensorType(Value value) {
+  return cast<RankedTensorType>(value.getType());
+}
+
+/// The map from `numLoops` loop dims to the loop dims `targets`.
+static AffineMap loopsTo(OpBuilder &b, unsigned numLoops,
+                         ArrayRef<unsigned> targets) {
+  return AffineMap::getMultiDimMapWithTargets(numLoops, targets,
+                                              b.getContext());
+}
+
+//===----------------------------------------------------------------------===//
+// Builders of linalg.generic and scf.for nests
+//===----------------------------------------------------------------------===//
+
+/// A linalg.generic that reads `inputs` through `inputMaps` and accumulates
+/// into `inits` through `initMap`; the loop dims `initMap` drops are
+/// reductions. `body` gets the input elements, then the accumulators, and
+/// returns the new accumulators.
+static SmallVector<Value> buildGeneric(
+    OpBuilder &b, Location loc, ValueRange inputs,
+    ArrayRef<AffineMap> inputMaps, ValueRange inits, AffineMap initMap,
+    function_ref<SmallVector<Value>(OpBuilder &, Location, ValueRange)> body) {
+  SmallVector<utils::IteratorType> iterators(initMap.getNumDims(),
+                                             utils::IteratorType::reduction);
+  for (AffineExpr expr : initMap.getResults())
+    iterators[cast<AffineDimExpr>(expr).getPosition()] =
+        utils::IteratorType::parallel;
+  SmallVector<AffineMap> maps(inputMaps);
+  maps.append(inits.size(), initMap);
+  auto generic = linalg::GenericOp::create(
+      b, loc, TypeRange(inits), inputs, inits, maps, iterators,
+      [&](OpBuilder &nb, Location nloc, ValueRange args) {
+        linalg::YieldOp::create(nb, nloc, body(nb, nloc, args));
+      });
+  return llvm::to_vector_of<Value>(generic.getResults());
+}
+
+/// A tensor of `type` whose elements are `body` of the elements of `inputs`,
+/// read through `inputMaps` (identities when empty).
+static Value
+mapElements(OpBuilder &b, Location loc, RankedTensorType type,
+            ValueRange inputs, ArrayRef<AffineMap> inputMaps,
+            function_ref<Value(OpBuilder &, Location, ValueRange)> body) {
+  AffineMap identity =
+      AffineMap::getMultiDimIdentityMap(type.getRank(), b.getContext());
+  SmallVector<AffineMap> maps(inputMaps);
+  if (maps.empty())
+    maps.assign(inputs.size(), identity);
+  Value init =
+      tensor::EmptyOp::create(b, loc, type.getShape(), type.getElementType());
+  return buildGeneric(b, loc, inputs, maps, init, identity,
+                      [&](OpBuilder &nb, Location nloc,
+                          ValueRange args) -> SmallVector<Value> {
+                        return {body(nb, nloc, args.drop_back())};
+                      })
+      .front();
+}
+
+/// Nested scf.for loops over `[0, bound)` for every bound, carrying
+/// `iterArgs`; `body` gets the induction variables and the carried values
+/// and returns their updates.
+static SmallVector<Value>
+loopNest(OpBuilder &b, Location loc, ArrayRef<int64_t> bounds,
+         ValueRange iterArgs,
+         function_ref<scf::ValueVector(OpBuilder &, Location, ValueRange,
+                                       ValueRange)>
+             body) {
+  SmallVector<Value> lbs, ubs, steps;
+  for (int64_t bound : bounds) {
+    lbs.push_back(indexConst(b, loc, 0));
+    ubs.push_back(indexConst(b, loc, bound));
+    steps.push_back(indexConst(b, loc, 1));
+  }
+  return scf::buildLoopNest(b, loc, lbs, ubs, steps, iterArgs, body).results;
+}
+
+//===----------------------------------------------------------------------===//
+// Shared selection steps
+//===----------------------------------------------------------------------===//
+
+/// The column of the largest entry of row `row` of `matrix`. The strict `>`
+/// keeps the first, i.e. lowest, column among equal maxima.
+static Value argmaxInRow(OpBuilder &b, Location loc, Value matrix, Value row) {
+  RankedTensorType type = tensorType(matrix);
+  Value init[] = {scalarConst(b, loc, type.getElementType(), kNegInf),
+                  indexConst(b, loc, 0)};
+  return loopNest(
+      b, loc, {type.getDimSize(1)}, init,
+      [&](OpBuilder &nb, Location nloc, ValueRange ivs,
+          ValueRange best) -> scf::ValueVector {
+        Value col = ivs[0];
+        Value value =
+            tensor::ExtractOp::create(nb, nloc, matrix, ValueRange{row, col});
+        Value greater = arith::CmpFOp::create(
+            nb, nloc, arith::CmpFPredicate::OGT, value, best[0]);
+        return {arith::SelectOp::create(nb, nloc, greater, value, best[0]),
+                arith::SelectOp::create(nb, nloc, greater, col, best[1])};
+      })[1];
+}
+
+/// The columns of the `k` largest entries of every row of `keys [R, N]`,
+/// largest first, as i32 `[R, k]`. Each round takes the row's arg-max and
+/// masks it with -inf, so ties go to the lower column. Every row needs k
+/// entries above -inf (for grouped_topk, the verifier's bound on k).
+static Value topKIndices(OpBuilder &b, Location loc, Value keys, int64_t k) {
+  RankedTensorType type = tensorType(keys);
+  int64_t rows = type.getDimSize(0);
+  Value ids = tensor::EmptyOp::create(b, loc, {rows, k}, b.getI32Type());
+  Value negInf = scalarConst(b, loc, type.getElementType(), kNegInf);
+  Value init[] = {keys, ids};
+  return loopNest(
+      b, loc, {rows, k}, init,
+      [&](OpBuilder &nb, Location nloc, ValueRange ivs,
+          ValueRange args) -> scf::ValueVector {
+        Value row = ivs[0], slot = ivs[1];
+        Value col = argmaxInRow(nb, nloc, args[0], row);
+        Value masked = tensor::InsertOp::create(nb, nloc, negInf, args[0],
+                                                ValueRange{row, col});
+        Value id = arith::IndexCastOp::create(nb, nloc, nb.getI32Type(), col);
+        return {masked, tensor::InsertOp::create(nb, nloc, id, args[1],
+                                                 ValueRange{row, slot})};
+      })[1];
+}
+
+/// `values[t, ids[t, j]]` for every `[t, j]` of `ids`.
+static Value gatherColumns(OpBuilder &b, Location loc, Value values,
+                           Value ids) {
+  auto type = RankedTensorType::get(tensorType(ids).getShape(),
+                                    tensorType(values).getElementType());
+  return mapElements(
+      b, loc, type, ids, {}, [&](OpBuilder &nb, Location nloc, ValueRange id) {
+        Value row = linalg::IndexOp::create(nb, nloc, 0);
+        Value col =
+            arith::IndexCastOp::create(nb, nloc, nb.getIndexType(), id[0]);
+        return tensor::ExtractOp::create(nb, nloc, values,
+                                         ValueRange{row, col});
+      });
+}
+
+/// The `k` experts with the largest `keys` per token, weighted by `scores`.
+static Selection topKBy(OpBuilder &b, Location loc, Value keys, Value scores,
+                        int64_t k) {
+  Value ids = topKIndices(b, loc, keys, k);
+  return {ids, gatherColumns(b, loc, scores, ids)};
+}
+
+/// `scores + bias` with the bias broadcast over tokens: what topk and
+/// grouped_topk rank by. Just `scores` without a bias.
+static Value biasedScores(OpBuilder &b, Location loc, Value scores,
+                          Value bias) {
+  if (!bias)
+    return scores;
+  return mapElements(b, loc, tensorType(scores), {scores, bias},
+                     {loopsTo(b, 2, {0, 1}), loopsTo(b, 2, {1})},
+                     [](OpBuilder &nb, Location nloc, ValueRange args) {
+                       return arith::AddFOp::create(nb, nloc, args[0], args[1]);
+                     });
+}
+
+//===----------------------------------------------------------------------===//
+// Selection methods
+//===----------------------------------------------------------------------===//
+
+/// topk: the k largest `scores + bias`, weighted by the unbiased scores.
+static Selection selectTopK(OpBuilder &b, Location loc, Value scores,
+                            Value bias, int64_t k) {
+  return topKBy(b, loc, biasedScores(b, loc, scores, bias), scores, k);
+}
+
+/// The score of every group of `keys [T, E]`, `[T, G]`: its largest entry, or
+/// the sum of its two largest.
+static Value groupScores(OpBuilder &b, Location loc, Value keys,
+                         int64_t numGroups, GroupScore score) {
+  RankedTensorType type = tensorType(keys);
+  Type elementType = type.getElementType();
+  int64_t tokens = type.getDimSize(0);
+  int64_t groupSize = type.getDimSize(1) / numGroups;
+  // Groups are contiguous: [T, E] -> [T, G, E / G].
+  auto groupedType =
+      RankedTensorType::get({tokens, numGroups, groupSize}, elementType);
+  Value grouped = tensor::ExpandShapeOp::create(
+      b, loc, groupedType, keys, ArrayRef<ReassociationIndices>{{0}, {1, 2}});
+  auto scoreType = RankedTensorType::get({tokens, numGroups}, elementType);
+  AffineMap element = loopsTo(b, 3, {0, 1, 2});
+  AffineMap group = loopsTo(b, 3, {0, 1});
+  if (score == GroupScore::Max)
+    return buildGeneric(
+               b, loc, grouped, element,
+               filledTensor(b, loc, scoreType, kNegInf), group,
+               [](OpBuilder &nb, Location nloc,
+                  ValueRange args) -> SmallVector<Value> {
+                 return {arith::MaximumFOp::create(nb, nloc, args[0], args[1])};
+               })
+        .front();
+  // top2_sum: carry the largest and the second largest entry.
+  Value inits[] = {filledTensor(b, loc, scoreType, kNegInf),
+                   filledTensor(b, loc, scoreType, kNegInf)};
+  SmallVector<Value> top2 = buildGeneric(
+      b, loc, grouped, element, inits, group,
+      [](OpBuilder &nb, Location nloc, ValueRange args) -> SmallVector<Value> {
+        Value x = args[0], first = args[1], second = args[2];
+        Value newFirst = arith::CmpFOp::create(
+            nb, nloc, arith::CmpFPredicate::OGT, x, first);
+        Value keptSecond = arith::MaximumFOp::create(nb, nloc, x, second);
+        return {arith::MaximumFOp::create(nb, nloc, x, first),
+                arith::SelectOp::create(nb, nloc, newFirst, first, keptSecond)};
+      });
+  return mapElements(b, loc, scoreType, top2, {},
+                     [](OpBuilder &nb, Location nloc, ValueRange args) {
+                       return arith::AddFOp::create(nb, nloc, args[0], args[1]);
+                     });
+}
+
+/// `keys [T, E]` with -inf for the experts outside the groups listed in
+/// `keptGroups [T, g]`, so that they are never chosen.
+static Value maskOtherGroups(OpBuilder &b, Location loc, Value keys,
+                             Value keptGroups, int64_t groupSize) {
+  RankedTensorType type = tensorType(keys);
+  Value masked = filledTensor(b, loc, type, kNegInf);
+  Value size = indexConst(b, loc, groupSize);
+  return loopNest(b, loc, tensorType(keptGroups).getShape(), masked,
+                  [&](OpBuilder &nb, Location nloc, ValueRange ivs,
+                      ValueRange args) -> scf::ValueVector {
+                    Value group = arith::IndexCastOp::create(
+                        nb, nloc, nb.getIndexType(),
+                        tensor::ExtractOp::create(nb, nloc, keptGroups, ivs));
+                    Value firstExpert =
+                        arith::MulIOp::create(nb, nloc, group, size);
+                    // Copy the group's row segment over the -inf.
+                    SmallVector<OpFoldResult> offsets{ivs[0], firstExpert};
+                    SmallVector<OpFoldResult> sizes{nb.getIndexAttr(1),
+                                                    nb.getIndexAttr(groupSize)};
+                    SmallVector<OpFoldResult> strides(2, nb.getIndexAttr(1));
+                    Value segment = tensor::ExtractSliceOp::create(
+                        nb, nloc, keys, offsets, sizes, strides);
+                    return {tensor::InsertSliceOp::create(
+                        nb, nloc, segment, args[0], offsets, sizes, strides)};
+                  })
+      .front();
+}
+
+/// grouped_topk: topk among the experts of the `groupTopK` best groups.
+static Selection selectGroupedTopK(OpBuilder &b, Location loc, Value scores,
+                                   Value bias, int64_t k, int64_t numGroups,
+                                   int64_t groupTopK, GroupScore score) {
+  Value keys = biasedScores(b, loc, scores, bias);
+  int64_t groupSize = tensorType(keys).getDimSize(1) / numGroups;
+  Value keptGroups = topKIndices(
+      b, loc, groupScores(b, loc, keys, numGroups, score), groupTopK);
+  return topKBy(b, loc, maskOtherGroups(b, loc, keys, keptGroups, groupSize),
+                scores, k);
+}
+
+/// One Megatron Sinkhorn scaling of dimension `dim` of `cost [T, E]` from the
+/// other dimension's scaling `other`:
+///   (1 / n) / (sum over the other dimension of other * cost + 1e-8),
+/// with n the size of `dim`: d0 for `dim` 0, d1 for `dim` 1.
+static Value sinkhornScaling(OpBuilder &b, Location loc, Value cost,
+                             Value other, unsigned dim) {
+  RankedTensorType type = tensorType(cost);
+  Type elementType = type.getElementType();
+  int64_t n = type.getDimSize(dim);
+  auto vectorType = RankedTensorType::get({n}, elementType);
+  Value sums =
+      buildGeneric(b, loc, {cost, other},
+                   {loopsTo(b, 2, {0, 1}), loopsTo(b, 2, {1 - dim})},
+                   filledTensor(b, loc, vectorType, 0.0), loopsTo(b, 2, {dim}),
+                   [](OpBuilder &nb, Location nloc,
+                      ValueRange args) -> SmallVector<Value> {
+                     Value product =
+                         arith::MulFOp::create(nb, nloc, args[1], args[0]);
+                     return {arith::AddFOp::create(nb, nloc, args[2], product)};
+                   })
+          .front();
+  Value share = scalarConst(b, loc, elementType, 1.0 / n);
+  Value eps = scalarConst(b, loc, elementType, 1e-8);
+  return mapElements(b, loc, vectorType, sums, {},
+                     [&](OpBuilder &nb, Location nloc, ValueRange sum) {
+                       Value den = arith::AddFOp::create(nb, nloc, sum[0], eps);
+                       return arith::DivFOp::create(nb, nloc, share, den);
+                     });
+}
+
+/// `mean_i |lhs_i - rhs_i|` of two vectors, as a scalar.
+static Value meanAbsDifference(OpBuilder &b, Location loc, Value lhs,
+                               Value rhs) {
+  RankedTensorType type = tensorType(lhs);
+  Type elementType = type.getElementType();
+  Value total =
+      buildGeneric(
+          b, loc, {lhs, rhs}, {loopsTo(b, 1, {0}), loopsTo(b, 1, {0})},
+          filledTensor(b, loc, RankedTensorType::get({}, elementType), 0.0),
+          loopsTo(b, 1, {}),
+          [](OpBuilder &nb, Location nloc,
+             ValueRange args) -> SmallVector<Value> {
+            Value diff = arith::SubFOp::create(nb, nloc, args[0], args[1]);
+            Value abs = math::AbsFOp::create(nb, nloc, diff);
+            return {arith::AddFOp::create(nb, nloc, args[2], abs)};
+          })
+          .front();
+  Value sum = tensor::ExtractOp::create(b, loc, total, ValueRange{});
+  return arith::DivFOp::create(
+      b, loc, sum, scalarConst(b, loc, elementType, type.getDimSize(0)));
+}
+
+/// Megatron's `sinkhorn(logits)`: `d1 * exp(l) * d0[:, None]`, with the row
+/// and column scalings d0 and d1 alternately updated until the mean change
+/// of d1 is at most `tolerance` or `maxIterations` rounds have run.
+static Value sinkhorn(OpBuilder &b, Location loc, Value logits,
+                      double tolerance, int64_t maxIterations) {
+  RankedTensorType type = tensorType(logits);
+  Type elementType = type.getElementType();
+  Value cost = mapElements(b, loc, type, logits, {},
+                           [](OpBuilder &nb, Location nloc, ValueRange l) {
+                             return math::ExpOp::create(nb, nloc, l[0]);
+                           });
+  auto vector = [&](int64_t n) {
+    return RankedTensorType::get({n}, elementType);
+  };
+  Value init[] = {filledTensor(b, loc, vector(type.getDimSize(0)), 1.0),
+                  filledTensor(b, loc, vector(type.getDimSize(1)), 1.0),
+                  scalarConst(b, loc, elementType, 1e9), indexConst(b, loc, 0)};
+  Value tol = scalarConst(b, loc, elementType, tolerance);
+  Value limit = indexConst(b, loc, maxIterations);
+  // Carries (d0, d1, error, iteration).
+  auto loop = scf::WhileOp::create(
+      b, loc, ValueRange(init).getTypes(), init,
+      [&](OpBuilder &nb, Location nloc, ValueRange args) {
+        Value unconverged = arith::CmpFOp::create(
+            nb, nloc, arith::CmpFPredicate::OGT, args[2], tol);
+        Value roundsLeft = arith::CmpIOp::create(
+            nb, nloc, arith::CmpIPredicate::slt, args[3], limit);
+        Value more = arith::AndIOp::create(nb, nloc, unconverged, roundsLeft);
+        scf::ConditionOp::create(nb, nloc, more, args);
+      },
+      [&](OpBuilder &nb, Location nloc, ValueRange args) {
+        Value oldD1 = args[1];
+        Value d0 = sinkhornScaling(nb, nloc, cost, oldD1, 0);
+        Value d1 = sinkhornScaling(nb, nloc, cost, d0, 1);
+        Value error = meanAbsDifference(nb, nloc, oldD1, d1);
+        Value next =
+            arith::AddIOp::create(nb, nloc, args[3], indexConst(nb, nloc, 1));
+        // One-shot bufferization (without allow-return-allocs-from-loops)
+        // needs the loop to yield its own buffers: copy the new scalings in.
+        auto copyInto = [&](Value value, Value carried) {
+          return linalg::CopyOp::create(nb, nloc, value, carried)->getResult(0);
+        };
+        scf::YieldOp::create(nb, nloc,
+                             ValueRange{copyInto(d0, args[0]),
+                                        copyInto(d1, oldD1), error, next});
+      });
+  return mapElements(
+      b, loc, type, {cost, loop.getResult(0), loop.getResult(1)},
+      {loopsTo(b, 2, {0, 1}), loopsTo(b, 2, {0}), loopsTo(b, 2, {1})},
+      [](OpBuilder &nb, Location nloc, ValueRange args) {
+        Value scaled = arith::MulFOp::create(nb, nloc, args[2], args[0]);
+        return arith::MulFOp::create(nb, nloc, scaled, args[1]);
+      });
+}
+
+/// sinkhorn: the k largest entries of the balanced matrix, weighted by the
+/// scores.
+static Selection selectSinkhorn(OpBuilder &b, Location loc, Value logits,
+                                Value scores, int64_t k, double tolerance,
+                                int64_t maxIterations) {
+  return topKBy(b, loc, sinkhorn(b, loc, logits, tolerance, maxIterations),
+                scores, k);
+}
+
+/// expert_choice: every expert takes the `capacity` tokens with the largest
+/// scores in its column: `ids [T, E]` holds e where expert e took token t and
+/// -1 elsewhere; the weight is the score or 0.
+static Selection selectExpertChoice(OpBuilder &b, Location loc, Value scores,
+                                    int64_t capacity) {
+  RankedTensorType type = tensorType(scores);
+  int64_t tokens = type.getDimSize(0), experts = type.getDimSize(1);
+  Value transposed =
+      tensor::EmptyOp::create(b, loc, {experts, tokens}, type.getElementType());
+  Value perExpert = linalg::TransposeOp::create(b, loc, scores, transposed,
+                                                ArrayRef<int64_t>{1, 0})
+                        ->getResult(0);
+  Value taken = topKIndices(b, loc, perExpert, capacity);
+  auto idsType = RankedTensorType::get(type.getShape(), b.getI32Type());
+  Value ids =
+      loopNest(b, loc, {experts, capacity}, filledTensor(b, loc, idsType, -1),
+               [&](OpBuilder &nb, Location nloc, ValueRange ivs,
+                   ValueRange args) -> scf::ValueVector {
+                 Value expert = ivs[0];
+                 Value token = arith::IndexCastOp::create(
+                     nb, nloc, nb.getIndexType(),
+                     tensor::ExtractOp::create(nb, nloc, taken, ivs));
+                 Value id = arith::IndexCastOp::create(nb, nloc,
+                                                       nb.getI32Type(), expert);
+                 return {tensor::InsertOp::create(nb, nloc, id, args[0],
+                                                  ValueRange{token, expert})};
+               })
+          .front();
+  Value zero = scalarConst(b, loc, type.getElementType(), 0.0);
+  Value weights = mapElements(
+      b, loc, type, {ids, scores}, {},
+      [&](OpBuilder &nb, Location nloc, ValueRange args) {
+        Value chosen =
+            arith::CmpIOp::create(nb, nloc, arith::CmpIPredicate::sge, args[0],
+                                  scalarConst(nb, nloc, nb.getI32Type(), 0));
+        return arith::SelectOp::create(nb, nloc, chosen, args[1], zero);
+      });
+  return {ids, weights};
+}
+
+/// sparse_mixer: Phi-3.5-MoE's inference sparsemixer on the raw logits `x`: e1
+/// is the arg-max and e2 the arg-max of the rest (the top 2), m_j = x[e_j], and
+///   w_j = exp(x[e_j] - m_j) / sum_{e not masked_j} exp(x[e] - m_j)
+///       = 1 / sum_{e not masked_j} exp(x[e] - m_j),
+/// where masked_j(e) = (m_j - x[e]) > 2 eps max(|x[e]|, m_j), or e = e1 for
+/// the second slot.
+static Selection selectSparseMixer(OpBuilder &b, Location loc, Value logits,
+                                   double jitterEps) {
+  RankedTensorType type = tensorType(logits);
+  Type elementType = type.getElementType();
+  Value ids = topKIndices(b, loc, logits, 2);
+  Value maxima = gatherColumns(b, loc, logits, ids);
+  auto pairType = RankedTensorType::get({type.getDimSize(0), 2}, elementType);
+  Value twoEps = scalarConst(b, loc, elementType, 2.0 * jitterEps);
+  Value zero = scalarConst(b, loc, elementType, 0.0);
+  // Loops (t, j, e); the first choice e1 is ids[t, 0].
+  AffineMap firstChoice =
+      AffineMap::get(3, 0, {b.getAffineDimExpr(0), b.getAffineConstantExpr(0)},
+                     b.getContext());
+  Value denominators =
+      buildGeneric(
+          b, loc, {logits, maxima, ids},
+          {loopsTo(b, 3, {0, 2}), loopsTo(b, 3, {0, 1}), firstChoice},
+          filledTensor(b, loc, pairType, 0.0), loopsTo(b, 3, {0, 1}),
+          [&](OpBuilder &nb, Location nloc,
+              ValueRange args) -> SmallVector<Value> {
+            Value x = args[0], m = args[1], e1 = args[2], sum = args[3];
+            Value gap = arith::SubFOp::create(nb, nloc, m, x);
+            Value magnitude = arith::MaximumFOp::create(
+                nb, nloc, math::AbsFOp::create(nb, nloc, x), m);
+            Value threshold =
+                arith::MulFOp::create(nb, nloc, twoEps, magnitude);
+            Value belowThreshold = arith::CmpFOp::create(
+                nb, nloc, arith::CmpFPredicate::OGT, gap, threshold);
+            Value slot = linalg::IndexOp::create(nb, nloc, 1);
+            Value secondSlot =
+                arith::CmpIOp::create(nb, nloc, arith::CmpIPredicate::ne, slot,
+                                      indexConst(nb, nloc, 0));
+            Value expert = arith::IndexCastOp::create(
+                nb, nloc, nb.getI32Type(),
+                linalg::IndexOp::create(nb, nloc, 2));
+            Value isFirst = arith::CmpIOp::create(
+                nb, nloc, arith::CmpIPredicate::eq, expert, e1);
+            Value masked = arith::OrIOp::create(
+                nb, nloc, belowThreshold,
+                arith::AndIOp::create(nb, nloc, secondSlot, isFirst));
+            Value term = math::ExpOp::create(
+                nb, nloc, arith::SubFOp::create(nb, nloc, x, m));
+            Value kept = arith::SelectOp::create(nb, nloc, masked, zero, term);
+            return {arith::AddFOp::create(nb, nloc, sum, kept)};
+          })
+          .front();
+  Value one = scalarConst(b, loc, elementType, 1.0);
+  Value weights =
+      mapElements(b, loc, pairType, denominators, {},
+                  [&](OpBuilder &nb, Location nloc, ValueRange den) {
+                    return arith::DivFOp::create(nb, nloc, one, den[0]);
+                  });
+  return {ids, weights};
+}
+
+//===----------------------------------------------------------------------===//
+// Weight post-processing
+//===----------------------------------------------------------------------===//
+
+/// Divides every row of `weights [T, k]` by its sum plus 1e-20.
+static Value normalizeRows(OpBuilder &b, Location loc, Value weights) {
+  RankedTensorType type = tensorType(weights);
+  Value sums = rowSum(b, loc, weights);
+  Value tiny = scalarConst(b, loc, type.getElementType(), 1e-20);
+  return mapElements(b, loc, type, {weights, sums},
+                     {loopsTo(b, 2, {0, 1}), loopsTo(b, 2, {0})},
+                     [&](OpBuilder &nb, Location nloc, ValueRange args) {
+                       Value den =
+                           arith::AddFOp::create(nb, nloc, args[1], tiny);
+                       return arith::DivFOp::create(nb, nloc, args[0], den);
+                     });
+}
+
+static Value scaleWeights(OpBuilder &b, Location loc, Value weights,
+                          double factor) {
+  RankedTensorType type = tensorType(weights);
+  Value scale = scalarConst(b, loc, type.getElementType(), factor);
+  return mapElements(b, loc, type, weights, {},
+                     [&](OpBuilder &nb, Location nloc, ValueRange w) {
+                       return arith::MulFOp::create(nb, nloc, w[0], scale);
+                     });
+}
+
+//===----------------------------------------------------------------------===//
+// The pattern
+//===----------------------------------------------------------------------===//
+
+namespace {
+struct RouterOpLowering final : OpConversionPattern<RouterOp> {
+  using OpConversionPattern::OpConversionPattern;
+
+  LogicalResult
+  matchAndRewrite(RouterOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    Value logits = adaptor.getLogits();
+    int64_t k = op.getIds().getType().getDimSize(1);
+
+    // Sparse mixer works on the raw logits; the others on the scores.
+    auto scores = [&] {
+      return scoreLogits(rewriter, loc, logits, op.getScoring());
+    };
+    Selection selection;
+    switch (op.getSelection()) {
+    case SelectionMethod::TopK:
+      selection = selectTopK(rewriter, loc, scores(), adaptor.getBias(), k);
+      break;
+    case SelectionMethod::GroupedTopK:
+      selection = selectGroupedTopK(rewriter, loc, scores(), adaptor.getBias(),
+                                    k, *op.getNumGroups(), *op.getGroupTopk(),
+                                    *op.getGroupScore());
+      break;
+    case SelectionMethod::Sinkhorn:
+      selection =
+          selectSinkhorn(rewriter, loc, logits, scores(), k,
+                         op.getSinkhornTolerance().convertToDouble(),
+                         static_cast<int64_t>(op.getSinkhornMaxIterations()));
+      break;
+    case SelectionMethod::ExpertChoice:
+      selection =
+          selectExpertChoice(rewriter, loc, scores(), *op.getCapacity());
+      break;
+    case SelectionMethod::SparseMixer:
+      selection = selectSparseMixer(rewriter, loc, logits,
+                                    op.getJitterEps().convertToDouble());
+      break;
+    }
+
+    Value weights = selection.weights;
+    if (op.getNormalize())
+      weights = normalizeRows(rewriter, loc, weights);
+    // The default factor 1 would only add a multiplication by one.
+    double factor = op.getScalingFactor().convertToDouble();
+    if (factor != 1.0)
+      weights = scaleWeights(rewriter, loc, weights, factor);
+    rewriter.replaceOp(op, {selection.ids, weights});
+    return success();
+  }
+};
+} // namespace
+
+void populateRouterPatterns(RewritePatternSet &patterns) {
+  patterns.add<RouterOpLowering>(patterns.getContext());
+}
 
 } // namespace mlir::moe::lowering

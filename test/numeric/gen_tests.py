@@ -1,0 +1,1764 @@
+#!/usr/bin/env python3
+"""Generates the numeric end-to-end tests in this directory.
+
+Every test is a `func.func @main()` that builds its inputs as
+`arith.constant dense<...>`, runs moe ops through `moe-opt
+--moe-lower-to-llvm` and `mlir-runner`, and prints the results. The expected
+numbers in the CHECK lines come from an independent NumPy reference of the op
+semantics in dialects/moe/IR/MoEOps.td and MoEBase.td, computed in float64.
+
+Float results are never printed as floats: the test IR quantizes them,
+q = roundeven(x * S) as i32 with S a power of ten given per result, and the
+CHECK lines hold the exact integers. Inputs are drawn (fixed seeds; rows are
+redrawn where a check fails) so that
+  * no reference value x * S lies within MARGIN of a .5 rounding boundary,
+  * the same reference run in float32 lands within F32_TOL of it,
+  * no selection (top-k, groups, capacity, sparse-mixer thresholds) is a near
+    tie: exact ties come only from equal inputs, and go to the lower index.
+So float32 noise in the lowering cannot flip a printed digit.
+
+Usage:
+  /usr/bin/python3 gen_tests.py           # (re)write every test file
+  /usr/bin/python3 gen_tests.py --check   # exit 1 if a file would change
+Only NumPy and the standard library are used; the output is deterministic.
+"""
+
+import argparse
+import math
+import os
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+MARGIN = 0.05      # min distance of x*S from a .5 boundary
+F32_TOL = 0.02     # max |x64 - x32| * S
+MAX_Q = 30000      # max |x*S|
+GAP = 1e-3         # min relative gap between distinct selection scores
+
+RUN = ("// RUN: moe-opt %s --moe-lower-to-llvm | mlir-runner -e main "
+       "-entry-point-result=void "
+       "-shared-libs=%mlir_runner_utils,%mlir_c_runner_utils | FileCheck %s")
+
+
+class Reject(Exception):
+    """The drawn inputs violate a robustness condition; draw again."""
+
+
+# ===----------------------------------------------------------------------===
+# Input drawing
+# ===----------------------------------------------------------------------===
+
+def grid(rng, shape, lo, hi, decimals=2):
+    """Values on a decimal grid (exactly printable), as float64."""
+    scale = 10 ** decimals
+    ints = rng.integers(int(round(lo * scale)), int(round(hi * scale)) + 1,
+                        size=shape)
+    return np.round(ints / scale, decimals)
+
+
+def f32(a):
+    """What the test sees: the float32 value of a constant, as float64."""
+    return np.asarray(a, dtype=np.float32).astype(np.float64)
+
+
+# ===----------------------------------------------------------------------===
+# Reference semantics (NumPy; `dt` is float64 for the expected values and
+# float32 to estimate the rounding noise of a float32 implementation)
+# ===----------------------------------------------------------------------===
+
+def softmax(l, dt):
+    l = np.asarray(l, dt)
+    m = l.max(axis=-1, keepdims=True)
+    e = np.exp(l - m)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def sigmoid(x, dt):
+    x = np.asarray(x, dt)
+    return dt(1) / (dt(1) + np.exp(-x))
+
+
+def scores(l, scoring, dt):
+    return softmax(l, dt) if scoring == "softmax" else sigmoid(l, dt)
+
+
+def check_gaps(vals, scale_ref=1.0):
+    """Consecutive values of a descending list: equal, or clearly apart."""
+    for a, b in zip(vals, vals[1:]):
+        d = float(a) - float(b)
+        if d != 0.0 and d < GAP * max(abs(float(a)), scale_ref):
+            raise Reject("near tie")
+
+
+def topk_select(sel, k, allowed=None):
+    """Indices of the k largest of `sel` (ties: lower index), descending."""
+    n = len(sel)
+    cand = [i for i in range(n) if allowed is None or allowed[i]]
+    order = sorted(cand, key=lambda i: (-float(sel[i]), i))
+    check_gaps([sel[i] for i in order[:k + 1]])
+    return order[:k]
+
+
+def finish_weights(w, normalize, scaling_factor, dt):
+    w = np.asarray(w, dt)
+    if normalize:
+        w = w / (w.sum() + dt(1e-20))
+    return w * dt(scaling_factor)
+
+
+def route_row(l, k, scoring, selection, dt, bias=None, normalize=False,
+              scaling_factor=1.0, num_groups=None, group_topk=None,
+              group_score=None, jitter_eps=0.01):
+    """Routing of one token (topk, grouped_topk, sparse_mixer)."""
+    l = np.asarray(l, dt)
+    E = l.shape[0]
+    if selection == "sparse_mixer":
+        return sparse_mixer_row(l, jitter_eps, dt)
+    s = scores(l[None, :], scoring, dt)[0]
+    sel = s if bias is None else s + np.asarray(bias, dt)
+    allowed = None
+    if selection == "grouped_topk":
+        size = E // num_groups
+        gscore = []
+        for g in range(num_groups):
+            part = sorted((float(v) for v in sel[g * size:(g + 1) * size]),
+                          reverse=True)
+            if group_score == "max":
+                gscore.append(dt(part[0]))
+            else:
+                gscore.append(dt(part[0]) + dt(part[1]))
+        kept = topk_select(gscore, group_topk)
+        allowed = [(e // size) in kept for e in range(E)]
+    ids = topk_select(sel, k, allowed)
+    w = finish_weights([s[e] for e in ids], normalize, scaling_factor, dt)
+    return ids, w
+
+
+def sparse_mixer_row(s, eps, dt):
+    """Phi-3.5-MoE inference sparsemixer (HF modeling_phimoe), top-2."""
+    E = s.shape[0]
+    two_eps = dt(2 * eps)
+
+    def masked_softmax_at(m, e_sel, excluded):
+        total = dt(0)
+        for e in range(E):
+            if e in excluded:
+                continue
+            factor = max(abs(s[e]), m)
+            lhs, rhs = m - s[e], two_eps * factor
+            if e != e_sel and abs(float(lhs) - float(rhs)) < 1e-3 * max(1.0, abs(float(factor))):
+                raise Reject("sparse mixer threshold")
+            if not lhs > rhs:
+                total = total + np.exp(s[e] - m)
+        return np.exp(s[e_sel] - m) / total
+
+    order = sorted(range(E), key=lambda e: (-float(s[e]), e))
+    check_gaps([s[e] for e in order[:3]])
+    e1, e2 = order[0], order[1]
+    w1 = masked_softmax_at(s[e1], e1, ())
+    w2 = masked_softmax_at(s[e2], e2, (e1,))
+    return [e1, e2], np.array([w1, w2], dt)
+
+
+def router_rows(logits, k, dt, **kw):
+    T = logits.shape[0]
+    ids = np.zeros((T, k), np.int64)
+    w = np.zeros((T, k), dt)
+    for t in range(T):
+        i, wt = route_row(logits[t], k, dt=dt, **kw)
+        ids[t], w[t] = i, wt
+    return ids, w
+
+
+def sinkhorn(l, tol, max_iterations, dt):
+    """Megatron moe_utils.sinkhorn, with an iteration cap."""
+    cost = np.exp(np.asarray(l, dt))
+    T, E = cost.shape
+    d0 = np.ones(T, dt)
+    d1 = np.ones(E, dt)
+    d1_old = d1
+    eps = dt(1e-8)
+    rounds = 0
+    for _ in range(max_iterations):
+        d0 = (dt(1) / dt(T)) / (cost @ d1 + eps)
+        d1 = (dt(1) / dt(E)) / (d0 @ cost + eps)
+        err = np.mean(np.abs(d1_old - d1))
+        d1_old = d1
+        rounds += 1
+        if err <= tol:
+            break
+    return d1[None, :] * cost * d0[:, None], rounds
+
+
+def router_sinkhorn(logits, k, scoring, dt, tol=1e-4, max_iterations=10000):
+    m, rounds = sinkhorn(logits, tol, max_iterations, dt)
+    s = scores(logits, scoring, dt)
+    T = logits.shape[0]
+    ids = np.zeros((T, k), np.int64)
+    w = np.zeros((T, k), dt)
+    for t in range(T):
+        order = sorted(range(m.shape[1]), key=lambda e: (-float(m[t, e]), e))
+        vals = [m[t, e] for e in order[:k + 1]]
+        for a, b in zip(vals, vals[1:]):
+            if float(a) - float(b) < 2e-3 * float(a):
+                raise Reject("sinkhorn near tie")
+        ids[t] = order[:k]
+        w[t] = [s[t, e] for e in order[:k]]
+    return ids, w, rounds
+
+
+def router_expert_choice(logits, capacity, scoring, dt):
+    s = scores(logits, scoring, dt)
+    T, E = s.shape
+    ids = np.full((T, E), -1, np.int64)
+    w = np.zeros((T, E), dt)
+    for e in range(E):
+        order = sorted(range(T), key=lambda t: (-float(s[t, e]), t))
+        check_gaps([s[t, e] for t in order[:capacity + 1]])
+        for t in order[:capacity]:
+            ids[t, e] = e
+            w[t, e] = s[t, e]
+    return ids, w
+
+
+def aux_loss(logits, ids, scoring, coeff, dt, seq_len=None):
+    T, E = logits.shape
+    k = ids.shape[1]
+    if scoring == "softmax":
+        p = softmax(logits, dt)
+    else:
+        p = sigmoid(logits, dt)
+        p = p / p.sum(axis=1, keepdims=True)
+    L = seq_len or T
+    losses = []
+    for b in range(T // L):
+        rows = slice(b * L, (b + 1) * L)
+        counts = np.array([(ids[rows] == e).sum() for e in range(E)], dt)
+        f = counts / dt(L * k)
+        P = p[rows].mean(axis=0)
+        losses.append(dt(coeff) * dt(E) * (f * P).sum())
+    return np.asarray(np.mean(np.array(losses, dt)), dt)
+
+
+def z_loss(logits, coeff, dt):
+    l = np.asarray(logits, dt)
+    m = l.max(axis=1)
+    lse = m + np.log(np.exp(l - m[:, None]).sum(axis=1))
+    return np.asarray(dt(coeff) * np.mean(lse * lse), dt)
+
+
+def dispatch(x, ids, E, capacity=None, policy=None, weights=None):
+    """moe.dispatch: rows, slots, counts, dropped (exact, no float math)."""
+    T, k = ids.shape
+    H = x.shape[1]
+    pairs = {e: [] for e in range(E)}
+    for t in range(T):
+        for j in range(k):
+            e = int(ids[t, j])
+            if 0 <= e < E:
+                pairs[e].append((t, j))
+    slots = np.full((T, k), -1, np.int64)
+    counts = np.zeros(E, np.int64)
+    dropped = 0
+    if capacity is None:
+        rows = np.zeros((T * k, H))
+        r = 0
+        for e in range(E):
+            for (t, j) in pairs[e]:
+                rows[r] = x[t]
+                slots[t, j] = r
+                r += 1
+            counts[e] = len(pairs[e])
+        return rows, slots, counts, 0
+    C = capacity
+    rows = np.zeros((E, C, H))
+    for e in range(E):
+        p = pairs[e]
+        if policy == "position":
+            kept = p[:C]
+        else:
+            best = sorted(p, key=lambda tj: (-float(weights[tj]), tj))
+            if len(best) > C:
+                # A weight tie across the capacity boundary must be a real
+                # tie (equal inputs) that the lower token wins.
+                check_gaps([weights[tj] for tj in best[:C + 1]])
+            kept = sorted(best[:C])
+        for c, (t, j) in enumerate(kept):
+            rows[e, c] = x[t]
+            slots[t, j] = e * C + c
+        counts[e] = len(kept)
+        dropped += len(p) - len(kept)
+    return rows, slots, counts, dropped
+
+
+def gelu_erf(x, dt):
+    erf = np.vectorize(math.erf, otypes=[np.float64])
+    return (dt(0.5) * x * (dt(1) + erf(np.asarray(x / dt(math.sqrt(2)), np.float64)).astype(dt))).astype(dt)
+
+
+def gelu_tanh(x, dt):
+    c = dt(math.sqrt(2 / math.pi))
+    return dt(0.5) * x * (dt(1) + np.tanh(c * (x + dt(0.044715) * x * x * x)))
+
+
+def activation(kind, h, dt):
+    if kind == "identity":
+        return h
+    if kind == "relu":
+        return np.maximum(h, dt(0))
+    if kind == "gelu":
+        return gelu_erf(h, dt)
+    if kind == "gelu_tanh":
+        return gelu_tanh(h, dt)
+    if kind == "silu":
+        return h * sigmoid(h, dt)
+    raise ValueError(kind)
+
+
+class Act:
+    """A #moe.activation."""
+
+    def __init__(self, kind, layout="separate", alpha=1.0, beta=0.0,
+                 limit=None):
+        self.kind, self.layout = kind, layout
+        self.alpha, self.beta, self.limit = alpha, beta, limit
+
+    def mlir(self):
+        if self.kind != "swiglu":
+            return f"<{self.kind}>"
+        parts = ["swiglu"]
+        if self.layout != "separate":
+            parts.append(self.layout)
+        if self.alpha != 1.0:
+            parts.append(f"alpha = {self.alpha!r}")
+        if self.beta != 0.0:
+            parts.append(f"beta = {self.beta!r}")
+        if self.limit is not None:
+            parts.append(f"limit = {self.limit!r}")
+        return "<" + ", ".join(parts) + ">"
+
+
+def ffn(x, act, w1, w2, dt, b1=None, w3=None, b3=None, b2=None, stats=None):
+    """One FFN, nn.Linear weights [out, in]: rows x [n, H] -> [n, M]."""
+    x = np.asarray(x, dt)
+    h1 = x @ np.asarray(w1, dt).T
+    if b1 is not None:
+        h1 = h1 + np.asarray(b1, dt)
+    h3 = None
+    if w3 is not None:
+        h3 = x @ np.asarray(w3, dt).T
+        if b3 is not None:
+            h3 = h3 + np.asarray(b3, dt)
+    if act.kind == "swiglu":
+        if act.layout == "separate":
+            g, lin = h1, h3
+        elif act.layout == "interleaved":
+            g, lin = h1[:, 0::2], h1[:, 1::2]
+        else:
+            F = h1.shape[1] // 2
+            g, lin = h1[:, :F], h1[:, F:]
+        if stats is not None:
+            stats.append((g.copy(), lin.copy()))
+        if act.limit is not None:
+            lim = dt(act.limit)
+            g = np.minimum(g, lim)
+            lin = np.clip(lin, -lim, lim)
+        a = g * sigmoid(dt(act.alpha) * g, dt) * (lin + dt(act.beta))
+    else:
+        a = activation(act.kind, h1, dt)
+        if h3 is not None:
+            a = a * h3
+    y = a @ np.asarray(w2, dt).T
+    if b2 is not None:
+        y = y + np.asarray(b2, dt)
+    return y
+
+
+def experts(rows, counts, act, w, dt, stats=None):
+    """moe.experts. `w` holds w1, w2 and optionally b1, w3, b3, b2 ([E, ...])."""
+    E = w["w1"].shape[0]
+    M = w["w2"].shape[1]
+
+    def expert(e, x):
+        return ffn(x, act, w["w1"][e], w["w2"][e], dt,
+                   b1=None if "b1" not in w else w["b1"][e],
+                   w3=None if "w3" not in w else w["w3"][e],
+                   b3=None if "b3" not in w else w["b3"][e],
+                   b2=None if "b2" not in w else w["b2"][e], stats=stats)
+
+    if rows.ndim == 2:
+        out = np.zeros((rows.shape[0], M), dt)
+        r = 0
+        for g, n in enumerate(counts):
+            if n:
+                out[r:r + n] = expert(g % E, rows[r:r + n])
+            r += n
+        return out
+    out = np.zeros(rows.shape[:2] + (M,), dt)
+    for g, n in enumerate(counts):
+        if n:
+            out[g, :n] = expert(g % E, rows[g, :n])
+    return out
+
+
+def combine(rows, slots, weights, dt):
+    flat = np.asarray(rows, dt).reshape(-1, rows.shape[-1])
+    T, k = slots.shape
+    out = np.zeros((T, flat.shape[1]), dt)
+    for t in range(T):
+        for j in range(k):
+            if slots[t, j] >= 0:
+                out[t] = out[t] + dt(weights[t, j]) * flat[slots[t, j]]
+    return out
+
+
+def shared_expert(x, act, w, dt):
+    y = ffn(x, act, w["w1"], w["w2"], dt, b1=w.get("b1"), w3=w.get("w3"),
+            b3=w.get("b3"), b2=w.get("b2"))
+    if "gate" in w:
+        y = sigmoid(np.asarray(x, dt) @ np.asarray(w["gate"], dt).T, dt) * y
+    return y
+
+
+# ===----------------------------------------------------------------------===
+# Quantization checks
+# ===----------------------------------------------------------------------===
+
+def bad_quant(x64, x32, S):
+    """Per-element: would float32 noise possibly flip round(x * S)?"""
+    y = np.asarray(x64, np.float64) * S
+    frac = np.abs(y - np.floor(y) - 0.5)
+    noise = np.abs(np.asarray(x64, np.float64) -
+                   np.asarray(x32, np.float64)) * S
+    return (frac < MARGIN) | (noise > F32_TOL) | (np.abs(y) > MAX_Q)
+
+
+def bad_rows(x64, x32, S):
+    b = bad_quant(x64, x32, S)
+    return b.reshape(b.shape[0], -1).any(axis=1)
+
+
+def quantize(x64, S):
+    y = np.asarray(x64, np.float64) * S
+    assert not (np.abs(y - np.floor(y) - 0.5) < MARGIN).any()
+    return np.round(y).astype(np.int64)
+
+
+def resample(rng, draw, evaluate, n, rounds=500):
+    """Draw per-row inputs; redraw the rows that `evaluate` flags.
+
+    draw(rng, idx) -> dict of arrays with leading dim len(idx);
+    evaluate(inputs) -> bool array [n] of rows to redraw (or raises Reject
+    for a whole-input problem)."""
+    inputs = draw(rng, np.arange(n))
+    for _ in range(rounds):
+        bad = evaluate(inputs)
+        if not bad.any():
+            return inputs
+        idx = np.nonzero(bad)[0]
+        new = draw(rng, idx)
+        for key, v in new.items():
+            inputs[key][idx] = v
+    raise RuntimeError("resampling did not converge")
+
+
+def retry(fn, seed, tries=2000):
+    """Run fn(rng) with seeds seed, seed+1, ... until it does not Reject."""
+    for i in range(tries):
+        try:
+            return fn(np.random.default_rng(seed + i))
+        except Reject:
+            continue
+    raise RuntimeError(f"no seed from {seed} worked")
+
+
+def row_guard(fn):
+    """Per-row evaluation: a Reject in row t marks row t bad."""
+    def wrapped(T):
+        bad = np.zeros(T, bool)
+        for t in range(T):
+            try:
+                fn(t)
+            except Reject:
+                bad[t] = True
+        return bad
+    return wrapped
+
+
+# ===----------------------------------------------------------------------===
+# MLIR emission
+# ===----------------------------------------------------------------------===
+
+def fmt_float(v, decimals):
+    s = f"{float(v):.{decimals}f}".rstrip("0")
+    if s.endswith("."):
+        s += "0"
+    if s == "-0.0":
+        s = "0.0"
+    return s
+
+
+def tensor_type(shape, elt):
+    if len(shape) == 0:
+        return f"tensor<{elt}>"
+    return "tensor<" + "x".join(str(d) for d in shape) + f"x{elt}>"
+
+
+def dense_literal(arr, fmt, indent):
+    arr = np.asarray(arr)
+    if arr.ndim == 0:
+        return fmt(arr[()])
+    if arr.ndim == 1:
+        return "[" + ", ".join(fmt(v) for v in arr) + "]"
+    inner = [dense_literal(a, fmt, indent + " ") for a in arr]
+    sep = ",\n" + indent + " "
+    return "[" + sep.join(inner) + "]"
+
+
+def memref_print_text(arr):
+    """The data lines printMemref* prints, whitespace collapsed."""
+    arr = np.asarray(arr)
+    if arr.ndim == 0:
+        return [f"[{int(arr)}]"]
+    out = []
+
+    def rec(a, dim, rank):
+        if dim == 0:
+            out.append(str(int(a)))
+            return
+        n = a.shape[0]
+        out.append("[")
+        rec(a[0], dim - 1, rank)
+        if n <= 1:
+            out.append("]")
+            return
+        out.append(", ")
+        if dim > 1:
+            out.append("\n")
+        for i in range(1, n - 1):
+            out.append(" " * (rank - dim + 1))
+            rec(a[i], dim - 1, rank)
+            out.append(", ")
+            if dim > 1:
+                out.append("\n")
+        out.append(" " * (rank - dim + 1))
+        rec(a[n - 1], dim - 1, rank)
+        out.append("]")
+
+    rec(arr, arr.ndim, arr.ndim)
+    text = "".join(out)
+    return [" ".join(line.split()) for line in text.split("\n")]
+
+
+def escape_check(line):
+    """FileCheck reads `[[` as a variable: write bracket runs as a regex."""
+    out, i = [], 0
+    while i < len(line):
+        if line[i] == "[":
+            j = i
+            while j < len(line) and line[j] == "[":
+                j += 1
+            if j - i >= 2:
+                out.append("{{" + "\\[" * (j - i) + "}}")
+            else:
+                out.append("[")
+            i = j
+        else:
+            out.append(line[i])
+            i += 1
+    return "".join(out)
+
+
+class TestFile:
+    def __init__(self, name, doc):
+        self.name = name
+        self.doc = doc
+        self.body = []
+        self.n = 0
+        self.decls = set()
+
+    def fresh(self, base):
+        self.n += 1
+        return f"{base}{self.n}"
+
+    def line(self, text=""):
+        self.body.append(("  " + text) if text else "")
+
+    def comment(self, text):
+        for t in text.split("\n"):
+            self.line("// " + t if t else "//")
+
+    def const_f32(self, name, arr, decimals=2):
+        arr = np.asarray(arr)
+        lit = dense_literal(arr, lambda v: fmt_float(v, decimals), "      ")
+        ty = tensor_type(arr.shape, "f32")
+        if "\n" in lit:
+            self.line(f"%{name} = arith.constant dense<\n      {lit}> : {ty}")
+        else:
+            self.line(f"%{name} = arith.constant dense<{lit}> : {ty}")
+        return name
+
+    def const_i32(self, name, arr):
+        arr = np.asarray(arr)
+        lit = dense_literal(arr, lambda v: str(int(v)), "      ")
+        ty = tensor_type(arr.shape, "i32")
+        if "\n" in lit:
+            self.line(f"%{name} = arith.constant dense<\n      {lit}> : {ty}")
+        else:
+            self.line(f"%{name} = arith.constant dense<{lit}> : {ty}")
+        return name
+
+    def raw(self, text):
+        for t in text.strip("\n").split("\n"):
+            self.line(t)
+
+    def _checks(self, expected):
+        expected = np.asarray(expected)
+        sizes = "[" + ", ".join(str(d) for d in expected.shape) + "]"
+        self.line(f"// CHECK: rank = {expected.ndim} offset = {{{{[0-9]+}}}} "
+                  f"sizes = {sizes} strides = [{{{{.*}}}}] data =")
+        for l in memref_print_text(expected):
+            self.line("// CHECK-NEXT: " + escape_check(l))
+
+    def print_int(self, value, shape, elt, expected, what):
+        self.decls.add(elt)
+        c = self.fresh("p")
+        src = tensor_type(shape, elt)
+        self.line()
+        self.comment(what)
+        self.line(f"%{c} = tensor.cast %{value} : {src} to tensor<*x{elt}>")
+        fn = "printMemrefI32" if elt == "i32" else "printMemrefI64"
+        self.line(f"call @{fn}(%{c}) : (tensor<*x{elt}>) -> ()")
+        self._checks(expected)
+
+    def print_quant(self, value, shape, x64, x32, S, what):
+        """Quantize float `value` by S, print it, CHECK round(x64 * S)."""
+        assert not bad_quant(x64, x32, S).any(), (self.name, what)
+        q = quantize(x64, S)
+        rank = len(shape)
+        dims = ", ".join(f"d{i}" for i in range(rank))
+        idmap = f"affine_map<({dims}) -> ({dims})>"
+        iters = ", ".join(['"parallel"'] * rank)
+        e = self.fresh("qe")
+        qv = self.fresh("q")
+        ity = tensor_type(shape, "i32")
+        self.line()
+        self.comment(f"{what}, x {S:.0e}")
+        self.line(f"%{e} = tensor.empty() : {ity}")
+        self.line(f"%{qv} = linalg.generic {{indexing_maps = [{idmap}, {idmap}], "
+                  f"iterator_types = [{iters}]}}")
+        self.line(f"    ins(%{value} : {tensor_type(shape, 'f32')}) outs(%{e} : {ity}) {{")
+        self.line("^bb0(%in: f32, %out: i32):")
+        self.line("  %wide = arith.extf %in : f32 to f64")
+        self.line(f"  %scale = arith.constant {float(S):.1f} : f64")
+        self.line("  %scaled = arith.mulf %wide, %scale : f64")
+        self.line("  %rounded = math.roundeven %scaled : f64")
+        self.line("  %int = arith.fptosi %rounded : f64 to i32")
+        self.line("  linalg.yield %int : i32")
+        self.line(f"}} -> {ity}")
+        self.decls.add("i32")
+        c = self.fresh("p")
+        self.line(f"%{c} = tensor.cast %{qv} : {ity} to tensor<*xi32>")
+        self.line(f"call @printMemrefI32(%{c}) : (tensor<*xi32>) -> ()")
+        self._checks(q)
+
+    def render(self):
+        out = ["// Generated by gen_tests.py (same directory); do not edit.",
+               "// Regenerate: /usr/bin/python3 test/numeric/gen_tests.py",
+               RUN, "//"]
+        for d in self.doc.strip("\n").split("\n"):
+            out.append(("// " + d) if d else "//")
+        out.append("")
+        for elt in sorted(self.decls):
+            fn = "printMemrefI32" if elt == "i32" else "printMemrefI64"
+            # The printer only reads: results that lower to constants
+            # (read-only globals) may be passed without a copy.
+            out.append(f"func.func private @{fn}("
+                       f"tensor<*x{elt}> {{bufferization.access = \"read\"}})")
+        out.append("")
+        out.append("func.func @main() {")
+        out.extend(self.body)
+        out.append("  return")
+        out.append("}")
+        return "\n".join(out) + "\n"
+
+
+def both(fn):
+    """fn(dt) evaluated in float64 and float32."""
+    return fn(np.float64), fn(np.float32)
+
+
+# ===----------------------------------------------------------------------===
+# Tests
+# ===----------------------------------------------------------------------===
+
+def test_router_topk():
+    T, E = 8, 6
+    bias_rng = np.random.default_rng(101)
+    bias = grid(bias_rng, (E,), -0.3, 0.3)
+
+    def draw(rng, idx):
+        l = grid(rng, (len(idx), E), -2.0, 2.0)
+        for r, t in enumerate(idx):
+            if t == 1:
+                # experts 1, 2, 4 tie above the rest: top-2 picks 1 and 2
+                l[r, [1, 2, 4]] = round(l[r].max() + 0.3, 2)
+            if t == 4:
+                # experts 0 and 3 tie for first place
+                l[r, [0, 3]] = round(l[r].max() + 0.5, 2)
+        return {"l": l}
+
+    variants = [
+        dict(k=2, scoring="softmax", selection="topk"),
+        dict(k=2, scoring="softmax", selection="topk", normalize=True,
+             scaling_factor=2.5),
+        dict(k=3, scoring="sigmoid", selection="topk", bias=f32(bias),
+             normalize=True),
+        dict(k=1, scoring="sigmoid", selection="topk", scaling_factor=2.0),
+    ]
+    scales = [1e4, 1e3, 1e4, 1e4]
+
+    def evaluate(inp):
+        l = f32(inp["l"])
+        bad = np.zeros(T, bool)
+        for v, S in zip(variants, scales):
+            def row(t):
+                i64, w64 = route_row(l[t], dt=np.float64, **v)
+                i32, w32 = route_row(l[t], dt=np.float32, **v)
+                if list(i64) != list(i32) or bad_quant(w64, w32, S).any():
+                    raise Reject("row")
+            bad |= row_guard(row)(T)
+        return bad
+
+    inp = resample(np.random.default_rng(100), draw, evaluate, T)
+    l = f32(inp["l"])
+    f = TestFile("router_topk.mlir", """
+moe.router topk: softmax and sigmoid scores, the selection bias (it steers
+the choice, the weights stay unbiased), normalize (divide by sum + 1e-20)
+and scaling_factor. Ties go to the lower expert: row 1 has logits tied at
+experts 1, 2, 4 (top-2 picks 1, 2) and row 4 a tie for first place at
+experts 0 and 3. Ids are listed best first.""")
+    f.const_f32("logits", inp["l"])
+    f.const_f32("bias", bias)
+    lt = tensor_type((T, E), "f32")
+    heads = [
+        ("softmax topk %logits", "softmax top-2"),
+        ("softmax topk %logits {normalize, scaling_factor = 2.5}",
+         "softmax top-2, normalize, scaling 2.5"),
+        ("sigmoid topk %logits bias(%bias) {normalize}",
+         "sigmoid top-3 with bias, normalize"),
+        ("sigmoid topk %logits {scaling_factor = 2.0}", "sigmoid top-1, scaling 2"),
+    ]
+    for n, ((text, what), v, S) in enumerate(zip(heads, variants, scales)):
+        k = v["k"]
+        ty = lt + (", " + tensor_type((E,), "f32") if "bias" in v else "")
+        f.line()
+        f.line(f"%ids{n}, %w{n} = moe.router {text}")
+        f.line(f"    : {ty} -> {tensor_type((T, k), 'i32')}, {tensor_type((T, k), 'f32')}")
+        i64, w64 = router_rows(l, dt=np.float64, **v)
+        _, w32 = router_rows(l, dt=np.float32, **v)
+        f.print_int(f"ids{n}", (T, k), "i32", i64, f"ids, {what}")
+        f.print_quant(f"w{n}", (T, k), w64, w32, S, f"weights, {what}")
+    return f
+
+
+def test_router_grouped():
+    def build(rng):
+        # DeepSeek-V3 style: sigmoid, bias, 4 groups of 4, keep 2 by top2_sum,
+        # top-4, normalize, scaling 2.5. The bias is mostly negative so that
+        # some picks have a negative biased score: masking dropped groups
+        # with 0 (instead of -inf) would pick from them.
+        T, E, G, GT, k = 8, 16, 4, 2, 4
+        bias = grid(rng, (E,), -0.9, 0.2)
+        v3 = dict(k=k, scoring="sigmoid", selection="grouped_topk",
+                  bias=f32(bias), normalize=True, scaling_factor=2.5,
+                  num_groups=G, group_topk=GT, group_score="top2_sum")
+        # DeepSeek-V2 style: softmax, 4 groups of 2, keep 2 by max, top-3,
+        # no normalization, scaling 2.
+        E2 = 8
+        v2 = dict(k=3, scoring="softmax", selection="grouped_topk",
+                  scaling_factor=2.0, num_groups=4, group_topk=2,
+                  group_score="max")
+
+        def draw(r, idx):
+            return {"l3": grid(r, (len(idx), E), -3.0, 3.0),
+                    "l2": grid(r, (len(idx), E2), -2.0, 2.0)}
+
+        def evaluate(inp):
+            bad = np.zeros(T, bool)
+            for key, v, S in (("l3", v3, 1e4), ("l2", v2, 1e4)):
+                l = f32(inp[key])
+
+                def row(t):
+                    i64, w64 = route_row(l[t], dt=np.float64, **v)
+                    i32, w32 = route_row(l[t], dt=np.float32, **v)
+                    if list(i64) != list(i32) or bad_quant(w64, w32, S).any():
+                        raise Reject("row")
+                bad |= row_guard(row)(T)
+            return bad
+
+        inp = resample(rng, draw, evaluate, T)
+        l3, l2 = f32(inp["l3"]), f32(inp["l2"])
+        ids3, _ = router_rows(l3, dt=np.float64, **v3)
+        sel3 = sigmoid(l3, np.float64) + f32(bias)
+        # Require: some pick with a negative biased score while a dropped
+        # group holds an expert (a 0-masked one would win).
+        neg = any(sel3[t, e] < 0 for t in range(T) for e in ids3[t])
+        # and the group limit must matter: plain top-k differs somewhere
+        plain = router_rows(l3, dt=np.float64, k=k, scoring="sigmoid",
+                            selection="topk", bias=f32(bias))[0]
+        ids2, _ = router_rows(l2, dt=np.float64, **v2)
+        plain2 = router_rows(l2, dt=np.float64, k=3, scoring="softmax",
+                             selection="topk")[0]
+        if not neg or (plain == ids3).all() or (plain2 == ids2).all():
+            raise Reject("not interesting")
+        return inp, bias, v3, v2
+
+    inp, bias, v3, v2 = retry(build, 200)
+    T = 8
+    f = TestFile("router_grouped_topk.mlir", """
+moe.router grouped_topk.
+DeepSeek-V3: sigmoid scores, selection bias, 16 experts in 4 groups scored
+by the sum of their two best biased scores, the best 2 groups kept, top-4 of
+the biased scores inside them, weights = unbiased sigmoid, normalized, x 2.5.
+The bias is mostly negative: some picks have a negative biased score, so an
+implementation that masks dropped groups with 0 instead of excluding them
+would choose experts of dropped groups.
+DeepSeek-V2: softmax, 8 experts in 4 groups scored by their max, 2 kept,
+top-3, not normalized, x 2.""")
+    f.const_f32("logits3", inp["l3"])
+    f.const_f32("bias", bias)
+    f.const_f32("logits2", inp["l2"])
+    f.line()
+    f.line("%ids3, %w3 = moe.router sigmoid grouped_topk %logits3 bias(%bias) "
+           "groups 4 top 2 by top2_sum {normalize, scaling_factor = 2.5}")
+    f.line("    : tensor<8x16xf32>, tensor<16xf32> -> tensor<8x4xi32>, tensor<8x4xf32>")
+    i64, w64 = router_rows(f32(inp["l3"]), dt=np.float64, **v3)
+    _, w32 = router_rows(f32(inp["l3"]), dt=np.float32, **v3)
+    f.print_int("ids3", (T, 4), "i32", i64, "ids, DeepSeek-V3 style")
+    f.print_quant("w3", (T, 4), w64, w32, 1e4, "weights, DeepSeek-V3 style")
+    f.line()
+    f.line("%ids2, %w2 = moe.router softmax grouped_topk %logits2 "
+           "groups 4 top 2 by max {scaling_factor = 2.0}")
+    f.line("    : tensor<8x8xf32> -> tensor<8x3xi32>, tensor<8x3xf32>")
+    i64, w64 = router_rows(f32(inp["l2"]), dt=np.float64, **v2)
+    _, w32 = router_rows(f32(inp["l2"]), dt=np.float32, **v2)
+    f.print_int("ids2", (T, 3), "i32", i64, "ids, DeepSeek-V2 style")
+    f.print_quant("w2", (T, 3), w64, w32, 1e4, "weights, DeepSeek-V2 style")
+    return f
+
+
+def test_router_sinkhorn():
+    T, E = 8, 4
+
+    def build(rng):
+        # Columns with different popularity, so that balancing changes picks.
+        l = grid(rng, (T, E), -1.5, 1.5) + np.array([1.2, 0.4, 0.0, -0.6])
+        l = np.round(l, 2)
+        lf = f32(l)
+        out = {}
+        for name, k, scoring, maxit in (("a", 2, "softmax", 10000),
+                                        ("b", 1, "sigmoid", 10000),
+                                        ("c", 2, "softmax", 1)):
+            i64, w64, rounds = router_sinkhorn(lf, k, scoring, np.float64,
+                                               max_iterations=maxit)
+            i32, w32, _ = router_sinkhorn(lf, k, scoring, np.float32,
+                                          max_iterations=maxit)
+            if maxit > 1:
+                # the choice must not depend on stopping a round earlier or later
+                for extra in (rounds - 1, rounds + 1):
+                    ie, _, _ = router_sinkhorn(lf, k, scoring, np.float64,
+                                               tol=0.0, max_iterations=extra)
+                    if (ie != i64).any():
+                        raise Reject("sinkhorn unstable")
+            if (i64 != i32).any() or bad_quant(w64, w32, 1e4).any():
+                raise Reject("noise")
+            plain = np.argsort(-lf, axis=1, kind="stable")[:, :k]
+            if (plain == i64).all():
+                raise Reject("sinkhorn changes nothing")
+            out[name] = (i64, w64, w32, k, rounds)
+        if (out["a"][0] == out["c"][0]).all():
+            raise Reject("iteration cap changes nothing")
+        return l, out
+
+    l, out = retry(build, 300)
+    f = TestFile("router_sinkhorn.mlir", f"""
+moe.router sinkhorn: Megatron's sinkhorn on exp(logits) (row scaling d0,
+column scaling d1, eps 1e-8, until mean|d1_old - d1| <= tolerance 1e-4),
+top-k of d1 * cost * d0; the weights are the scores (softmax or sigmoid) of
+the chosen experts. The logits favour expert 0, so balancing moves tokens
+away from it (plain top-k would choose differently). The reference
+converges in {out['a'][4]} rounds; the choice is the same one round earlier
+or later. The last router stops after one round (sinkhorn_max_iterations).""")
+    f.const_f32("logits", l)
+    lt = tensor_type((T, E), "f32")
+    for name, text, what in (
+            ("a", "softmax sinkhorn %logits", "softmax, top-2"),
+            ("b", "sigmoid sinkhorn %logits", "sigmoid, top-1"),
+            ("c", "softmax sinkhorn %logits {sinkhorn_max_iterations = 1}",
+             "softmax, top-2, one round")):
+        i64, w64, w32, k, _ = out[name]
+        f.line()
+        f.line(f"%ids_{name}, %w_{name} = moe.router {text}")
+        f.line(f"    : {lt} -> {tensor_type((T, k), 'i32')}, {tensor_type((T, k), 'f32')}")
+        f.print_int(f"ids_{name}", (T, k), "i32", i64, f"ids, {what}")
+        f.print_quant(f"w_{name}", (T, k), w64, w32, 1e4, f"weights, {what}")
+    return f
+
+
+def test_router_expert_choice():
+    T, E, C = 8, 4, 3
+
+    def build(rng):
+        l = grid(rng, (T, E), -2.0, 2.0)
+        l[5] = l[2]          # equal tokens: a tie across tokens
+        lf = f32(l)
+        out = {}
+        for scoring in ("softmax", "sigmoid"):
+            i64, w64 = router_expert_choice(lf, C, scoring, np.float64)
+            i32, w32 = router_expert_choice(lf, C, scoring, np.float32)
+            if (i64 != i32).any() or bad_quant(w64, w32, 1e4).any():
+                raise Reject("noise")
+            out[scoring] = (i64, w64, w32)
+        # the tie must decide something: for some expert, token 2 is taken
+        # as the last one and token 5 (same scores) is not.
+        s = softmax(lf, np.float64)
+        ok = False
+        for e in range(E):
+            order = sorted(range(T), key=lambda t: (-s[t, e], t))
+            if order[C - 1] == 2 and order[C] == 5:
+                ok = True
+        if not ok:
+            raise Reject("tie not at the capacity boundary")
+        return l, out
+
+    l, out = retry(build, 400)
+    f = TestFile("router_expert_choice.mlir", """
+moe.router expert_choice, capacity 3: every expert takes the 3 tokens with
+the largest score in its column. Results are [T, E]: column e holds e for
+the tokens taken and -1 elsewhere, with weight s[t, e] or 0. Tokens 2 and 5
+have equal logits, and for the softmax router one expert's capacity ends
+between them: the lower token (2) wins.""")
+    f.const_f32("logits", l)
+    for scoring in ("softmax", "sigmoid"):
+        i64, w64, w32 = out[scoring]
+        f.line()
+        f.line(f"%ids_{scoring}, %w_{scoring} = moe.router {scoring} expert_choice %logits capacity 3")
+        f.line("    : tensor<8x4xf32> -> tensor<8x4xi32>, tensor<8x4xf32>")
+        f.print_int(f"ids_{scoring}", (T, E), "i32", i64, f"ids, {scoring}")
+        f.print_quant(f"w_{scoring}", (T, E), w64, w32, 1e4, f"weights, {scoring}")
+    return f
+
+
+def test_router_sparse_mixer():
+    T, E = 8, 8
+
+    def draw(rng, idx):
+        l = grid(rng, (len(idx), E), -1.0, 2.5)
+        for r, t in enumerate(idx):
+            m = l[r].max()
+            if t % 2 == 0:
+                # some experts within the 2 * eps relative band of the top
+                for e in rng.choice(E, size=2, replace=False):
+                    if l[r, e] != m:
+                        l[r, e] = round(m - float(rng.integers(1, 4)) * 0.01, 2)
+            if t == 3:
+                l[r, 6] = l[r, 1] = round(m + 0.2, 2)   # tie for the top
+        return {"l": l}
+
+    variants = [dict(jitter_eps=0.01), dict(jitter_eps=0.05)]
+
+    def evaluate(inp):
+        l = f32(inp["l"])
+        bad = np.zeros(T, bool)
+        for v in variants:
+            def row(t):
+                i64, w64 = route_row(l[t], 2, "softmax", "sparse_mixer",
+                                     np.float64, **v)
+                i32, w32 = route_row(l[t], 2, "softmax", "sparse_mixer",
+                                     np.float32, **v)
+                if list(i64) != list(i32) or bad_quant(w64, w32, 1e4).any():
+                    raise Reject("row")
+            bad |= row_guard(row)(T)
+        return bad
+
+    inp = resample(np.random.default_rng(500), draw, evaluate, T)
+    l = f32(inp["l"])
+    f = TestFile("router_sparse_mixer.mlir", """
+moe.router sparse_mixer (Phi-3.5-MoE inference sparsemixer), top-2 on the
+raw logits s. First: e1 = argmax s, w1 = softmax at e1 over the experts e
+with (s[e1] - s[e]) <= 2 eps max(|s[e]|, s[e1]). Second: the same with e1
+excluded and e2 = argmax of the rest. No renormalization. Even rows have
+experts inside the threshold band; row 3 ties for the top (experts 1 and 6,
+the lower is first). jitter_eps 0.01 (default) and 0.05.""")
+    f.const_f32("logits", inp["l"])
+    for n, (v, text) in enumerate(zip(variants, ["", " {jitter_eps = 5.0e-2}"])):
+        f.line()
+        f.line(f"%ids{n}, %w{n} = moe.router softmax sparse_mixer %logits{text}")
+        f.line("    : tensor<8x8xf32> -> tensor<8x2xi32>, tensor<8x2xf32>")
+        i64, w64 = router_rows(l, 2, np.float64, scoring="softmax",
+                               selection="sparse_mixer", **v)
+        _, w32 = router_rows(l, 2, np.float32, scoring="softmax",
+                             selection="sparse_mixer", **v)
+        f.print_int(f"ids{n}", (T, 2), "i32", i64, f"ids, jitter_eps {v['jitter_eps']}")
+        f.print_quant(f"w{n}", (T, 2), w64, w32, 1e4, f"weights, jitter_eps {v['jitter_eps']}")
+    return f
+
+
+def distinct_ids(rng, T, k, E, p=None):
+    ids = np.zeros((T, k), np.int64)
+    for t in range(T):
+        ids[t] = rng.choice(E, size=k, replace=False, p=p)
+    return ids
+
+
+def test_dispatch_capacity():
+    T, k, E, C, H = 8, 2, 4, 3, 4
+
+    def build(rng):
+        x = grid(rng, (T, H), -1.0, 1.0)
+        ids = distinct_ids(rng, T, k, E, p=[0.45, 0.3, 0.15, 0.1])
+        ids[6, 1] = -1                            # an unrouted pair
+        w = grid(rng, (T, k), 0.05, 0.6, decimals=1)
+        pos = dispatch(x, ids, E, C, "position")
+        prob = dispatch(x, ids, E, C, "probs", w)
+        if pos[3] < 2 or (pos[1] == prob[1]).all():
+            raise Reject("not interesting")
+        # a weight tie decided at some capacity boundary (lower token wins)
+        tie = False
+        for e in range(E):
+            p = [(t, j) for t in range(T) for j in range(k) if ids[t, j] == e]
+            if len(p) > C:
+                best = sorted(p, key=lambda tj: (-w[tj], tj))
+                if w[best[C - 1]] == w[best[C]]:
+                    tie = True
+        if not tie:
+            raise Reject("no tie")
+        return x, ids, w, pos, prob
+
+    x, ids, w, pos, prob = retry(build, 600)
+    f = TestFile("dispatch_capacity.mlir", """
+moe.dispatch with capacity 3 per expert (8 tokens, top-2, 4 experts, one
+unrouted pair). Policy position keeps the first 3 pairs of each expert in
+token order; policy probs keeps the 3 with the largest weights (ties: lower
+token; there is a tie at a capacity boundary), laid out in token order.
+Slots are e * C + c or -1; unused rows are zero; dropped counts the pairs
+lost to capacity (not the unrouted one). Rows are printed x 100 (the inputs
+are multiples of 0.01).""")
+    f.const_f32("x", x)
+    f.const_i32("ids", ids)
+    f.const_f32("w", w, decimals=1)
+    res = "(tensor<4x3x4xf32>, tensor<8x2xi32>, tensor<4xi32>, tensor<i64>)"
+    for name, text, r, ins in (
+            ("pos", "capacity 3 drop position", pos,
+             "(tensor<8x4xf32>, tensor<8x2xi32>)"),
+            ("prob", "capacity 3 drop probs by %w", prob,
+             "(tensor<8x4xf32>, tensor<8x2xi32>, tensor<8x2xf32>)")):
+        f.line()
+        f.line(f"%rows_{name}, %slots_{name}, %counts_{name}, %dropped_{name} = "
+               f"moe.dispatch %x, %ids {text}")
+        f.line(f"    : {ins} -> {res}")
+        f.print_quant(f"rows_{name}", (E, C, H), r[0], r[0], 100, f"rows, {name}")
+        f.print_int(f"slots_{name}", (T, k), "i32", r[1], f"slots, {name}")
+        f.print_int(f"counts_{name}", (E,), "i32", r[2], f"counts, {name}")
+        f.print_int(f"dropped_{name}", (), "i64", np.array(r[3]), f"dropped, {name}")
+    return f
+
+
+def test_dispatch_dropless():
+    T, k, E, H = 8, 2, 4, 4
+    rng = np.random.default_rng(700)
+    x = grid(rng, (T, H), -1.0, 1.0)
+    ids = distinct_ids(rng, T, k, E, p=[0.1, 0.4, 0.2, 0.3])
+    ids2 = ids.copy()
+    ids2[1, 0] = -1          # unrouted
+    ids2[4, 1] = 4           # out of range: unrouted
+    ids2[6, 0] = -3          # out of range: unrouted
+    a = dispatch(x, ids, E)
+    b = dispatch(x, ids2, E)
+    f = TestFile("dispatch_dropless.mlir", """
+moe.dispatch without capacity (dropless): rows [T*k, H] grouped by expert
+in expert order, in (token, slot) order within an expert; slots hold the
+row index; counts the rows per expert; dropped is 0. The second dispatch
+has an id -1 and two ids outside [-1, E) (4 and -3): all three are unrouted
+(slot -1, no row), and the rows after the last group are zero. Rows are
+printed x 100 (the inputs are multiples of 0.01).""")
+    f.const_f32("x", x)
+    f.const_i32("ids", ids)
+    f.const_i32("ids2", ids2)
+    for name, idv, r in (("a", "ids", a), ("b", "ids2", b)):
+        f.line()
+        f.line(f"%rows_{name}, %slots_{name}, %counts_{name}, %dropped_{name} = "
+               f"moe.dispatch %x, %{idv}")
+        f.line("    : (tensor<8x4xf32>, tensor<8x2xi32>) -> "
+               "(tensor<16x4xf32>, tensor<8x2xi32>, tensor<4xi32>, tensor<i64>)")
+        f.print_quant(f"rows_{name}", (T * k, H), r[0], r[0], 100, f"rows, {name}")
+        f.print_int(f"slots_{name}", (T, k), "i32", r[1], f"slots, {name}")
+        f.print_int(f"counts_{name}", (E,), "i32", r[2], f"counts, {name}")
+        f.print_int(f"dropped_{name}", (), "i64", np.array(r[3]), f"dropped, {name}")
+    return f
+
+
+def experts_call(f, name, rows_name, rows_shape, counts_name, G, w, wnames, act,
+                 out_shape):
+    """Emit one moe.experts. w: dict of weights; wnames: their SSA names."""
+    ops = [f"%{rows_name}", f"%{counts_name}"]
+    types = [tensor_type(rows_shape, "f32"), tensor_type((G,), "i32")]
+    fc1 = f"fc1(%{wnames['w1']}" + (f", %{wnames['b1']}" if "b1" in w else "") + ")"
+    types.append(tensor_type(w["w1"].shape, "f32"))
+    if "b1" in w:
+        types.append(tensor_type(w["b1"].shape, "f32"))
+    fc3 = ""
+    if "w3" in w:
+        fc3 = f" fc3(%{wnames['w3']})"
+        types.append(tensor_type(w["w3"].shape, "f32"))
+    if "b3" in w:
+        fc3 += f" fc3_bias(%{wnames['b3']})"
+        types.append(tensor_type(w["b3"].shape, "f32"))
+    fc2 = f" fc2(%{wnames['w2']}" + (f", %{wnames['b2']}" if "b2" in w else "") + ")"
+    types.append(tensor_type(w["w2"].shape, "f32"))
+    if "b2" in w:
+        types.append(tensor_type(w["b2"].shape, "f32"))
+    f.line()
+    f.line(f"%{name} = moe.experts {', '.join(ops)} {fc1}{fc3}{fc2} "
+           f"activation {act.mlir()}")
+    f.line(f"    : ({', '.join(types)})")
+    f.line(f"   -> {tensor_type(out_shape, 'f32')}")
+
+
+def draw_weights(rng, spec):
+    """spec: {name: (shape, lo, hi)} -> grid weights."""
+    return {k: grid(rng, s, lo, hi) for k, (s, lo, hi) in spec.items()}
+
+
+def emit_weights(f, prefix, w):
+    names = {}
+    for key in sorted(w):
+        names[key] = f"{prefix}_{key}"
+        f.const_f32(names[key], w[key])
+    return names
+
+
+def test_experts_swiglu():
+    R, H, F, M, E = 8, 4, 4, 4, 3
+    counts = np.array([3, 0, 4])          # expert 1 empty, one padding row
+
+    def build(rng):
+        cfg = [
+            ("separate", Act("swiglu"), {
+                "w1": ((E, F, H), -0.8, 0.8), "w3": ((E, F, H), -0.8, 0.8),
+                "w2": ((E, M, F), -0.8, 0.8)}, 1.0, 1e4),
+            ("interleaved", Act("swiglu", "interleaved"), {
+                "w1": ((E, 2 * F, H), -0.8, 0.8), "w2": ((E, M, F), -0.8, 0.8)},
+             1.0, 1e4),
+            ("concatenated", Act("swiglu", "concatenated"), {
+                "w1": ((E, 2 * F, H), -0.8, 0.8), "w2": ((E, M, F), -0.8, 0.8)},
+             1.0, 1e4),
+            # GPT-OSS: interleaved, alpha 1.702, beta 1, limit 7, biases;
+            # inputs large enough that both clamps bite.
+            ("gptoss", Act("swiglu", "interleaved", 1.702, 1.0, 7.0), {
+                "w1": ((E, 2 * F, H), -1.0, 1.0), "b1": ((E, 2 * F), -2.0, 2.0),
+                "w2": ((E, M, F), -0.3, 0.3), "b2": ((E, M), -0.5, 0.5)},
+             4.0, 1e2),
+        ]
+        out = []
+        for name, act, spec, xs, S in cfg:
+            w = draw_weights(rng, spec)
+            wf = {k: f32(v) for k, v in w.items()}
+
+            def draw(r, idx):
+                return {"x": grid(r, (len(idx), H), -xs, xs)}
+
+            def evaluate(inp):
+                xf = f32(inp["x"])
+                y64 = experts(xf, counts, act, wf, np.float64)
+                y32 = experts(xf, counts, act, wf, np.float32)
+                return bad_rows(y64, y32, S)
+
+            inp = resample(rng, draw, evaluate, R)
+            xf = f32(inp["x"])
+            stats = []
+            y64 = experts(xf, counts, act, wf, np.float64, stats=stats)
+            y32 = experts(xf, counts, act, wf, np.float32)
+            if name == "gptoss":
+                g = np.concatenate([s[0].ravel() for s in stats])
+                lin = np.concatenate([s[1].ravel() for s in stats])
+                if not ((g > 7.5).any() and (lin > 7.5).any() and (lin < -7.5).any()):
+                    raise Reject("limit does not bite")
+            out.append((name, act, w, inp["x"], y64, y32, S))
+        return out
+
+    out = retry(build, 800)
+    f = TestFile("experts_swiglu.mlir", """
+moe.experts with SwiGLU, G * sigmoid(alpha G) * (L + beta) with
+G = min(g, limit), L = clamp(l, -limit, limit), in each layout: separate
+(g from fc1, l from fc3), interleaved (g = h1[2i], l = h1[2i+1]),
+concatenated (g = h1[:F], l = h1[F:]), and GPT-OSS (interleaved, alpha
+1.702, beta 1, limit 7, fc1 and fc2 biases; the inputs drive g above 7 and
+l beyond +-7). Dropless rows [8, 4], counts [3, 0, 4]: expert 1 is empty and
+the last row is padding (zero output). Weights are [E, out, in].""")
+    f.const_i32("counts", counts)
+    for name, act, w, x, y64, y32, S in out:
+        f.line()
+        f.comment(f"--- {name}")
+        xn = f.const_f32(f"x_{name}", x)
+        names = emit_weights(f, name, w)
+        experts_call(f, f"y_{name}", xn, (R, H), "counts", E, w, names, act, (R, M))
+        f.print_quant(f"y_{name}", (R, M), y64, y32, S, f"output, {name}")
+    return f
+
+
+def test_experts_activations():
+    R, H, F, M, E = 8, 4, 4, 4, 3
+    counts = np.array([2, 3, 2])          # one padding row at the end
+
+    def build(rng):
+        cfg = [
+            ("identity", Act("identity"), False),
+            ("relu", Act("relu"), False),
+            ("gelu", Act("gelu"), False),
+            ("gelu_tanh", Act("gelu_tanh"), False),
+            ("silu", Act("silu"), False),
+            ("gelu_fc3", Act("gelu"), True),
+        ]
+        out = []
+        for name, act, gated in cfg:
+            spec = {"w1": ((E, F, H), -1.0, 1.0), "b1": ((E, F), -0.5, 0.5),
+                    "w2": ((E, M, F), -0.8, 0.8), "b2": ((E, M), -0.5, 0.5)}
+            if gated:
+                spec["w3"] = ((E, F, H), -1.0, 1.0)
+                spec["b3"] = ((E, F), -0.5, 0.5)
+            w = draw_weights(rng, spec)
+            wf = {k: f32(v) for k, v in w.items()}
+
+            def draw(r, idx):
+                return {"x": grid(r, (len(idx), H), -1.5, 1.5)}
+
+            def evaluate(inp):
+                xf = f32(inp["x"])
+                return bad_rows(experts(xf, counts, act, wf, np.float64),
+                                experts(xf, counts, act, wf, np.float32), 1e4)
+
+            inp = resample(rng, draw, evaluate, R)
+            xf = f32(inp["x"])
+            out.append((name, act, w, inp["x"],
+                        experts(xf, counts, act, wf, np.float64),
+                        experts(xf, counts, act, wf, np.float32)))
+        return out
+
+    out = retry(build, 900)
+    f = TestFile("experts_activations.mlir", """
+moe.experts with the other activations, all with fc1 and fc2 biases:
+act(x W1^T + b1) W2^T + b2 for identity, relu, gelu (erf), gelu_tanh
+(tanh approximation), silu, and gated gelu with fc3 and its bias:
+gelu(x W1^T + b1) * (x W3^T + b3). Dropless rows [8, 4], counts [2, 3, 2]:
+the last row is padding and gives zeros (no fc2 bias).""")
+    f.const_i32("counts", counts)
+    for name, act, w, x, y64, y32 in out:
+        f.line()
+        f.comment(f"--- {name}")
+        xn = f.const_f32(f"x_{name}", x)
+        names = emit_weights(f, name, w)
+        experts_call(f, f"y_{name}", xn, (R, H), "counts", E, w, names, act, (R, M))
+        f.print_quant(f"y_{name}", (R, M), y64, y32, 1e4, f"output, {name}")
+    return f
+
+
+def test_experts_groups():
+    H, F, M, E = 4, 4, 4, 2
+    # G = 2E groups (rows from two ranks, source-major): group g -> expert g % E.
+    counts_d = np.array([2, 1, 0, 3])     # dropless rows [8, H]: 2 padding rows
+    counts_c = np.array([2, 3, 0, 1])     # capacity rows [4, 3, H]
+    act = Act("silu")
+
+    def build(rng):
+        w = draw_weights(rng, {"w1": ((E, F, H), -1.0, 1.0),
+                               "w3": ((E, F, H), -1.0, 1.0),
+                               "w2": ((E, M, F), -0.8, 0.8),
+                               "b2": ((E, M), -0.5, 0.5)})
+        wf = {k: f32(v) for k, v in w.items()}
+
+        def draw_d(r, idx):
+            return {"x": grid(r, (len(idx), H), -1.5, 1.5)}
+
+        def eval_d(inp):
+            xf = f32(inp["x"])
+            return bad_rows(experts(xf, counts_d, act, wf, np.float64),
+                            experts(xf, counts_d, act, wf, np.float32), 1e4)
+
+        d = resample(rng, draw_d, eval_d, 8)
+
+        def draw_c(r, idx):
+            return {"x": grid(r, (len(idx), 3, H), -1.5, 1.5)}
+
+        def eval_c(inp):
+            xf = f32(inp["x"])
+            return bad_rows(experts(xf, counts_c, act, wf, np.float64),
+                            experts(xf, counts_c, act, wf, np.float32), 1e4)
+
+        c = resample(rng, draw_c, eval_c, 4)
+        return w, d["x"], c["x"]
+
+    w, xd, xc = retry(build, 1000)
+    wf = {k: f32(v) for k, v in w.items()}
+    f = TestFile("experts_groups.mlir", """
+moe.experts with more groups than experts (G = 4 groups, E = 2 experts, as
+rows received from two ranks): group g belongs to expert g mod E. Gated silu
+(fc3) with an fc2 bias. Dropless rows [8, 4] with counts [2, 1, 0, 3] (the
+last 2 rows are padding), and capacity rows [4, 3, 4] with counts
+[2, 3, 0, 1] (rows past counts[g] in block g are padding). Padding rows give
+zeros.""")
+    names = emit_weights(f, "w", w)
+    f.const_f32("xd", xd)
+    f.const_i32("counts_d", counts_d)
+    f.const_f32("xc", xc)
+    f.const_i32("counts_c", counts_c)
+    experts_call(f, "yd", "xd", (8, H), "counts_d", 4, w, names, act, (8, M))
+    f.print_quant("yd", (8, M), experts(f32(xd), counts_d, act, wf, np.float64),
+                  experts(f32(xd), counts_d, act, wf, np.float32), 1e4,
+                  "output, dropless rows")
+    experts_call(f, "yc", "xc", (4, 3, H), "counts_c", 4, w, names, act, (4, 3, M))
+    f.print_quant("yc", (4, 3, M), experts(f32(xc), counts_c, act, wf, np.float64),
+                  experts(f32(xc), counts_c, act, wf, np.float32), 1e4,
+                  "output, capacity rows")
+    return f
+
+
+def test_aux_loss():
+    T, E, k = 8, 4, 2
+    cases = [
+        ("softmax", 1e-2, None, "softmax %logits, %ids {coeff = 1.0e-2}"),
+        ("softmax", 1e-2, 4, "softmax %logits, %ids {coeff = 1.0e-2, seq_len = 4}"),
+        ("sigmoid", 1e-3, None, "sigmoid %logits, %ids {coeff = 1.0e-3}"),
+        ("sigmoid", 1e-3, 2, "sigmoid %logits, %ids {coeff = 1.0e-3, seq_len = 2}"),
+    ]
+    scales = [1e6, 1e6, 1e7, 1e7]
+
+    def build(rng):
+        l = grid(rng, (T, E), -2.0, 2.0)
+        ids = distinct_ids(rng, T, k, E, p=[0.4, 0.3, 0.2, 0.1])
+        ids[3, 1] = -1
+        lf = f32(l)
+        vals = []
+        for (sc, coeff, L, _), S in zip(cases, scales):
+            a, b = both(lambda dt: aux_loss(lf, ids, sc, coeff, dt, L))
+            if bad_quant(a, b, S).any() or abs(a * S) < 1000:
+                raise Reject("quant")
+            vals.append((a, b))
+        return l, ids, vals
+
+    l, ids, vals = retry(build, 1100)
+    f = TestFile("aux_loss.mlir", """
+moe.aux_loss: coeff * E * sum_e f_e * P_e with f_e = count_e / (T * k) (the
+-1 id counts for no expert) and P_e the mean score: softmax, or sigmoid
+normalized per token. With seq_len = L: the loss of each L-token sequence,
+averaged over the sequences.""")
+    f.const_f32("logits", l)
+    f.const_i32("ids", ids)
+    for n, ((sc, coeff, L, text), (a, b), S) in enumerate(zip(cases, vals, scales)):
+        f.line()
+        f.line(f"%loss{n} = moe.aux_loss {text} : tensor<8x4xf32>, tensor<8x2xi32> -> tensor<f32>")
+        f.print_quant(f"loss{n}", (), a, b, S,
+                      f"{sc}, coeff {coeff}" + (f", seq_len {L}" if L else ""))
+    return f
+
+
+def test_z_loss():
+    T, E = 8, 4
+
+    def build(rng):
+        l = grid(rng, (T, E), -3.0, 3.0)
+        lf = f32(l)
+        a, b = both(lambda dt: z_loss(lf, 1e-3, dt))
+        a2, b2 = both(lambda dt: z_loss(lf, 0.5, dt))
+        if bad_quant(a, b, 1e6).any() or bad_quant(a2, b2, 1e3).any():
+            raise Reject("quant")
+        return l, (a, b), (a2, b2)
+
+    l, v1, v2 = retry(build, 1200)
+    f = TestFile("z_loss.mlir", """
+moe.z_loss: coeff * mean_t (logsumexp_e logits[t, e])^2.""")
+    f.const_f32("logits", l)
+    f.line()
+    f.line("%z0 = moe.z_loss %logits {coeff = 1.0e-3} : tensor<8x4xf32> -> tensor<f32>")
+    f.print_quant("z0", (), v1[0], v1[1], 1e6, "coeff 1e-3")
+    f.line()
+    f.line("%z1 = moe.z_loss %logits {coeff = 0.5} : tensor<8x4xf32> -> tensor<f32>")
+    f.print_quant("z1", (), v2[0], v2[1], 1e3, "coeff 0.5")
+    return f
+
+
+def test_large_logits():
+    """Softmax-based ops on logits around 100: exp overflows float32 unless
+    the implementation subtracts the row max (as torch does)."""
+    T, E = 4, 4
+
+    def build(rng):
+        l = grid(rng, (T, E), 95.0, 105.0)
+        lf = f32(l)
+        v = dict(k=2, scoring="softmax", selection="topk", normalize=True)
+        bad = row_guard(lambda t: route_row(lf[t], dt=np.float64, **v))(T)
+        if bad.any():
+            raise Reject("tie")
+        i64, w64 = router_rows(lf, dt=np.float64, **v)
+        _, w32 = router_rows(lf, dt=np.float32, **v)
+        ids = i64
+        z = both(lambda dt: z_loss(lf, 1e-3, dt))
+        a = both(lambda dt: aux_loss(lf, ids, "softmax", 1e-2, dt))
+        if (bad_quant(w64, w32, 1e4).any() or bad_quant(*z, 1e3).any()
+                or bad_quant(*a, 1e6).any()):
+            raise Reject("quant")
+        return l, i64, (w64, w32), z, a
+
+    l, ids, w, z, a = retry(build, 1300)
+    f = TestFile("large_logits.mlir", """
+Numerical robustness: router logits around 100, where exp overflows float32
+unless softmax and logsumexp subtract the row max first (as torch does). The
+.td does not spell this out; softmax top-2 normalized, z_loss and aux_loss.""")
+    f.const_f32("logits", l)
+    f.line()
+    f.line("%ids, %w = moe.router softmax topk %logits {normalize}")
+    f.line("    : tensor<4x4xf32> -> tensor<4x2xi32>, tensor<4x2xf32>")
+    f.print_int("ids", (T, 2), "i32", ids, "ids")
+    f.print_quant("w", (T, 2), w[0], w[1], 1e4, "weights")
+    f.line()
+    f.line("%z = moe.z_loss %logits {coeff = 1.0e-3} : tensor<4x4xf32> -> tensor<f32>")
+    f.print_quant("z", (), z[0], z[1], 1e3, "z_loss")
+    f.line()
+    f.line("%aux = moe.aux_loss softmax %logits, %ids {coeff = 1.0e-2} "
+           ": tensor<4x4xf32>, tensor<4x2xi32> -> tensor<f32>")
+    f.print_quant("aux", (), a[0], a[1], 1e6, "aux_loss")
+    return f
+
+
+def test_combine():
+    T, k, M = 6, 2, 4
+    rng0 = np.random.default_rng(1400)
+    rows2 = grid(rng0, (12, M), -1.0, 1.0)
+    rows3 = grid(rng0, (3, 4, M), -1.0, 1.0)
+    slots = np.array([[0, 5], [3, -1], [-1, -1], [11, 2], [7, 8], [1, 10]])
+
+    def draw(rng, idx):
+        return {"w": grid(rng, (len(idx), k), 0.0, 1.0, decimals=3)}
+
+    def evaluate(inp):
+        wf = f32(inp["w"])
+        bad = np.zeros(T, bool)
+        for r in (rows2, rows3):
+            bad |= bad_rows(combine(f32(r), slots, wf, np.float64),
+                            combine(f32(r), slots, wf, np.float32), 1e4)
+        return bad
+
+    inp = resample(np.random.default_rng(1401), draw, evaluate, T)
+    w = inp["w"]
+    f = TestFile("combine.mlir", """
+moe.combine: output[t] = sum_j weights[t, j] * rows[slots[t, j]] over the
+slots that are not -1 (token 2 has none: a zero row). Rows as a flat
+[12, 4] list and as capacity blocks [3, 4, 4] (read as [12, 4]).""")
+    f.const_f32("rows2", rows2)
+    f.const_f32("rows3", rows3)
+    f.const_i32("slots", slots)
+    f.const_f32("w", w, decimals=3)
+    for name, r, shp in (("flat", rows2, (12, M)), ("blocks", rows3, (3, 4, M))):
+        f.line()
+        f.line(f"%out_{name} = moe.combine %{'rows2' if name == 'flat' else 'rows3'}, %slots, %w")
+        f.line(f"    : ({tensor_type(shp, 'f32')}, tensor<6x2xi32>, tensor<6x2xf32>) -> tensor<6x4xf32>")
+        f.print_quant(f"out_{name}", (T, M), combine(f32(r), slots, f32(w), np.float64),
+                      combine(f32(r), slots, f32(w), np.float32), 1e4, f"output, {name} rows")
+    return f
+
+
+def shared_call(f, name, xname, T, H, w, names, act, M):
+    ops, types = [f"%{xname}"], [tensor_type((T, H), "f32")]
+    txt = f"moe.shared_expert %{xname} fc1(%{names['w1']}"
+    types.append(tensor_type(w["w1"].shape, "f32"))
+    if "b1" in w:
+        txt += f", %{names['b1']}"
+        types.append(tensor_type(w["b1"].shape, "f32"))
+    txt += ")"
+    if "w3" in w:
+        txt += f" fc3(%{names['w3']})"
+        types.append(tensor_type(w["w3"].shape, "f32"))
+    if "b3" in w:
+        txt += f" fc3_bias(%{names['b3']})"
+        types.append(tensor_type(w["b3"].shape, "f32"))
+    txt += f" fc2(%{names['w2']}"
+    types.append(tensor_type(w["w2"].shape, "f32"))
+    if "b2" in w:
+        txt += f", %{names['b2']}"
+        types.append(tensor_type(w["b2"].shape, "f32"))
+    txt += ")"
+    if "gate" in w:
+        txt += f" gate(%{names['gate']})"
+        types.append(tensor_type(w["gate"].shape, "f32"))
+    f.line()
+    f.line(f"%{name} = {txt} activation {act.mlir()}")
+    f.line(f"    : ({', '.join(types)})")
+    f.line(f"   -> {tensor_type((T, M), 'f32')}")
+
+
+SHARED_T, SHARED_H, SHARED_F, SHARED_M = 6, 4, 6, 4
+
+
+def test_shared_expert(fname, seed, cfg, doc):
+    """cfg: (name, Act, weight spec, input range, scale S) per call."""
+    T, H, M = SHARED_T, SHARED_H, SHARED_M
+
+    def build(rng):
+        out = []
+        for name, act, spec, xs, S in cfg:
+            w = draw_weights(rng, spec)
+            wf = {k: f32(v) for k, v in w.items()}
+
+            def draw(r, idx):
+                return {"x": grid(r, (len(idx), H), -xs, xs)}
+
+            def evaluate(inp):
+                xf = f32(inp["x"])
+                return bad_rows(shared_expert(xf, act, wf, np.float64),
+                                shared_expert(xf, act, wf, np.float32), S)
+
+            inp = resample(rng, draw, evaluate, T)
+            xf = f32(inp["x"])
+            out.append((name, act, w, inp["x"], shared_expert(xf, act, wf, np.float64),
+                        shared_expert(xf, act, wf, np.float32), S))
+        return out
+
+    out = retry(build, seed)
+    f = TestFile(fname, doc)
+    for name, act, w, x, y64, y32, S in out:
+        f.line()
+        f.comment(f"--- {name}")
+        xn = f.const_f32(f"x_{name}", x)
+        names = emit_weights(f, name, w)
+        shared_call(f, f"y_{name}", xn, T, H, w, names, act, M)
+        f.print_quant(f"y_{name}", (T, M), y64, y32, S, f"output, {name}")
+    return f
+
+
+def test_shared_expert_plain():
+    H, F, M = SHARED_H, SHARED_F, SHARED_M
+    return test_shared_expert("shared_expert.mlir", 1500, [
+        ("swiglu_gate", Act("swiglu"), {
+            "w1": ((F, H), -1.0, 1.0), "b1": ((F,), -0.5, 0.5),
+            "w3": ((F, H), -1.0, 1.0), "b3": ((F,), -0.5, 0.5),
+            "w2": ((M, F), -0.8, 0.8), "b2": ((M,), -0.5, 0.5),
+            "gate": ((1, H), -1.0, 1.0)}, 1.5, 1e4),
+        ("gelu_tanh", Act("gelu_tanh"), {
+            "w1": ((F, H), -1.0, 1.0), "b1": ((F,), -0.5, 0.5),
+            "w2": ((M, F), -0.8, 0.8), "b2": ((M,), -0.5, 0.5)}, 1.5, 1e4),
+    ], """
+moe.shared_expert: one FFN on every token, optionally scaled by the gate
+sigmoid(x g^T) (Qwen2-MoE's shared_expert_gate). A separate SwiGLU (fc1,
+fc3) with all three biases and a gate; gelu_tanh with biases and no gate.""")
+
+
+def test_shared_expert_fused():
+    H, F, M = SHARED_H, SHARED_F, SHARED_M
+    return test_shared_expert("shared_expert_fused_swiglu.mlir", 1550, [
+        ("concat_gate", Act("swiglu", "concatenated"), {
+            "w1": ((2 * F, H), -1.0, 1.0), "w2": ((M, F), -0.8, 0.8),
+            "gate": ((1, H), -1.0, 1.0)}, 1.5, 1e4),
+        ("interleaved_gptoss", Act("swiglu", "interleaved", 1.702, 1.0, 7.0), {
+            "w1": ((2 * F, H), -1.0, 1.0), "b1": ((2 * F,), -2.0, 2.0),
+            "w2": ((M, F), -0.3, 0.3), "b2": ((M,), -0.5, 0.5)}, 4.0, 1e2),
+    ], """
+moe.shared_expert with a fused SwiGLU (fc1 [2F, H], no fc3): concatenated
+(g = h1[:F], l = h1[F:]) behind a gate, and interleaved (g = h1[2i],
+l = h1[2i+1]) with the GPT-OSS parameters (alpha 1.702, beta 1, limit 7)
+and fc1, fc2 biases.""")
+
+
+def layer_ref(x, logits, k, route, act, w, dt, shared=None, capacity=None,
+              policy=None):
+    """moe.layer by composition of the references."""
+    E = logits.shape[1]
+    ids, rw = router_rows(logits, k, dt, **route)
+    rows, slots, counts, _ = dispatch(x, ids, E, capacity, policy, rw)
+    y = experts(np.asarray(rows, dt), counts, act, w, dt)
+    out = combine(y, slots, rw, dt)
+    if shared is not None:
+        out = out + shared_expert(x, act, shared, dt)
+    return out
+
+
+def test_layer(name, seed, T, H, E, F, k, route, doc, head, shared_F=None,
+               capacity=None, policy=None, act=Act("swiglu"), S=1e4,
+               wrange=0.8, extra_w=None):
+    def build(rng):
+        spec = {"w1": ((E, F, H), -wrange, wrange), "w2": ((E, H, F), -wrange, wrange)}
+        if act.kind == "swiglu":
+            spec["w3"] = ((E, F, H), -wrange, wrange)
+        spec.update(extra_w or {})
+        w = draw_weights(rng, spec)
+        wf = {kk: f32(v) for kk, v in w.items()}
+        sh = shf = None
+        if shared_F:
+            sh = draw_weights(rng, {"w1": ((shared_F, H), -0.8, 0.8),
+                                    "w3": ((shared_F, H), -0.8, 0.8),
+                                    "w2": ((H, shared_F), -0.8, 0.8),
+                                    "gate": ((1, H), -1.0, 1.0)})
+            shf = {kk: f32(v) for kk, v in sh.items()}
+
+        def draw(r, idx):
+            return {"x": grid(r, (len(idx), H), -1.5, 1.5),
+                    "l": grid(r, (len(idx), E), -2.0, 2.0)}
+
+        def evaluate(inp):
+            xf, lf = f32(inp["x"]), f32(inp["l"])
+
+            def row(t):
+                i64, w64 = route_row(lf[t], k, dt=np.float64, **route)
+                i32, w32 = route_row(lf[t], k, dt=np.float32, **route)
+                if list(i64) != list(i32):
+                    raise Reject("ids")
+            bad = row_guard(row)(T)
+            if bad.any():
+                return bad
+            y64 = layer_ref(xf, lf, k, route, act, wf, np.float64, shf, capacity, policy)
+            y32 = layer_ref(xf, lf, k, route, act, wf, np.float32, shf, capacity, policy)
+            return bad_rows(y64, y32, S)
+
+        inp = resample(rng, draw, evaluate, T)
+        if capacity:
+            ids, rw = router_rows(f32(inp["l"]), k, np.float64, **route)
+            if dispatch(f32(inp["x"]), ids, E, capacity, policy, rw)[3] == 0:
+                raise Reject("nothing dropped")
+        return w, sh, inp
+
+    w, sh, inp = retry(build, seed)
+    wf = {kk: f32(v) for kk, v in w.items()}
+    shf = None if sh is None else {kk: f32(v) for kk, v in sh.items()}
+    xf, lf = f32(inp["x"]), f32(inp["l"])
+    f = TestFile(name, doc)
+    f.const_f32("x", inp["x"])
+    f.const_f32("logits", inp["l"])
+    names = emit_weights(f, "w", w)
+    snames = emit_weights(f, "s", sh) if sh else {}
+    operands = ["%x", "%logits"]
+    types = [tensor_type((T, H), "f32"), tensor_type((T, E), "f32")]
+    txt = f"fc1(%{names['w1']}"
+    types.append(tensor_type(w["w1"].shape, "f32"))
+    if "b1" in w:
+        txt += f", %{names['b1']}"
+        types.append(tensor_type(w["b1"].shape, "f32"))
+    txt += ")"
+    if "w3" in w:
+        txt += f" fc3(%{names['w3']})"
+        types.append(tensor_type(w["w3"].shape, "f32"))
+    txt += f" fc2(%{names['w2']}"
+    types.append(tensor_type(w["w2"].shape, "f32"))
+    if "b2" in w:
+        txt += f", %{names['b2']}"
+        types.append(tensor_type(w["b2"].shape, "f32"))
+    txt += ")"
+    if sh:
+        for key, kw in (("w1", "shared_fc1"), ("w3", "shared_fc3"),
+                        ("w2", "shared_fc2"), ("gate", "shared_gate")):
+            txt += f" {kw}(%{snames[key]})"
+            types.append(tensor_type(sh[key].shape, "f32"))
+    f.line()
+    mid = f" capacity {capacity} drop {policy}" if capacity else ""
+    f.line(f"%y = moe.layer {head} {', '.join(operands)}{mid}")
+    f.line(f"    {txt}")
+    f.line(f"    activation {act.mlir()}{route_attrs(route)}")
+    f.line(f"    : ({', '.join(types)})")
+    f.line(f"   -> {tensor_type((T, H), 'f32')}")
+    y64 = layer_ref(xf, lf, k, route, act, wf, np.float64, shf, capacity, policy)
+    y32 = layer_ref(xf, lf, k, route, act, wf, np.float32, shf, capacity, policy)
+    f.print_quant("y", (T, H), y64, y32, S, "output")
+    return f
+
+
+def route_attrs(route):
+    attrs = []
+    if route.get("normalize"):
+        attrs.append("normalize")
+    if route.get("scaling_factor", 1.0) != 1.0:
+        attrs.append(f"scaling_factor = {route['scaling_factor']!r}")
+    return (" {" + ", ".join(attrs) + "}") if attrs else ""
+
+
+def all_tests():
+    return [
+        test_router_topk(),
+        test_router_grouped(),
+        test_router_sinkhorn(),
+        test_router_expert_choice(),
+        test_router_sparse_mixer(),
+        test_dispatch_capacity(),
+        test_dispatch_dropless(),
+        test_experts_swiglu(),
+        test_experts_activations(),
+        test_experts_groups(),
+        test_aux_loss(),
+        test_z_loss(),
+        test_large_logits(),
+        test_combine(),
+        test_shared_expert_plain(),
+        test_shared_expert_fused(),
+        test_layer(
+            "layer_mixtral.mlir", 1600, T=8, H=4, E=8, F=6, k=2,
+            route=dict(scoring="softmax", selection="topk", normalize=True),
+            head="softmax topk k 2",
+            doc="""
+A Mixtral-style moe.layer, decomposed by the pipeline (moe-decompose):
+softmax top-2 of 8 experts, renormalized, dropless, separate SwiGLU experts
+(w1, w3, w2, no biases). 8 tokens, hidden 4, expert width 6.
+Reference: sum_j w_j * w2(silu(w1 x) * w3 x) over the chosen experts."""),
+        test_layer(
+            "layer_qwen2.mlir", 1700, T=8, H=4, E=8, F=4, k=4, shared_F=8,
+            route=dict(scoring="softmax", selection="topk"),
+            head="softmax topk k 4",
+            doc="""
+A Qwen2-MoE-style moe.layer, decomposed by the pipeline: softmax top-4 of 8
+experts, not renormalized (norm_topk_prob = false), dropless, separate
+SwiGLU experts, plus a shared SwiGLU expert of width 8 behind the sigmoid
+gate sigmoid(x g^T). 8 tokens, hidden 4, expert width 4."""),
+        test_layer(
+            "layer_switch.mlir", 1800, T=8, H=4, E=4, F=6, k=1, capacity=2,
+            policy="position", act=Act("relu"),
+            route=dict(scoring="softmax", selection="topk"),
+            head="softmax topk k 1",
+            extra_w={"b1": ((4, 6), -0.5, 0.5), "b2": ((4, 4), -0.5, 0.5)},
+            doc="""
+A Switch-style moe.layer with capacity: softmax top-1 of 4 experts,
+capacity 2 per expert, policy position (the first 2 tokens of an expert are
+kept, later ones dropped: their output row is 0), relu FFN with fc1 and fc2
+biases (the fc2 bias is scaled by the routing weight)."""),
+    ]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--check", action="store_true",
+                    help="exit 1 if any generated file differs from disk")
+    ap.add_argument("--out", default=HERE, help="output directory")
+    args = ap.parse_args()
+    changed = []
+    for t in all_tests():
+        text = t.render()
+        path = os.path.join(args.out, t.name)
+        old = None
+        if os.path.exists(path):
+            with open(path) as fh:
+                old = fh.read()
+        if old != text:
+            changed.append(t.name)
+            if not args.check:
+                with open(path, "w") as fh:
+                    fh.write(text)
+    if args.check:
+        if changed:
+            print("out of date: " + ", ".join(changed))
+            return 1
+        print("all generated tests are up to date")
+        return 0
+    print(f"wrote {len(changed)} file(s)" + (": " + ", ".join(changed) if changed else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

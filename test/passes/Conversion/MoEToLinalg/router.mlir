@@ -1,0 +1,199 @@
+// RUN: moe-opt %s --convert-moe-to-linalg --split-input-file | FileCheck %s
+
+// Softmax scores, then k rounds per token of a strict-`>` arg-max that masks
+// the winner with -inf; the weights are the gathered scores.
+
+// CHECK-LABEL: func.func @topk(
+// CHECK-SAME:      %[[LOGITS:.*]]: tensor<4x8xf32>)
+// CHECK-NOT:     moe.router
+// CHECK:         linalg.generic {{.*}} ins(%[[LOGITS]], %{{.*}} : tensor<4x8xf32>, tensor<4xf32>)
+// CHECK:           math.exp
+// CHECK:         %[[SCORES:.*]] = linalg.generic {{.*}} : tensor<4x8xf32>, tensor<4xf32>)
+// CHECK-NEXT:    ^bb0
+// CHECK-NEXT:      arith.divf
+// CHECK:         %[[TOP:.*]]:2 = scf.for {{.*}} iter_args(%{{.*}} = %[[SCORES]], %{{.*}} = %{{.*}}) -> (tensor<4x8xf32>, tensor<4x2xi32>)
+// CHECK:           scf.for {{.*}} -> (tensor<4x8xf32>, tensor<4x2xi32>)
+// CHECK:             %[[BEST:.*]]:2 = scf.for {{.*}} -> (f32, index)
+// CHECK:               arith.cmpf ogt
+// CHECK:             tensor.insert %{{.*}} into %{{.*}}[%{{.*}}, %[[BEST]]#1] : tensor<4x8xf32>
+// CHECK:             %[[ID:.*]] = arith.index_cast %[[BEST]]#1 : index to i32
+// CHECK:             tensor.insert %[[ID]] into %{{.*}} : tensor<4x2xi32>
+// CHECK:         %[[W:.*]] = linalg.generic {{.*}} ins(%[[TOP]]#1 : tensor<4x2xi32>)
+// CHECK:           linalg.index 0
+// CHECK:           tensor.extract %[[SCORES]]
+// CHECK:         return %[[TOP]]#1, %[[W]]
+// CHECK-NOT:     moe.router
+func.func @topk(%logits: tensor<4x8xf32>) -> (tensor<4x2xi32>, tensor<4x2xf32>) {
+  %ids, %w = moe.router softmax topk %logits
+      : tensor<4x8xf32> -> tensor<4x2xi32>, tensor<4x2xf32>
+  return %ids, %w : tensor<4x2xi32>, tensor<4x2xf32>
+}
+
+// -----
+
+// The bias only steers selection; normalize and scaling_factor follow.
+
+// CHECK-LABEL: func.func @topk_bias_normalize_scale(
+// CHECK-SAME:      %[[LOGITS:.*]]: tensor<4x8xbf16>, %[[BIAS:.*]]: tensor<8xbf16>)
+// CHECK:         %[[KEYS:.*]] = linalg.generic {{.*}} ins(%[[SCORES:[^ ,]*]], %[[BIAS]] : tensor<4x8xbf16>, tensor<8xbf16>)
+// CHECK:           arith.addf
+// CHECK:         %[[TOP:.*]]:2 = scf.for {{.*}} iter_args(%{{.*}} = %[[KEYS]], %{{.*}} = %{{.*}}) -> (tensor<4x8xbf16>, tensor<4x3xi32>)
+// CHECK:               arith.cmpf ogt, %{{.*}}, %{{.*}} : bf16
+// CHECK:         %[[W:.*]] = linalg.generic {{.*}} ins(%[[TOP]]#1 : tensor<4x3xi32>)
+// CHECK:           tensor.extract %[[SCORES]]
+// CHECK:         %[[SUM:.*]] = linalg.generic {{.*}} ins(%[[W]] : tensor<4x3xbf16>) outs(%{{.*}} : tensor<4xbf16>)
+// CHECK:         %[[NORM:.*]] = linalg.generic {{.*}} ins(%[[W]], %[[SUM]] : tensor<4x3xbf16>, tensor<4xbf16>)
+// CHECK:           arith.divf
+// CHECK:         %[[SCALE:.*]] = arith.constant 2.500000e+00 : bf16
+// CHECK:         %[[SCALED:.*]] = linalg.generic {{.*}} ins(%[[NORM]] : tensor<4x3xbf16>)
+// CHECK:           arith.mulf %{{.*}}, %[[SCALE]]
+// CHECK:         return %[[TOP]]#1, %[[SCALED]]
+func.func @topk_bias_normalize_scale(%logits: tensor<4x8xbf16>, %bias: tensor<8xbf16>)
+    -> (tensor<4x3xi32>, tensor<4x3xbf16>) {
+  %ids, %w = moe.router sigmoid topk %logits bias(%bias)
+      {normalize, scaling_factor = 2.5}
+      : tensor<4x8xbf16>, tensor<8xbf16> -> tensor<4x3xi32>, tensor<4x3xbf16>
+  return %ids, %w : tensor<4x3xi32>, tensor<4x3xbf16>
+}
+
+// -----
+
+// Group scores over [T, G, E / G], top groups per token, the other groups
+// masked with -inf, then top-k.
+
+// CHECK-LABEL: func.func @grouped_topk_top2_sum(
+// CHECK-SAME:      %[[LOGITS:.*]]: tensor<4x8xf32>, %[[BIAS:.*]]: tensor<8xf32>)
+// CHECK:         %[[KEYS:.*]] = linalg.generic {{.*}} ins(%[[SCORES:[^ ,]*]], %[[BIAS]] : tensor<4x8xf32>, tensor<8xf32>)
+// CHECK:         %[[GROUPED:.*]] = tensor.expand_shape %[[KEYS]] {{\[\[}}0], [1, 2]] output_shape [4, 4, 2] : tensor<4x8xf32> into tensor<4x4x2xf32>
+// CHECK:         %[[TOP2:.*]]:2 = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[GROUPED]] : tensor<4x4x2xf32>)
+// CHECK:         %[[GSCORES:.*]] = linalg.generic {{.*}} ins(%[[TOP2]]#0, %[[TOP2]]#1 : tensor<4x4xf32>, tensor<4x4xf32>)
+// CHECK:           arith.addf
+// CHECK:         %[[GROUPS:.*]]:2 = scf.for {{.*}} iter_args(%{{.*}} = %[[GSCORES]], %{{.*}} = %{{.*}}) -> (tensor<4x4xf32>, tensor<4x2xi32>)
+// CHECK:         %[[MASKED:.*]] = scf.for {{.*}} -> (tensor<4x8xf32>)
+// CHECK:           tensor.extract %[[GROUPS]]#1
+// CHECK:           %[[SEGMENT:.*]] = tensor.extract_slice %[[KEYS]][{{.*}}] [1, 2] [1, 1]
+// CHECK:           tensor.insert_slice %[[SEGMENT]] into
+// CHECK:         %[[TOP:.*]]:2 = scf.for {{.*}} iter_args(%{{.*}} = %[[MASKED]], %{{.*}} = %{{.*}}) -> (tensor<4x8xf32>, tensor<4x3xi32>)
+// CHECK:         %[[W:.*]] = linalg.generic {{.*}} ins(%[[TOP]]#1 : tensor<4x3xi32>)
+// CHECK:           tensor.extract %[[SCORES]]
+// CHECK:         return %[[TOP]]#1, %{{.*}}
+func.func @grouped_topk_top2_sum(%logits: tensor<4x8xf32>, %bias: tensor<8xf32>)
+    -> (tensor<4x3xi32>, tensor<4x3xf32>) {
+  %ids, %w = moe.router sigmoid grouped_topk %logits bias(%bias)
+      groups 4 top 2 by top2_sum {normalize}
+      : tensor<4x8xf32>, tensor<8xf32> -> tensor<4x3xi32>, tensor<4x3xf32>
+  return %ids, %w : tensor<4x3xi32>, tensor<4x3xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @grouped_topk_max(
+// CHECK:         %[[GROUPED:.*]] = tensor.expand_shape %{{.*}} {{\[\[}}0], [1, 2]] output_shape [4, 2, 4]
+// CHECK:         %[[GSCORES:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[GROUPED]] : tensor<4x2x4xf32>) outs(%{{.*}} : tensor<4x2xf32>)
+// CHECK-NEXT:    ^bb0
+// CHECK-NEXT:      arith.maximumf
+// CHECK:         scf.for {{.*}} iter_args(%{{.*}} = %[[GSCORES]], %{{.*}} = %{{.*}}) -> (tensor<4x2xf32>, tensor<4x1xi32>)
+func.func @grouped_topk_max(%logits: tensor<4x8xf32>) -> (tensor<4x2xi32>, tensor<4x2xf32>) {
+  %ids, %w = moe.router softmax grouped_topk %logits groups 2 top 1 by max
+      : tensor<4x8xf32> -> tensor<4x2xi32>, tensor<4x2xf32>
+  return %ids, %w : tensor<4x2xi32>, tensor<4x2xf32>
+}
+
+// -----
+
+// Megatron's Sinkhorn on exp(logits) in an scf.while bounded by the
+// tolerance and the iteration cap; top-k of the balanced matrix, weighted by
+// the scores.
+
+// CHECK-LABEL: func.func @sinkhorn(
+// CHECK-SAME:      %[[LOGITS:.*]]: tensor<8x4xf32>)
+// CHECK:         linalg.generic {{.*}} ins(%[[LOGITS]], %{{.*}} : tensor<8x4xf32>, tensor<8xf32>)
+// CHECK:           math.exp
+// CHECK:         %[[SCORES:.*]] = linalg.generic {{.*}} : tensor<8x4xf32>, tensor<8xf32>)
+// CHECK-NEXT:    ^bb0
+// CHECK-NEXT:      arith.divf
+// CHECK:         %[[COST:.*]] = linalg.generic {{.*}} ins(%[[LOGITS]] : tensor<8x4xf32>)
+// CHECK-NEXT:    ^bb0
+// CHECK-NEXT:      math.exp
+// CHECK:         %[[ERROR:.*]] = arith.constant 1.000000e+09 : f32
+// CHECK:         %[[TOL:.*]] = arith.constant 1.000000e-03 : f32
+// CHECK:         %[[CAP:.*]] = arith.constant 50 : index
+// CHECK:         %[[LOOP:.*]]:4 = scf.while ({{.*}}, %{{.*}} = %[[ERROR]], %{{.*}} = %{{.*}}) : (tensor<8xf32>, tensor<4xf32>, f32, index) -> (tensor<8xf32>, tensor<4xf32>, f32, index)
+// CHECK:           %[[UNCONVERGED:.*]] = arith.cmpf ogt, %{{.*}}, %[[TOL]] : f32
+// CHECK:           %[[ROUNDS:.*]] = arith.cmpi slt, %{{.*}}, %[[CAP]] : index
+// CHECK:           %[[MORE:.*]] = arith.andi %[[UNCONVERGED]], %[[ROUNDS]]
+// CHECK:           scf.condition(%[[MORE]])
+// CHECK:         } do {
+// CHECK:           %[[ROWSUM:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "reduction"]} ins(%[[COST]], %{{.*}} : tensor<8x4xf32>, tensor<4xf32>)
+// CHECK:           %[[D0:.*]] = linalg.generic {{.*}} ins(%[[ROWSUM]] : tensor<8xf32>)
+// CHECK:           %[[COLSUM:.*]] = linalg.generic {{.*}} iterator_types = ["reduction", "parallel"]} ins(%[[COST]], %[[D0]] : tensor<8x4xf32>, tensor<8xf32>)
+// CHECK:           %[[D1:.*]] = linalg.generic {{.*}} ins(%[[COLSUM]] : tensor<4xf32>)
+// CHECK:             math.absf
+// CHECK:           linalg.copy ins(%[[D0]] : tensor<8xf32>)
+// CHECK:           linalg.copy ins(%[[D1]] : tensor<4xf32>)
+// CHECK:           scf.yield
+// CHECK:         %[[MATRIX:.*]] = linalg.generic {{.*}} ins(%[[COST]], %[[LOOP]]#0, %[[LOOP]]#1 : tensor<8x4xf32>, tensor<8xf32>, tensor<4xf32>)
+// CHECK:         %[[TOP:.*]]:2 = scf.for {{.*}} iter_args(%{{.*}} = %[[MATRIX]], %{{.*}} = %{{.*}}) -> (tensor<8x4xf32>, tensor<8x2xi32>)
+// CHECK:         %[[W:.*]] = linalg.generic {{.*}} ins(%[[TOP]]#1 : tensor<8x2xi32>)
+// CHECK:           tensor.extract %[[SCORES]]
+// CHECK:         return %[[TOP]]#1, %[[W]]
+func.func @sinkhorn(%logits: tensor<8x4xf32>) -> (tensor<8x2xi32>, tensor<8x2xf32>) {
+  %ids, %w = moe.router softmax sinkhorn %logits
+      {sinkhorn_tolerance = 1.0e-3, sinkhorn_max_iterations = 50 : i64}
+      : tensor<8x4xf32> -> tensor<8x2xi32>, tensor<8x2xf32>
+  return %ids, %w : tensor<8x2xi32>, tensor<8x2xf32>
+}
+
+// -----
+
+// Top-capacity tokens per expert on the transposed scores, scattered into
+// [T, E] ids that start at -1.
+
+// CHECK-LABEL: func.func @expert_choice(
+// CHECK:         %[[PER_EXPERT:.*]] = linalg.transpose ins(%[[SCORES:.*]] : tensor<6x4xf32>) outs(%{{.*}} : tensor<4x6xf32>) permutation = [1, 0]
+// CHECK:         %[[TOKENS:.*]]:2 = scf.for {{.*}} iter_args(%{{.*}} = %[[PER_EXPERT]], %{{.*}} = %{{.*}}) -> (tensor<4x6xf32>, tensor<4x2xi32>)
+// CHECK:         %[[NONE:.*]] = arith.constant -1 : i32
+// CHECK:         %[[UNROUTED:.*]] = linalg.fill ins(%[[NONE]] : i32) outs(%{{.*}} : tensor<6x4xi32>)
+// CHECK:         %[[IDS:.*]] = scf.for %[[E:.*]] = {{.*}} iter_args(%{{.*}} = %[[UNROUTED]]) -> (tensor<6x4xi32>)
+// CHECK:           tensor.extract %[[TOKENS]]#1[%[[E]], %{{.*}}]
+// CHECK:           tensor.insert %{{.*}} into %{{.*}}[%{{.*}}, %[[E]]] : tensor<6x4xi32>
+// CHECK:         %[[W:.*]] = linalg.generic {{.*}} ins(%[[IDS]], %[[SCORES]] : tensor<6x4xi32>, tensor<6x4xf32>)
+// CHECK:           arith.cmpi sge
+// CHECK:           arith.select
+// CHECK:         return %[[IDS]], %[[W]]
+func.func @expert_choice(%logits: tensor<6x4xf32>) -> (tensor<6x4xi32>, tensor<6x4xf32>) {
+  %ids, %w = moe.router softmax expert_choice %logits capacity 2
+      : tensor<6x4xf32> -> tensor<6x4xi32>, tensor<6x4xf32>
+  return %ids, %w : tensor<6x4xi32>, tensor<6x4xf32>
+}
+
+// -----
+
+// Top-2 of the raw logits (no softmax), then one masked sum of exponentials
+// per slot over loops (t, j, e); w = 1 / sum.
+
+// CHECK-LABEL: func.func @sparse_mixer(
+// CHECK-SAME:      %[[LOGITS:.*]]: tensor<4x8xf32>)
+// CHECK-NOT:     linalg.generic
+// CHECK:         %[[TOP:.*]]:2 = scf.for {{.*}} iter_args(%{{.*}} = %[[LOGITS]], %{{.*}} = %{{.*}}) -> (tensor<4x8xf32>, tensor<4x2xi32>)
+// CHECK:         %[[MAXIMA:.*]] = linalg.generic {{.*}} ins(%[[TOP]]#1 : tensor<4x2xi32>)
+// CHECK:           tensor.extract %[[LOGITS]]
+// CHECK:         %[[TWO_EPS:.*]] = arith.constant 5.000000e-02 : f32
+// CHECK:         %[[SUMS:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[LOGITS]], %[[MAXIMA]], %[[TOP]]#1 : tensor<4x8xf32>, tensor<4x2xf32>, tensor<4x2xi32>)
+// CHECK:           arith.mulf %[[TWO_EPS]]
+// CHECK:           arith.cmpf ogt
+// CHECK:           linalg.index 1
+// CHECK:           linalg.index 2
+// CHECK:           arith.ori
+// CHECK:           math.exp
+// CHECK:           arith.select
+// CHECK:         %[[W:.*]] = linalg.generic {{.*}} ins(%[[SUMS]] : tensor<4x2xf32>)
+// CHECK:           arith.divf
+// CHECK:         %[[SCALED:.*]] = linalg.generic {{.*}} ins(%[[W]] : tensor<4x2xf32>)
+// CHECK:         return %[[TOP]]#1, %[[SCALED]]
+func.func @sparse_mixer(%logits: tensor<4x8xf32>) -> (tensor<4x2xi32>, tensor<4x2xf32>) {
+  %ids, %w = moe.router softmax sparse_mixer %logits
+      {jitter_eps = 0.025, scaling_factor = 2.0}
+      : tensor<4x8xf32> -> tensor<4x2xi32>, tensor<4x2xf32>
+  return %ids, %w : tensor<4x2xi32>, tensor<4x2xf32>
+}
