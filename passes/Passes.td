@@ -37,6 +37,17 @@ def MoEDecomposePass : Pass<"moe-decompose"> {
   let dependentDialects = ["::mlir::arith::ArithDialect"];
 }
 
+def MoEEraseDeadGridsPass : Pass<"moe-erase-dead-grids", "::mlir::ModuleOp"> {
+  let summary = "Erase shard.grid symbols that nothing refers to";
+  let description = [{
+    Once every exchange over a grid has been lowered (for a single process,
+    `convert-moe-to-linalg` lowers one-rank exchanges to copies), the
+    `shard.grid` declarations are dead; removing them leaves a module that
+    the LLVM lowering and `mlir-runner` accept. Grids that are still
+    referenced are kept.
+  }];
+}
+
 //===----------------------------------------------------------------------===//
 // Conversions
 //===----------------------------------------------------------------------===//

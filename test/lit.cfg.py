@@ -23,8 +23,11 @@ for lib in ["mlir_runner_utils", "mlir_c_runner_utils"]:
         ("%" + lib, os.path.join(config.llvm_lib_dir, "lib" + lib + ".so"))
     )
 
-# Debian's interpreter has numpy; the python3 first on PATH may not.
-config.substitutions.append(("%python", "/usr/bin/python3"))
+# Debian's interpreter has numpy; the one running lit may not.
+config.substitutions = [
+    (key, "/usr/bin/python3" if key == "%python" else value)
+    for key, value in config.substitutions
+]
 
 # The plugin that loads the moe dialect and passes into the system mlir-opt.
 config.substitutions.append(

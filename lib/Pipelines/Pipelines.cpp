@@ -21,6 +21,8 @@ void moe::buildLowerToLLVMPipeline(OpPassManager &pm,
   if (options.decompose)
     pm.addPass(moe::createMoEDecomposePass());
   pm.addPass(moe::createConvertMoEToLinalgPass());
+  // One-process exchanges are copies now; their grids are dead.
+  pm.addPass(moe::createMoEEraseDeadGridsPass());
   // Elementwise arith/math on tensors (the shared-expert sum, user code)
   // becomes linalg.generic, which bufferizes.
   pm.addPass(createConvertElementwiseToLinalgPass());

@@ -1586,8 +1586,13 @@ def layer_ref(x, logits, k, route, act, w, dt, shared=None, capacity=None,
 
 def test_layer(name, seed, T, H, E, F, k, route, doc, head, shared_F=None,
                capacity=None, policy=None, act=Act("swiglu"), S=1e4,
-               wrange=0.8, extra_w=None):
+               wrange=0.8, extra_w=None, bias_range=None, shared_gate=True):
     def build(rng):
+        route_b = dict(route)
+        bias = None
+        if bias_range:
+            bias = grid(rng, (E,), *bias_range)
+            route_b["bias"] = f32(bias)
         spec = {"w1": ((E, F, H), -wrange, wrange), "w2": ((E, H, F), -wrange, wrange)}
         if act.kind == "swiglu":
             spec["w3"] = ((E, F, H), -wrange, wrange)
@@ -1596,10 +1601,12 @@ def test_layer(name, seed, T, H, E, F, k, route, doc, head, shared_F=None,
         wf = {kk: f32(v) for kk, v in w.items()}
         sh = shf = None
         if shared_F:
-            sh = draw_weights(rng, {"w1": ((shared_F, H), -0.8, 0.8),
-                                    "w3": ((shared_F, H), -0.8, 0.8),
-                                    "w2": ((H, shared_F), -0.8, 0.8),
-                                    "gate": ((1, H), -1.0, 1.0)})
+            sspec = {"w1": ((shared_F, H), -0.8, 0.8),
+                     "w3": ((shared_F, H), -0.8, 0.8),
+                     "w2": ((H, shared_F), -0.8, 0.8)}
+            if shared_gate:
+                sspec["gate"] = ((1, H), -1.0, 1.0)
+            sh = draw_weights(rng, sspec)
             shf = {kk: f32(v) for kk, v in sh.items()}
 
         def draw(r, idx):
@@ -1610,35 +1617,52 @@ def test_layer(name, seed, T, H, E, F, k, route, doc, head, shared_F=None,
             xf, lf = f32(inp["x"]), f32(inp["l"])
 
             def row(t):
-                i64, w64 = route_row(lf[t], k, dt=np.float64, **route)
-                i32, w32 = route_row(lf[t], k, dt=np.float32, **route)
+                i64, w64 = route_row(lf[t], k, dt=np.float64, **route_b)
+                i32, w32 = route_row(lf[t], k, dt=np.float32, **route_b)
                 if list(i64) != list(i32):
                     raise Reject("ids")
             bad = row_guard(row)(T)
             if bad.any():
                 return bad
-            y64 = layer_ref(xf, lf, k, route, act, wf, np.float64, shf, capacity, policy)
-            y32 = layer_ref(xf, lf, k, route, act, wf, np.float32, shf, capacity, policy)
+            y64 = layer_ref(xf, lf, k, route_b, act, wf, np.float64, shf, capacity, policy)
+            y32 = layer_ref(xf, lf, k, route_b, act, wf, np.float32, shf, capacity, policy)
             return bad_rows(y64, y32, S)
 
         inp = resample(rng, draw, evaluate, T)
         if capacity:
-            ids, rw = router_rows(f32(inp["l"]), k, np.float64, **route)
+            ids, rw = router_rows(f32(inp["l"]), k, np.float64, **route_b)
             if dispatch(f32(inp["x"]), ids, E, capacity, policy, rw)[3] == 0:
                 raise Reject("nothing dropped")
-        return w, sh, inp
+        if route.get("selection") == "grouped_topk":
+            ids = router_rows(f32(inp["l"]), k, np.float64, **route_b)[0]
+            plain = router_rows(f32(inp["l"]), k, np.float64,
+                                scoring=route["scoring"], selection="topk",
+                                bias=route_b.get("bias"))[0]
+            if (ids == plain).all():
+                raise Reject("group limit changes nothing")
+        return w, sh, inp, bias, route_b
 
-    w, sh, inp = retry(build, seed)
+    w, sh, inp, bias, route = retry(build, seed)
     wf = {kk: f32(v) for kk, v in w.items()}
     shf = None if sh is None else {kk: f32(v) for kk, v in sh.items()}
     xf, lf = f32(inp["x"]), f32(inp["l"])
     f = TestFile(name, doc)
     f.const_f32("x", inp["x"])
     f.const_f32("logits", inp["l"])
+    if bias is not None:
+        f.const_f32("bias", bias)
     names = emit_weights(f, "w", w)
     snames = emit_weights(f, "s", sh) if sh else {}
     operands = ["%x", "%logits"]
     types = [tensor_type((T, H), "f32"), tensor_type((T, E), "f32")]
+    mid = ""
+    if bias is not None:
+        mid += " bias(%bias)"
+    if route.get("selection") == "grouped_topk":
+        mid += (f" groups {route['num_groups']} top {route['group_topk']}"
+                f" by {route['group_score']}")
+    if capacity:
+        mid += f" capacity {capacity} drop {policy}"
     txt = f"fc1(%{names['w1']}"
     types.append(tensor_type(w["w1"].shape, "f32"))
     if "b1" in w:
@@ -1654,13 +1678,15 @@ def test_layer(name, seed, T, H, E, F, k, route, doc, head, shared_F=None,
         txt += f", %{names['b2']}"
         types.append(tensor_type(w["b2"].shape, "f32"))
     txt += ")"
+    if bias is not None:
+        types.append(tensor_type((E,), "f32"))
     if sh:
         for key, kw in (("w1", "shared_fc1"), ("w3", "shared_fc3"),
                         ("w2", "shared_fc2"), ("gate", "shared_gate")):
-            txt += f" {kw}(%{snames[key]})"
-            types.append(tensor_type(sh[key].shape, "f32"))
+            if key in sh:
+                txt += f" {kw}(%{snames[key]})"
+                types.append(tensor_type(sh[key].shape, "f32"))
     f.line()
-    mid = f" capacity {capacity} drop {policy}" if capacity else ""
     f.line(f"%y = moe.layer {head} {', '.join(operands)}{mid}")
     f.line(f"    {txt}")
     f.line(f"    activation {act.mlir()}{route_attrs(route)}")
@@ -1728,6 +1754,19 @@ A Switch-style moe.layer with capacity: softmax top-1 of 4 experts,
 capacity 2 per expert, policy position (the first 2 tokens of an expert are
 kept, later ones dropped: their output row is 0), relu FFN with fc1 and fc2
 biases (the fc2 bias is scaled by the routing weight)."""),
+        test_layer(
+            "layer_deepseek_v3.mlir", 1900, T=8, H=4, E=8, F=4, k=3,
+            shared_F=6, shared_gate=False, bias_range=(-0.5, 0.3),
+            route=dict(scoring="sigmoid", selection="grouped_topk",
+                       normalize=True, scaling_factor=2.5, num_groups=4,
+                       group_topk=2, group_score="top2_sum"),
+            head="sigmoid grouped_topk k 3",
+            doc="""
+A DeepSeek-V3-style moe.layer, decomposed by the pipeline: sigmoid scores
+with a selection bias, 8 experts in 4 groups scored by top2_sum, 2 groups
+kept, top-3, normalized and x 2.5, dropless, separate SwiGLU experts, plus
+an ungated shared SwiGLU expert of width 6. The group limit changes the
+choice of some tokens."""),
     ]
 
 

@@ -50,27 +50,38 @@ defvar MoE_RoutingAttrs = (ins
 defvar MoE_RoutingDoc = [{
     Routing (shared by `moe.router` and `moe.layer`), on logits `l [T, E]`:
 
-    * Scores `s = softmax(l)` over the E experts, or `s = sigmoid(l)`.
+    * Scores `s = softmax(l)` over the E experts (max-subtracted), or
+      `s = sigmoid(l)`.
     * `topk`: the k experts with the largest `s + bias` (the bias, as
       DeepSeek-V3's `e_score_correction_bias`, only steers selection); the
       weights are the unbiased `s` of the chosen experts.
-    * `grouped_topk`: experts form `num_groups` equal groups; a group's score
-      is the `max` of `s + bias` in it (DeepSeek-V2) or the sum of its two
-      largest (`top2_sum`, DeepSeek-V3); only the `group_topk` best groups may
-      be chosen, then as `topk`. Experts in other groups are never chosen.
-    * `sinkhorn`: Megatron's `sinkhorn(l)` (row and column scaling of
-      `exp(l)` until the mean change of the column scaling is at most
-      `sinkhorn_tolerance`, or `sinkhorn_max_iterations` rounds) selects the
-      top k; the weights are `s` of the chosen experts (Megatron uses
-      `sigmoid` for k = 1 and `softmax` otherwise).
+    * `grouped_topk`: experts form `num_groups` contiguous equal groups; a
+      group's score is the `max` of `s + bias` in it (DeepSeek-V2) or the sum
+      of its two largest (`top2_sum`, DeepSeek-V3); only the `group_topk`
+      best groups may be chosen, then as `topk`. Experts in other groups are
+      never chosen (Megatron's -inf mask, not Hugging Face's 0).
+    * `sinkhorn`: Megatron's `sinkhorn(l)`: with `c = exp(l)`, repeat
+      `d0 = (1/T) / (c d1 + 1e-8)`, `d1 = (1/E) / (c^T d0 + 1e-8)` until the
+      mean absolute change of `d1` is at most `sinkhorn_tolerance` (or for
+      `sinkhorn_max_iterations` rounds); the top k of `d1 * c * d0` are
+      chosen and weighted by `s` (Megatron uses `sigmoid` for k = 1 and
+      `softmax` otherwise).
     * `expert_choice`: every expert takes the `capacity` tokens with the
       largest `s[:, e]`. Results are `[T, E]`: column `e` holds `e` for the
       tokens expert `e` took and `-1` elsewhere, with weight `s[t, e]` or 0.
-    * `sparse_mixer`: Phi-3.5-MoE's inference sparsemixer, top-2 on the raw
-      logits with threshold `jitter_eps`; not renormalised.
-    * `normalize` divides the chosen weights by their sum (plus 1e-20), then
-      every weight is multiplied by `scaling_factor`.
-    * Ties go to the lower expert (or, for `expert_choice`, token) index.
+    * `sparse_mixer`: Phi-3.5-MoE's inference sparsemixer (as ONNX Runtime's
+      and Hugging Face's) on the raw logits `x` with `eps = jitter_eps`: the
+      first expert `e1` is the argmax, `m1 = x[e1]`; expert e is masked when
+      `(m1 - x[e]) > 2 * eps * max(|x[e]|, m1)` and `w1` is the softmax
+      weight of `e1` over the unmasked experts. The second expert is the
+      argmax over `e != e1`, with the same threshold around `m2` and `e1`
+      masked too. Not renormalised.
+    * Chosen experts are listed best first by the value that selects them
+      (`s + bias`, the sinkhorn value; `e1, e2` for the sparse mixer).
+    * `normalize` divides the chosen weights by their sum (plus 1e-20); then
+      every weight, for every selection, is multiplied by `scaling_factor`.
+    * Ties go to the lower index: of the expert, of the group, and for
+      `expert_choice` of the token.
 }];
 
 defvar MoE_RoutingConstraints = [{

@@ -34,8 +34,7 @@ static Value countIf(OpBuilder &b, Location loc, Value cond, Value acc) {
 /// Whether the i32 `value` is in `[0, bound)`: negative values, -1 among
 /// them, are huge as unsigned numbers.
 static Value isBelow(OpBuilder &b, Location loc, Value value, Value bound) {
-  return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, value,
-                               bound);
+  return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, value, bound);
 }
 
 /// The i32 value of linalg loop dim `dim`.
@@ -74,8 +73,7 @@ static Value droplessOffsets(OpBuilder &b, Location loc, Value ids,
 /// each pair, i32 `[T, k]`: those with a larger weight, or an equal weight
 /// earlier in (token, slot) order. A pair is kept iff fewer than C outrank
 /// it.
-static Value probsRanks(OpBuilder &b, Location loc, Value ids,
-                        Value weights) {
+static Value probsRanks(OpBuilder &b, Location loc, Value ids, Value weights) {
   RankedTensorType idsType = tensorType(ids);
   int64_t k = idsType.getDimSize(1);
   Value init = filledTensor(b, loc, idsType, 0.0);
@@ -105,8 +103,7 @@ static Value probsRanks(OpBuilder &b, Location loc, Value ids,
                Value earlier =
                    arith::CmpIOp::create(nb, nloc, arith::CmpIPredicate::ult,
                                          flatIndex(2), flatIndex(0));
-               Value tieBreak =
-                   arith::AndIOp::create(nb, nloc, equal, earlier);
+               Value tieBreak = arith::AndIOp::create(nb, nloc, equal, earlier);
                Value better = arith::OrIOp::create(nb, nloc, larger, tieBreak);
                Value outranks =
                    arith::AndIOp::create(nb, nloc, sameExpert, better);
@@ -123,9 +120,9 @@ struct DispatchPlan {
   int64_t numExperts;
   std::optional<int64_t> capacity;
   /// Dropless: where each expert's rows start.
-  Value offsets;
+  Value offsets = nullptr;
   /// `probs` policy: how many pairs outrank each pair.
-  Value ranks;
+  Value ranks = nullptr;
 };
 
 /// What that loop carries: the rows, the slots, the rows placed per expert
@@ -141,15 +138,15 @@ static Value fitsCapacity(OpBuilder &b, Location loc, const DispatchPlan &plan,
     return Value();
   // `position` keeps the first C pairs.
   Value capacity = scalarConst(b, loc, b.getI32Type(), *plan.capacity);
-  Value fits = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt,
-                                     placed, capacity);
+  Value fits = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, placed,
+                                     capacity);
   if (!plan.ranks)
     return fits;
   // `probs` keeps the C best ranked ones. At most C rank below C unless
   // weights are NaN (unordered); the check above still bounds the block.
   Value rank = tensor::ExtractOp::create(b, loc, plan.ranks, pair);
-  Value ranked = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt,
-                                       rank, capacity);
+  Value ranked =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, rank, capacity);
   return arith::AndIOp::create(b, loc, fits, ranked);
 }
 
@@ -189,12 +186,11 @@ static scf::ValueVector placePair(OpBuilder &b, Location loc,
 
 /// One step of the dispatch loop: keeps or drops `pair` (token, slot).
 static scf::ValueVector dispatchPair(OpBuilder &b, Location loc,
-                                     const DispatchPlan &plan,
-                                     ValueRange pair, ValueRange state) {
+                                     const DispatchPlan &plan, ValueRange pair,
+                                     ValueRange state) {
   Type i32 = b.getI32Type();
   Value id = tensor::ExtractOp::create(b, loc, plan.ids, pair);
-  Value routed =
-      isBelow(b, loc, id, scalarConst(b, loc, i32, plan.numExperts));
+  Value routed = isBelow(b, loc, id, scalarConst(b, loc, i32, plan.numExperts));
   // Unrouted pairs read expert 0's entries, and leave them alone.
   Value safeId =
       arith::SelectOp::create(b, loc, routed, id, scalarConst(b, loc, i32, 0));
@@ -212,9 +208,9 @@ static scf::ValueVector dispatchPair(OpBuilder &b, Location loc,
   auto ifOp = scf::IfOp::create(
       b, loc, keep,
       [&](OpBuilder &tb, Location tloc) {
-        scf::YieldOp::create(tb, tloc,
-                             placePair(tb, tloc, plan, pair, row, expert,
-                                       placed, state));
+        scf::YieldOp::create(
+            tb, tloc,
+            placePair(tb, tloc, plan, pair, row, expert, placed, state));
       },
       [&](OpBuilder &eb, Location eloc) {
         scf::YieldOp::create(eb, eloc, state.take_front(Dropped));
@@ -232,8 +228,8 @@ struct DispatchOpLowering : public OpConversionPattern<DispatchOp> {
   matchAndRewrite(DispatchOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
-    DispatchPlan plan{adaptor.getInput(), adaptor.getIds(),
-                      op.getNumExperts(), op.getCapacity(), Value(), Value()};
+    DispatchPlan plan{adaptor.getInput(), adaptor.getIds(), op.getNumExperts(),
+                      op.getCapacity()};
     if (op.getDropPolicy() == DropPolicy::Probs) {
       if (!adaptor.getWeights())
         return rewriter.notifyMatchFailure(op, "probs policy without weights");
@@ -245,28 +241,26 @@ struct DispatchOpLowering : public OpConversionPattern<DispatchOp> {
     RankedTensorType inputType = tensorType(plan.input);
     ArrayRef<int64_t> pairs = tensorType(plan.ids).getShape();
     // Capacity rows are built as flat `[E*C, H]` and expanded at the end.
-    int64_t numRows = plan.capacity ? plan.numExperts * *plan.capacity
-                                    : pairs[0] * pairs[1];
-    auto rowsType = RankedTensorType::get(
-        {numRows, inputType.getDimSize(1)}, inputType.getElementType());
-    Value init[] = {
-        filledTensor(rewriter, loc, rowsType, 0.0),
-        filledTensor(rewriter, loc, op.getSlots().getType(), -1.0),
-        filledTensor(rewriter, loc, op.getCounts().getType(), 0.0),
-        scalarConst(rewriter, loc, rewriter.getI64Type(), 0.0)};
+    int64_t numRows =
+        plan.capacity ? plan.numExperts * *plan.capacity : pairs[0] * pairs[1];
+    auto rowsType = RankedTensorType::get({numRows, inputType.getDimSize(1)},
+                                          inputType.getElementType());
+    Value init[] = {filledTensor(rewriter, loc, rowsType, 0.0),
+                    filledTensor(rewriter, loc, op.getSlots().getType(), -1.0),
+                    filledTensor(rewriter, loc, op.getCounts().getType(), 0.0),
+                    scalarConst(rewriter, loc, rewriter.getI64Type(), 0.0)};
     Value zero = indexConst(rewriter, loc, 0);
     Value one = indexConst(rewriter, loc, 1);
     // Token-major, slot-minor: the order of the rows within an expert.
     scf::ValueVector results =
-        scf::buildLoopNest(
-            rewriter, loc, {zero, zero},
-            {indexConst(rewriter, loc, pairs[0]),
-             indexConst(rewriter, loc, pairs[1])},
-            {one, one}, init,
-            [&](OpBuilder &b, Location nloc, ValueRange pair,
-                ValueRange state) {
-              return dispatchPair(b, nloc, plan, pair, state);
-            })
+        scf::buildLoopNest(rewriter, loc, {zero, zero},
+                           {indexConst(rewriter, loc, pairs[0]),
+                            indexConst(rewriter, loc, pairs[1])},
+                           {one, one}, init,
+                           [&](OpBuilder &b, Location nloc, ValueRange pair,
+                               ValueRange state) {
+                             return dispatchPair(b, nloc, plan, pair, state);
+                           })
             .results;
 
     Value rows = results[Rows];
@@ -317,8 +311,8 @@ struct CombineOpLowering : public OpConversionPattern<CombineOp> {
           // Slots outside the rows (the -1 of dropped and unrouted pairs,
           // or a corrupt index) contribute nothing rather than read out of
           // bounds.
-          Value valid = isBelow(
-              b, nloc, slot, scalarConst(b, nloc, slot.getType(), numRows));
+          Value valid = isBelow(b, nloc, slot,
+                                scalarConst(b, nloc, slot.getType(), numRows));
           Value safeSlot = arith::SelectOp::create(
               b, nloc, valid, slot, scalarConst(b, nloc, slot.getType(), 0));
           Value row =
@@ -329,8 +323,8 @@ struct CombineOpLowering : public OpConversionPattern<CombineOp> {
           Value term = arith::MulFOp::create(b, nloc, weight, x);
           Value sum = arith::AddFOp::create(b, nloc, acc, term);
           linalg::YieldOp::create(
-              b, nloc, arith::SelectOp::create(b, nloc, valid, sum, acc)
-                           .getResult());
+              b, nloc,
+              arith::SelectOp::create(b, nloc, valid, sum, acc).getResult());
         });
     rewriter.replaceOp(op, generic.getResults());
     return success();
@@ -344,8 +338,8 @@ struct CombineOpLowering : public OpConversionPattern<CombineOp> {
 
 /// The sum of the i32 `counts [G]`, as an index.
 static Value sumCounts(OpBuilder &b, Location loc, Value counts) {
-  Value init = filledTensor(b, loc, RankedTensorType::get({}, b.getI32Type()),
-                            0.0);
+  Value init =
+      filledTensor(b, loc, RankedTensorType::get({}, b.getI32Type()), 0.0);
   Value sum =
       linalg::GenericOp::create(
           b, loc, init.getType(), counts, init,
@@ -362,8 +356,8 @@ static Value sumCounts(OpBuilder &b, Location loc, Value counts) {
 }
 
 /// Stops the program with `message` unless `0 <= value <= bound`.
-static void assertAtMost(OpBuilder &b, Location loc, Value value,
-                         int64_t bound, StringRef message) {
+static void assertAtMost(OpBuilder &b, Location loc, Value value, int64_t bound,
+                         StringRef message) {
   // Unsigned, so that a negative total fails too.
   Value ok = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ule, value,
                                    indexConst(b, loc, bound));
@@ -409,9 +403,8 @@ struct AllToAllOpLowering : public OpConversionPattern<AllToAllOp> {
     SmallVector<OpFoldResult> sizes =
         getAsIndexOpFoldResult(rewriter.getContext(), inType.getShape());
     sizes[0] = total;
-    Value sent =
-        tensor::ExtractSliceOp::create(rewriter, loc, input, offsets, sizes,
-                                       strides);
+    Value sent = tensor::ExtractSliceOp::create(rewriter, loc, input, offsets,
+                                                sizes, strides);
     Value zeros = filledTensor(rewriter, loc, outType, 0.0);
     Value output = tensor::InsertSliceOp::create(rewriter, loc, sent, zeros,
                                                  offsets, sizes, strides);

@@ -40,8 +40,7 @@ mapMatrix(OpBuilder &b, Location loc, OpFoldResult rows, int64_t width,
           Type elementType, ValueRange inputs, ArrayRef<AffineMap> maps,
           function_ref<Value(OpBuilder &, Location, ValueRange)> body) {
   Value init = tensor::EmptyOp::create(
-      b, loc, ArrayRef<OpFoldResult>{rows, b.getIndexAttr(width)},
-      elementType);
+      b, loc, ArrayRef<OpFoldResult>{rows, b.getIndexAttr(width)}, elementType);
   SmallVector<AffineMap> allMaps(maps);
   allMaps.push_back(AffineMap::getMultiDimIdentityMap(2, b.getContext()));
   return linalg::GenericOp::create(
@@ -67,12 +66,14 @@ static Value linear(OpBuilder &b, Location loc, Value x, Value weight,
       ArrayRef<OpFoldResult>{tensor::getMixedSize(b, loc, x, 0),
                              b.getIndexAttr(out)},
       elementType);
-  Value acc =
-      bias ? linalg::BroadcastOp::create(b, loc, bias, init,
-                                              ArrayRef<int64_t>{0})->getResult(0)
-           : linalg::FillOp::create(b, loc,
-                                    scalarConst(b, loc, elementType, 0.0), init)
-                 .getResult(0);
+  Value acc;
+  if (bias)
+    acc = linalg::BroadcastOp::create(b, loc, bias, init, ArrayRef<int64_t>{0})
+              ->getResult(0);
+  else
+    acc = linalg::FillOp::create(b, loc, scalarConst(b, loc, elementType, 0.0),
+                                 init)
+              .getResult(0);
   MLIRContext *ctx = b.getContext();
   AffineExpr m, n, k;
   bindDims(ctx, m, n, k);
@@ -168,21 +169,21 @@ static Value applyActivation(OpBuilder &b, Location loc, Value h1, Value h3,
   AffineMap identity = AffineMap::getMultiDimIdentityMap(2, b.getContext());
   SmallVector<AffineMap> maps(inputs.size(), identity);
   ActivationKind kind = activation.getKind();
-  return mapMatrix(
-      b, loc, rows, width, getElementTypeOrSelf(h1.getType()), inputs, maps,
-      [&](OpBuilder &nb, Location nloc, ValueRange args) -> Value {
-        if (kind == ActivationKind::SwiGLU)
-          return swiglu(nb, nloc, activation, args[0], args[1]);
-        Value act = activate(nb, nloc, kind, args[0]);
-        if (args.size() == 1)
-          return act;
-        return arith::MulFOp::create(nb, nloc, act, args[1]);
-      });
+  return mapMatrix(b, loc, rows, width, getElementTypeOrSelf(h1.getType()),
+                   inputs, maps,
+                   [&](OpBuilder &nb, Location nloc, ValueRange args) -> Value {
+                     if (kind == ActivationKind::SwiGLU)
+                       return swiglu(nb, nloc, activation, args[0], args[1]);
+                     Value act = activate(nb, nloc, kind, args[0]);
+                     if (args.size() == 1)
+                       return act;
+                     return arith::MulFOp::create(nb, nloc, act, args[1]);
+                   });
 }
 
 /// `act(x W1^T + b1 [, x W3^T + b3]) W2^T + b2` for `x [n, H]`.
-static Value buildFFN(OpBuilder &b, Location loc, Value x,
-                      const FFNWeights &w, ActivationAttr activation) {
+static Value buildFFN(OpBuilder &b, Location loc, Value x, const FFNWeights &w,
+                      ActivationAttr activation) {
   Value h1 = linear(b, loc, x, w.fc1, w.fc1Bias);
   Value h3 = w.fc3 ? linear(b, loc, x, w.fc3, w.fc3Bias) : Value();
   int64_t width = cast<RankedTensorType>(w.fc2.getType()).getDimSize(1);
@@ -199,8 +200,8 @@ static Value expertSlice(OpBuilder &b, Location loc, Value stacked,
   auto type = cast<RankedTensorType>(stacked.getType());
   SmallVector<OpFoldResult> offsets(type.getRank(), b.getIndexAttr(0));
   offsets.front() = expert;
-  SmallVector<OpFoldResult> sizes = getAsIndexOpFoldResult(
-      b.getContext(), type.getShape());
+  SmallVector<OpFoldResult> sizes =
+      getAsIndexOpFoldResult(b.getContext(), type.getShape());
   sizes.front() = b.getIndexAttr(1);
   SmallVector<OpFoldResult> strides(type.getRank(), b.getIndexAttr(1));
   auto sliceType = RankedTensorType::get(type.getShape().drop_front(),
@@ -248,11 +249,11 @@ struct ExpertsOpLowering final : OpConversionPattern<ExpertsOp> {
           Value end =
               capacity ? count : arith::AddIOp::create(b, nloc, begin, count);
           // Check before the count sizes a slice.
-          cf::AssertOp::create(
-              b, nloc,
-              arith::CmpIOp::create(b, nloc, arith::CmpIPredicate::sge, count,
-                                    zero),
-              "moe.experts: a group has a negative row count");
+          cf::AssertOp::create(b, nloc,
+                               arith::CmpIOp::create(b, nloc,
+                                                     arith::CmpIPredicate::sge,
+                                                     count, zero),
+                               "moe.experts: a group has a negative row count");
           cf::AssertOp::create(
               b, nloc,
               arith::CmpIOp::create(b, nloc, arith::CmpIPredicate::sle, end,
@@ -278,12 +279,10 @@ struct ExpertsOpLowering final : OpConversionPattern<ExpertsOp> {
           auto slice = [&](Value stacked) {
             return expertSlice(b, nloc, stacked, expert);
           };
-          FFNWeights weights{slice(adaptor.getFc1Weight()),
-                             slice(adaptor.getFc1Bias()),
-                             slice(adaptor.getFc3Weight()),
-                             slice(adaptor.getFc3Bias()),
-                             slice(adaptor.getFc2Weight()),
-                             slice(adaptor.getFc2Bias())};
+          FFNWeights weights{
+              slice(adaptor.getFc1Weight()), slice(adaptor.getFc1Bias()),
+              slice(adaptor.getFc3Weight()), slice(adaptor.getFc3Bias()),
+              slice(adaptor.getFc2Weight()), slice(adaptor.getFc2Bias())};
           Value y = buildFFN(b, nloc, x, weights, op.getActivation());
 
           sizes.back() = b.getIndexAttr(outType.getShape().back());
@@ -316,15 +315,14 @@ struct SharedExpertOpLowering final : OpConversionPattern<SharedExpertOp> {
       MLIRContext *ctx = rewriter.getContext();
       AffineMap identity = AffineMap::getMultiDimIdentityMap(2, ctx);
       AffineMap rowLogit = AffineMap::get(
-          2, 0, {getAffineDimExpr(0, ctx), getAffineConstantExpr(0, ctx)},
-          ctx);
+          2, 0, {getAffineDimExpr(0, ctx), getAffineConstantExpr(0, ctx)}, ctx);
       auto type = cast<RankedTensorType>(op.getType());
       y = mapMatrix(rewriter, loc, rewriter.getIndexAttr(type.getDimSize(0)),
                     type.getDimSize(1), type.getElementType(), {y, logit},
                     {identity, rowLogit},
                     [](OpBuilder &nb, Location nloc, ValueRange args) -> Value {
-                      return arith::MulFOp::create(
-                          nb, nloc, args[0], sigmoid(nb, nloc, args[1]));
+                      return arith::MulFOp::create(nb, nloc, args[0],
+                                                   sigmoid(nb, nloc, args[1]));
                     });
     }
     rewriter.replaceOp(op, y);

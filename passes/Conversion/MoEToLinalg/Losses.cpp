@@ -26,11 +26,11 @@ static AffineMap loopsTo(OpBuilder &b, unsigned numLoops,
 /// reads `inputs` through `inputMaps` and writes through the map to the loop
 /// dims `resultDims`; the other loops are reductions. `body` gets the input
 /// elements and the accumulator and returns the new accumulator.
-static Value reduce(OpBuilder &b, Location loc, ValueRange inputs,
-                    ArrayRef<AffineMap> inputMaps, RankedTensorType type,
-                    ArrayRef<unsigned> resultDims,
-                    function_ref<Value(OpBuilder &, Location, ValueRange)>
-                        body) {
+static Value
+reduce(OpBuilder &b, Location loc, ValueRange inputs,
+       ArrayRef<AffineMap> inputMaps, RankedTensorType type,
+       ArrayRef<unsigned> resultDims,
+       function_ref<Value(OpBuilder &, Location, ValueRange)> body) {
   unsigned numLoops = inputMaps.front().getNumDims();
   SmallVector<utils::IteratorType> iterators(numLoops,
                                              utils::IteratorType::reduction);
@@ -63,8 +63,7 @@ static Value scale(OpBuilder &b, Location loc, Value loss, double factor) {
 static Value splitTokens(OpBuilder &b, Location loc, Value value,
                          int64_t numSequences) {
   RankedTensorType type = tensorType(value);
-  SmallVector<int64_t> shape{numSequences,
-                             type.getDimSize(0) / numSequences};
+  SmallVector<int64_t> shape{numSequences, type.getDimSize(0) / numSequences};
   SmallVector<ReassociationIndices> reassociation{{0, 1}};
   for (int64_t dim = 1; dim < type.getRank(); ++dim) {
     shape.push_back(type.getDimSize(dim));
@@ -110,8 +109,8 @@ static Value sequenceCounts(OpBuilder &b, Location loc, Value ids,
       [](OpBuilder &nb, Location nloc, ValueRange args) -> Value {
         Value expert = arith::IndexCastOp::create(
             nb, nloc, nb.getI32Type(), linalg::IndexOp::create(nb, nloc, 1));
-        Value chosen = arith::CmpIOp::create(
-            nb, nloc, arith::CmpIPredicate::eq, args[0], expert);
+        Value chosen = arith::CmpIOp::create(nb, nloc, arith::CmpIPredicate::eq,
+                                             args[0], expert);
         Value one = arith::ExtUIOp::create(nb, nloc, nb.getI32Type(), chosen);
         return arith::AddIOp::create(nb, nloc, args[1], one);
       });
@@ -141,22 +140,21 @@ struct AuxLossOpLowering : public OpConversionPattern<AuxLossOp> {
       norms = splitTokens(rewriter, loc, rowSum(rewriter, loc, scores),
                           numSequences);
     Value scoreSums = sequenceScoreSums(
-        rewriter, loc, splitTokens(rewriter, loc, scores, numSequences),
-        norms);
-    Value counts = sequenceCounts(
-        rewriter, loc, splitTokens(rewriter, loc, ids, numSequences),
-        numExperts);
+        rewriter, loc, splitTokens(rewriter, loc, scores, numSequences), norms);
+    Value counts = sequenceCounts(rewriter, loc,
+                                  splitTokens(rewriter, loc, ids, numSequences),
+                                  numExperts);
     // sum over sequences and experts of count * scoreSum.
-    Value total = reduce(
-        rewriter, loc, {counts, scoreSums},
-        {loopsTo(rewriter, 2, {0, 1}), loopsTo(rewriter, 2, {0, 1})},
-        op.getLoss().getType(), {},
-        [](OpBuilder &b, Location nloc, ValueRange args) -> Value {
-          Value count =
-              arith::SIToFPOp::create(b, nloc, args[1].getType(), args[0]);
-          Value term = arith::MulFOp::create(b, nloc, count, args[1]);
-          return arith::AddFOp::create(b, nloc, args[2], term);
-        });
+    Value total =
+        reduce(rewriter, loc, {counts, scoreSums},
+               {loopsTo(rewriter, 2, {0, 1}), loopsTo(rewriter, 2, {0, 1})},
+               op.getLoss().getType(), {},
+               [](OpBuilder &b, Location nloc, ValueRange args) -> Value {
+                 Value count = arith::SIToFPOp::create(
+                     b, nloc, args[1].getType(), args[0]);
+                 Value term = arith::MulFOp::create(b, nloc, count, args[1]);
+                 return arith::AddFOp::create(b, nloc, args[2], term);
+               });
     // f = count / (L * k) and P = scoreSum / L, averaged over sequences.
     double factor = op.getCoeff().convertToDouble() * numExperts /
                     (static_cast<double>(numSequences) * seqLen * seqLen * k);
@@ -187,15 +185,16 @@ struct ZLossOpLowering : public OpConversionPattern<ZLossOp> {
     // logsumexp(l) = m + log(sum exp(l - m)) with m the row max, so that
     // exp cannot overflow.
     Value max = rowMax(rewriter, loc, logits);
-    Value sumExp = reduce(
-        rewriter, loc, {logits, max},
-        {loopsTo(rewriter, 2, {0, 1}), loopsTo(rewriter, 2, {0})},
-        RankedTensorType::get({numTokens}, type.getElementType()), {0},
-        [](OpBuilder &b, Location nloc, ValueRange args) -> Value {
-          Value shifted = arith::SubFOp::create(b, nloc, args[0], args[1]);
-          Value exp = math::ExpOp::create(b, nloc, shifted);
-          return arith::AddFOp::create(b, nloc, args[2], exp);
-        });
+    Value sumExp =
+        reduce(rewriter, loc, {logits, max},
+               {loopsTo(rewriter, 2, {0, 1}), loopsTo(rewriter, 2, {0})},
+               RankedTensorType::get({numTokens}, type.getElementType()), {0},
+               [](OpBuilder &b, Location nloc, ValueRange args) -> Value {
+                 Value shifted =
+                     arith::SubFOp::create(b, nloc, args[0], args[1]);
+                 Value exp = math::ExpOp::create(b, nloc, shifted);
+                 return arith::AddFOp::create(b, nloc, args[2], exp);
+               });
     AffineMap tokens = loopsTo(rewriter, 1, {0});
     Value total = reduce(
         rewriter, loc, {max, sumExp}, {tokens, tokens}, op.getLoss().getType(),
