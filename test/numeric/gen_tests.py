@@ -5,12 +5,14 @@ Every test is a `func.func @main()` that builds its inputs as
 `arith.constant dense<...>`, runs moe ops through `moe-opt
 --moe-lower-to-llvm` and `mlir-runner`, and prints the results. The expected
 numbers in the CHECK lines come from an independent NumPy reference of the op
-semantics in dialects/moe/IR/MoEOps.td and MoEBase.td, computed in float64.
+semantics in dialects/moe/IR/MoEOps.td and MoEBase.td, computed in float64
+(moe_reference.py).
 
 Float results are never printed as floats: the test IR quantizes them,
 q = roundeven(x * S) as i32 with S a power of ten given per result, and the
-CHECK lines hold the exact integers. Inputs are drawn (fixed seeds; rows are
-redrawn where a check fails) so that
+CHECK lines hold the exact integers (mlir_text.py writes the IR and CHECK
+lines). Inputs are drawn (fixed seeds; rows are redrawn where a check fails)
+so that
   * no reference value x * S lies within MARGIN of a .5 rounding boundary,
   * the same reference run in float32 lands within F32_TOL of it,
   * no selection (top-k, groups, capacity, sparse-mixer thresholds) is a near
@@ -24,26 +26,29 @@ Only NumPy and the standard library are used; the output is deterministic.
 """
 
 import argparse
-import math
 import os
 import sys
 
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
 
-MARGIN = 0.05      # min distance of x*S from a .5 boundary
-F32_TOL = 0.02     # max |x64 - x32| * S
-MAX_Q = 30000      # max |x*S|
-GAP = 1e-3         # min relative gap between distinct selection scores
-
-RUN = ("// RUN: moe-opt %s --moe-lower-to-llvm | mlir-runner -e main "
-       "-entry-point-result=void "
-       "-shared-libs=%mlir_runner_utils,%mlir_c_runner_utils | FileCheck %s")
+from mlir_text import (TestFile, bad_quant, bad_rows, emit_weights,  # noqa: E402
+                       experts_call, layer_call, shared_call, tensor_type)
+from moe_reference import (Act, NearTie, aux_loss, combine,  # noqa: E402
+                           dispatch, experts, layer_ref, route_row,
+                           router_expert_choice, router_rows,
+                           router_sinkhorn, shared_expert, sigmoid, softmax,
+                           z_loss)
 
 
 class Reject(Exception):
     """The drawn inputs violate a robustness condition; draw again."""
+
+
+# What makes a draw fail: the reference's near ties and the tests' own checks.
+REJECTED = (Reject, NearTie)
 
 
 # ===----------------------------------------------------------------------===
@@ -63,387 +68,22 @@ def f32(a):
     return np.asarray(a, dtype=np.float32).astype(np.float64)
 
 
-# ===----------------------------------------------------------------------===
-# Reference semantics (NumPy; `dt` is float64 for the expected values and
-# float32 to estimate the rounding noise of a float32 implementation)
-# ===----------------------------------------------------------------------===
-
-def softmax(l, dt):
-    l = np.asarray(l, dt)
-    m = l.max(axis=-1, keepdims=True)
-    e = np.exp(l - m)
-    return e / e.sum(axis=-1, keepdims=True)
+def both(fn):
+    """fn(dt) evaluated in float64 and float32."""
+    return fn(np.float64), fn(np.float32)
 
 
-def sigmoid(x, dt):
-    x = np.asarray(x, dt)
-    return dt(1) / (dt(1) + np.exp(-x))
-
-
-def scores(l, scoring, dt):
-    return softmax(l, dt) if scoring == "softmax" else sigmoid(l, dt)
-
-
-def check_gaps(vals, scale_ref=1.0):
-    """Consecutive values of a descending list: equal, or clearly apart."""
-    for a, b in zip(vals, vals[1:]):
-        d = float(a) - float(b)
-        if d != 0.0 and d < GAP * max(abs(float(a)), scale_ref):
-            raise Reject("near tie")
-
-
-def topk_select(sel, k, allowed=None):
-    """Indices of the k largest of `sel` (ties: lower index), descending."""
-    n = len(sel)
-    cand = [i for i in range(n) if allowed is None or allowed[i]]
-    order = sorted(cand, key=lambda i: (-float(sel[i]), i))
-    check_gaps([sel[i] for i in order[:k + 1]])
-    return order[:k]
-
-
-def finish_weights(w, normalize, scaling_factor, dt):
-    w = np.asarray(w, dt)
-    if normalize:
-        w = w / (w.sum() + dt(1e-20))
-    return w * dt(scaling_factor)
-
-
-def route_row(l, k, scoring, selection, dt, bias=None, normalize=False,
-              scaling_factor=1.0, num_groups=None, group_topk=None,
-              group_score=None, jitter_eps=0.01):
-    """Routing of one token (topk, grouped_topk, sparse_mixer)."""
-    l = np.asarray(l, dt)
-    E = l.shape[0]
-    if selection == "sparse_mixer":
-        return sparse_mixer_row(l, jitter_eps, dt)
-    s = scores(l[None, :], scoring, dt)[0]
-    sel = s if bias is None else s + np.asarray(bias, dt)
-    allowed = None
-    if selection == "grouped_topk":
-        size = E // num_groups
-        gscore = []
-        for g in range(num_groups):
-            part = sorted((float(v) for v in sel[g * size:(g + 1) * size]),
-                          reverse=True)
-            if group_score == "max":
-                gscore.append(dt(part[0]))
-            else:
-                gscore.append(dt(part[0]) + dt(part[1]))
-        kept = topk_select(gscore, group_topk)
-        allowed = [(e // size) in kept for e in range(E)]
-    ids = topk_select(sel, k, allowed)
-    w = finish_weights([s[e] for e in ids], normalize, scaling_factor, dt)
-    return ids, w
-
-
-def sparse_mixer_row(s, eps, dt):
-    """Phi-3.5-MoE inference sparsemixer (HF modeling_phimoe), top-2."""
-    E = s.shape[0]
-    two_eps = dt(2 * eps)
-
-    def masked_softmax_at(m, e_sel, excluded):
-        total = dt(0)
-        for e in range(E):
-            if e in excluded:
-                continue
-            factor = max(abs(s[e]), m)
-            lhs, rhs = m - s[e], two_eps * factor
-            if e != e_sel and abs(float(lhs) - float(rhs)) < 1e-3 * max(1.0, abs(float(factor))):
-                raise Reject("sparse mixer threshold")
-            if not lhs > rhs:
-                total = total + np.exp(s[e] - m)
-        return np.exp(s[e_sel] - m) / total
-
-    order = sorted(range(E), key=lambda e: (-float(s[e]), e))
-    check_gaps([s[e] for e in order[:3]])
-    e1, e2 = order[0], order[1]
-    w1 = masked_softmax_at(s[e1], e1, ())
-    w2 = masked_softmax_at(s[e2], e2, (e1,))
-    return [e1, e2], np.array([w1, w2], dt)
-
-
-def router_rows(logits, k, dt, **kw):
-    T = logits.shape[0]
+def distinct_ids(rng, T, k, E, p=None):
+    """ids [T, k]: k distinct experts per token, drawn with probabilities p."""
     ids = np.zeros((T, k), np.int64)
-    w = np.zeros((T, k), dt)
     for t in range(T):
-        i, wt = route_row(logits[t], k, dt=dt, **kw)
-        ids[t], w[t] = i, wt
-    return ids, w
+        ids[t] = rng.choice(E, size=k, replace=False, p=p)
+    return ids
 
 
-def sinkhorn(l, tol, max_iterations, dt):
-    """Megatron moe_utils.sinkhorn, with an iteration cap."""
-    cost = np.exp(np.asarray(l, dt))
-    T, E = cost.shape
-    d0 = np.ones(T, dt)
-    d1 = np.ones(E, dt)
-    d1_old = d1
-    eps = dt(1e-8)
-    rounds = 0
-    for _ in range(max_iterations):
-        d0 = (dt(1) / dt(T)) / (cost @ d1 + eps)
-        d1 = (dt(1) / dt(E)) / (d0 @ cost + eps)
-        err = np.mean(np.abs(d1_old - d1))
-        d1_old = d1
-        rounds += 1
-        if err <= tol:
-            break
-    return d1[None, :] * cost * d0[:, None], rounds
-
-
-def router_sinkhorn(logits, k, scoring, dt, tol=1e-4, max_iterations=10000):
-    m, rounds = sinkhorn(logits, tol, max_iterations, dt)
-    s = scores(logits, scoring, dt)
-    T = logits.shape[0]
-    ids = np.zeros((T, k), np.int64)
-    w = np.zeros((T, k), dt)
-    for t in range(T):
-        order = sorted(range(m.shape[1]), key=lambda e: (-float(m[t, e]), e))
-        vals = [m[t, e] for e in order[:k + 1]]
-        for a, b in zip(vals, vals[1:]):
-            if float(a) - float(b) < 2e-3 * float(a):
-                raise Reject("sinkhorn near tie")
-        ids[t] = order[:k]
-        w[t] = [s[t, e] for e in order[:k]]
-    return ids, w, rounds
-
-
-def router_expert_choice(logits, capacity, scoring, dt):
-    s = scores(logits, scoring, dt)
-    T, E = s.shape
-    ids = np.full((T, E), -1, np.int64)
-    w = np.zeros((T, E), dt)
-    for e in range(E):
-        order = sorted(range(T), key=lambda t: (-float(s[t, e]), t))
-        check_gaps([s[t, e] for t in order[:capacity + 1]])
-        for t in order[:capacity]:
-            ids[t, e] = e
-            w[t, e] = s[t, e]
-    return ids, w
-
-
-def aux_loss(logits, ids, scoring, coeff, dt, seq_len=None):
-    T, E = logits.shape
-    k = ids.shape[1]
-    if scoring == "softmax":
-        p = softmax(logits, dt)
-    else:
-        p = sigmoid(logits, dt)
-        p = p / p.sum(axis=1, keepdims=True)
-    L = seq_len or T
-    losses = []
-    for b in range(T // L):
-        rows = slice(b * L, (b + 1) * L)
-        counts = np.array([(ids[rows] == e).sum() for e in range(E)], dt)
-        f = counts / dt(L * k)
-        P = p[rows].mean(axis=0)
-        losses.append(dt(coeff) * dt(E) * (f * P).sum())
-    return np.asarray(np.mean(np.array(losses, dt)), dt)
-
-
-def z_loss(logits, coeff, dt):
-    l = np.asarray(logits, dt)
-    m = l.max(axis=1)
-    lse = m + np.log(np.exp(l - m[:, None]).sum(axis=1))
-    return np.asarray(dt(coeff) * np.mean(lse * lse), dt)
-
-
-def dispatch(x, ids, E, capacity=None, policy=None, weights=None):
-    """moe.dispatch: rows, slots, counts, dropped (exact, no float math)."""
-    T, k = ids.shape
-    H = x.shape[1]
-    pairs = {e: [] for e in range(E)}
-    for t in range(T):
-        for j in range(k):
-            e = int(ids[t, j])
-            if 0 <= e < E:
-                pairs[e].append((t, j))
-    slots = np.full((T, k), -1, np.int64)
-    counts = np.zeros(E, np.int64)
-    dropped = 0
-    if capacity is None:
-        rows = np.zeros((T * k, H))
-        r = 0
-        for e in range(E):
-            for (t, j) in pairs[e]:
-                rows[r] = x[t]
-                slots[t, j] = r
-                r += 1
-            counts[e] = len(pairs[e])
-        return rows, slots, counts, 0
-    C = capacity
-    rows = np.zeros((E, C, H))
-    for e in range(E):
-        p = pairs[e]
-        if policy == "position":
-            kept = p[:C]
-        else:
-            best = sorted(p, key=lambda tj: (-float(weights[tj]), tj))
-            if len(best) > C:
-                # A weight tie across the capacity boundary must be a real
-                # tie (equal inputs) that the lower token wins.
-                check_gaps([weights[tj] for tj in best[:C + 1]])
-            kept = sorted(best[:C])
-        for c, (t, j) in enumerate(kept):
-            rows[e, c] = x[t]
-            slots[t, j] = e * C + c
-        counts[e] = len(kept)
-        dropped += len(p) - len(kept)
-    return rows, slots, counts, dropped
-
-
-def gelu_erf(x, dt):
-    erf = np.vectorize(math.erf, otypes=[np.float64])
-    return (dt(0.5) * x * (dt(1) + erf(np.asarray(x / dt(math.sqrt(2)), np.float64)).astype(dt))).astype(dt)
-
-
-def gelu_tanh(x, dt):
-    c = dt(math.sqrt(2 / math.pi))
-    return dt(0.5) * x * (dt(1) + np.tanh(c * (x + dt(0.044715) * x * x * x)))
-
-
-def activation(kind, h, dt):
-    if kind == "identity":
-        return h
-    if kind == "relu":
-        return np.maximum(h, dt(0))
-    if kind == "gelu":
-        return gelu_erf(h, dt)
-    if kind == "gelu_tanh":
-        return gelu_tanh(h, dt)
-    if kind == "silu":
-        return h * sigmoid(h, dt)
-    raise ValueError(kind)
-
-
-class Act:
-    """A #moe.activation."""
-
-    def __init__(self, kind, layout="separate", alpha=1.0, beta=0.0,
-                 limit=None):
-        self.kind, self.layout = kind, layout
-        self.alpha, self.beta, self.limit = alpha, beta, limit
-
-    def mlir(self):
-        if self.kind != "swiglu":
-            return f"<{self.kind}>"
-        parts = ["swiglu"]
-        if self.layout != "separate":
-            parts.append(self.layout)
-        if self.alpha != 1.0:
-            parts.append(f"alpha = {self.alpha!r}")
-        if self.beta != 0.0:
-            parts.append(f"beta = {self.beta!r}")
-        if self.limit is not None:
-            parts.append(f"limit = {self.limit!r}")
-        return "<" + ", ".join(parts) + ">"
-
-
-def ffn(x, act, w1, w2, dt, b1=None, w3=None, b3=None, b2=None, stats=None):
-    """One FFN, nn.Linear weights [out, in]: rows x [n, H] -> [n, M]."""
-    x = np.asarray(x, dt)
-    h1 = x @ np.asarray(w1, dt).T
-    if b1 is not None:
-        h1 = h1 + np.asarray(b1, dt)
-    h3 = None
-    if w3 is not None:
-        h3 = x @ np.asarray(w3, dt).T
-        if b3 is not None:
-            h3 = h3 + np.asarray(b3, dt)
-    if act.kind == "swiglu":
-        if act.layout == "separate":
-            g, lin = h1, h3
-        elif act.layout == "interleaved":
-            g, lin = h1[:, 0::2], h1[:, 1::2]
-        else:
-            F = h1.shape[1] // 2
-            g, lin = h1[:, :F], h1[:, F:]
-        if stats is not None:
-            stats.append((g.copy(), lin.copy()))
-        if act.limit is not None:
-            lim = dt(act.limit)
-            g = np.minimum(g, lim)
-            lin = np.clip(lin, -lim, lim)
-        a = g * sigmoid(dt(act.alpha) * g, dt) * (lin + dt(act.beta))
-    else:
-        a = activation(act.kind, h1, dt)
-        if h3 is not None:
-            a = a * h3
-    y = a @ np.asarray(w2, dt).T
-    if b2 is not None:
-        y = y + np.asarray(b2, dt)
-    return y
-
-
-def experts(rows, counts, act, w, dt, stats=None):
-    """moe.experts. `w` holds w1, w2 and optionally b1, w3, b3, b2 ([E, ...])."""
-    E = w["w1"].shape[0]
-    M = w["w2"].shape[1]
-
-    def expert(e, x):
-        return ffn(x, act, w["w1"][e], w["w2"][e], dt,
-                   b1=None if "b1" not in w else w["b1"][e],
-                   w3=None if "w3" not in w else w["w3"][e],
-                   b3=None if "b3" not in w else w["b3"][e],
-                   b2=None if "b2" not in w else w["b2"][e], stats=stats)
-
-    if rows.ndim == 2:
-        out = np.zeros((rows.shape[0], M), dt)
-        r = 0
-        for g, n in enumerate(counts):
-            if n:
-                out[r:r + n] = expert(g % E, rows[r:r + n])
-            r += n
-        return out
-    out = np.zeros(rows.shape[:2] + (M,), dt)
-    for g, n in enumerate(counts):
-        if n:
-            out[g, :n] = expert(g % E, rows[g, :n])
-    return out
-
-
-def combine(rows, slots, weights, dt):
-    flat = np.asarray(rows, dt).reshape(-1, rows.shape[-1])
-    T, k = slots.shape
-    out = np.zeros((T, flat.shape[1]), dt)
-    for t in range(T):
-        for j in range(k):
-            if slots[t, j] >= 0:
-                out[t] = out[t] + dt(weights[t, j]) * flat[slots[t, j]]
-    return out
-
-
-def shared_expert(x, act, w, dt):
-    y = ffn(x, act, w["w1"], w["w2"], dt, b1=w.get("b1"), w3=w.get("w3"),
-            b3=w.get("b3"), b2=w.get("b2"))
-    if "gate" in w:
-        y = sigmoid(np.asarray(x, dt) @ np.asarray(w["gate"], dt).T, dt) * y
-    return y
-
-
-# ===----------------------------------------------------------------------===
-# Quantization checks
-# ===----------------------------------------------------------------------===
-
-def bad_quant(x64, x32, S):
-    """Per-element: would float32 noise possibly flip round(x * S)?"""
-    y = np.asarray(x64, np.float64) * S
-    frac = np.abs(y - np.floor(y) - 0.5)
-    noise = np.abs(np.asarray(x64, np.float64) -
-                   np.asarray(x32, np.float64)) * S
-    return (frac < MARGIN) | (noise > F32_TOL) | (np.abs(y) > MAX_Q)
-
-
-def bad_rows(x64, x32, S):
-    b = bad_quant(x64, x32, S)
-    return b.reshape(b.shape[0], -1).any(axis=1)
-
-
-def quantize(x64, S):
-    y = np.asarray(x64, np.float64) * S
-    assert not (np.abs(y - np.floor(y) - 0.5) < MARGIN).any()
-    return np.round(y).astype(np.int64)
+def draw_weights(rng, spec):
+    """spec: {name: (shape, lo, hi)} -> grid weights."""
+    return {k: grid(rng, s, lo, hi) for k, (s, lo, hi) in spec.items()}
 
 
 def resample(rng, draw, evaluate, n, rounds=500):
@@ -451,7 +91,7 @@ def resample(rng, draw, evaluate, n, rounds=500):
 
     draw(rng, idx) -> dict of arrays with leading dim len(idx);
     evaluate(inputs) -> bool array [n] of rows to redraw (or raises Reject
-    for a whole-input problem)."""
+    or NearTie for a whole-input problem)."""
     inputs = draw(rng, np.arange(n))
     for _ in range(rounds):
         bad = evaluate(inputs)
@@ -465,229 +105,26 @@ def resample(rng, draw, evaluate, n, rounds=500):
 
 
 def retry(fn, seed, tries=2000):
-    """Run fn(rng) with seeds seed, seed+1, ... until it does not Reject."""
+    """Run fn(rng) with seeds seed, seed+1, ... until it is not rejected."""
     for i in range(tries):
         try:
             return fn(np.random.default_rng(seed + i))
-        except Reject:
+        except REJECTED:
             continue
     raise RuntimeError(f"no seed from {seed} worked")
 
 
 def row_guard(fn):
-    """Per-row evaluation: a Reject in row t marks row t bad."""
+    """Per-row evaluation: a Reject or NearTie in row t marks row t bad."""
     def wrapped(T):
         bad = np.zeros(T, bool)
         for t in range(T):
             try:
                 fn(t)
-            except Reject:
+            except REJECTED:
                 bad[t] = True
         return bad
     return wrapped
-
-
-# ===----------------------------------------------------------------------===
-# MLIR emission
-# ===----------------------------------------------------------------------===
-
-def fmt_float(v, decimals):
-    s = f"{float(v):.{decimals}f}".rstrip("0")
-    if s.endswith("."):
-        s += "0"
-    if s == "-0.0":
-        s = "0.0"
-    return s
-
-
-def tensor_type(shape, elt):
-    if len(shape) == 0:
-        return f"tensor<{elt}>"
-    return "tensor<" + "x".join(str(d) for d in shape) + f"x{elt}>"
-
-
-def dense_literal(arr, fmt, indent):
-    arr = np.asarray(arr)
-    if arr.ndim == 0:
-        return fmt(arr[()])
-    if arr.ndim == 1:
-        return "[" + ", ".join(fmt(v) for v in arr) + "]"
-    inner = [dense_literal(a, fmt, indent + " ") for a in arr]
-    sep = ",\n" + indent + " "
-    return "[" + sep.join(inner) + "]"
-
-
-def memref_print_text(arr):
-    """The data lines printMemref* prints, whitespace collapsed."""
-    arr = np.asarray(arr)
-    if arr.ndim == 0:
-        return [f"[{int(arr)}]"]
-    out = []
-
-    def rec(a, dim, rank):
-        if dim == 0:
-            out.append(str(int(a)))
-            return
-        n = a.shape[0]
-        out.append("[")
-        rec(a[0], dim - 1, rank)
-        if n <= 1:
-            out.append("]")
-            return
-        out.append(", ")
-        if dim > 1:
-            out.append("\n")
-        for i in range(1, n - 1):
-            out.append(" " * (rank - dim + 1))
-            rec(a[i], dim - 1, rank)
-            out.append(", ")
-            if dim > 1:
-                out.append("\n")
-        out.append(" " * (rank - dim + 1))
-        rec(a[n - 1], dim - 1, rank)
-        out.append("]")
-
-    rec(arr, arr.ndim, arr.ndim)
-    text = "".join(out)
-    return [" ".join(line.split()) for line in text.split("\n")]
-
-
-def escape_check(line):
-    """FileCheck reads `[[` as a variable: write bracket runs as a regex."""
-    out, i = [], 0
-    while i < len(line):
-        if line[i] == "[":
-            j = i
-            while j < len(line) and line[j] == "[":
-                j += 1
-            if j - i >= 2:
-                out.append("{{" + "\\[" * (j - i) + "}}")
-            else:
-                out.append("[")
-            i = j
-        else:
-            out.append(line[i])
-            i += 1
-    return "".join(out)
-
-
-class TestFile:
-    def __init__(self, name, doc):
-        self.name = name
-        self.doc = doc
-        self.body = []
-        self.n = 0
-        self.decls = set()
-
-    def fresh(self, base):
-        self.n += 1
-        return f"{base}{self.n}"
-
-    def line(self, text=""):
-        self.body.append(("  " + text) if text else "")
-
-    def comment(self, text):
-        for t in text.split("\n"):
-            self.line("// " + t if t else "//")
-
-    def const_f32(self, name, arr, decimals=2):
-        arr = np.asarray(arr)
-        lit = dense_literal(arr, lambda v: fmt_float(v, decimals), "      ")
-        ty = tensor_type(arr.shape, "f32")
-        if "\n" in lit:
-            self.line(f"%{name} = arith.constant dense<\n      {lit}> : {ty}")
-        else:
-            self.line(f"%{name} = arith.constant dense<{lit}> : {ty}")
-        return name
-
-    def const_i32(self, name, arr):
-        arr = np.asarray(arr)
-        lit = dense_literal(arr, lambda v: str(int(v)), "      ")
-        ty = tensor_type(arr.shape, "i32")
-        if "\n" in lit:
-            self.line(f"%{name} = arith.constant dense<\n      {lit}> : {ty}")
-        else:
-            self.line(f"%{name} = arith.constant dense<{lit}> : {ty}")
-        return name
-
-    def raw(self, text):
-        for t in text.strip("\n").split("\n"):
-            self.line(t)
-
-    def _checks(self, expected):
-        expected = np.asarray(expected)
-        sizes = "[" + ", ".join(str(d) for d in expected.shape) + "]"
-        self.line(f"// CHECK: rank = {expected.ndim} offset = {{{{[0-9]+}}}} "
-                  f"sizes = {sizes} strides = [{{{{.*}}}}] data =")
-        for l in memref_print_text(expected):
-            self.line("// CHECK-NEXT: " + escape_check(l))
-
-    def print_int(self, value, shape, elt, expected, what):
-        self.decls.add(elt)
-        c = self.fresh("p")
-        src = tensor_type(shape, elt)
-        self.line()
-        self.comment(what)
-        self.line(f"%{c} = tensor.cast %{value} : {src} to tensor<*x{elt}>")
-        fn = "printMemrefI32" if elt == "i32" else "printMemrefI64"
-        self.line(f"call @{fn}(%{c}) : (tensor<*x{elt}>) -> ()")
-        self._checks(expected)
-
-    def print_quant(self, value, shape, x64, x32, S, what):
-        """Quantize float `value` by S, print it, CHECK round(x64 * S)."""
-        assert not bad_quant(x64, x32, S).any(), (self.name, what)
-        q = quantize(x64, S)
-        rank = len(shape)
-        dims = ", ".join(f"d{i}" for i in range(rank))
-        idmap = f"affine_map<({dims}) -> ({dims})>"
-        iters = ", ".join(['"parallel"'] * rank)
-        e = self.fresh("qe")
-        qv = self.fresh("q")
-        ity = tensor_type(shape, "i32")
-        self.line()
-        self.comment(f"{what}, x {S:.0e}")
-        self.line(f"%{e} = tensor.empty() : {ity}")
-        self.line(f"%{qv} = linalg.generic {{indexing_maps = [{idmap}, {idmap}], "
-                  f"iterator_types = [{iters}]}}")
-        self.line(f"    ins(%{value} : {tensor_type(shape, 'f32')}) outs(%{e} : {ity}) {{")
-        self.line("^bb0(%in: f32, %out: i32):")
-        self.line("  %wide = arith.extf %in : f32 to f64")
-        self.line(f"  %scale = arith.constant {float(S):.1f} : f64")
-        self.line("  %scaled = arith.mulf %wide, %scale : f64")
-        self.line("  %rounded = math.roundeven %scaled : f64")
-        self.line("  %int = arith.fptosi %rounded : f64 to i32")
-        self.line("  linalg.yield %int : i32")
-        self.line(f"}} -> {ity}")
-        self.decls.add("i32")
-        c = self.fresh("p")
-        self.line(f"%{c} = tensor.cast %{qv} : {ity} to tensor<*xi32>")
-        self.line(f"call @printMemrefI32(%{c}) : (tensor<*xi32>) -> ()")
-        self._checks(q)
-
-    def render(self):
-        out = ["// Generated by gen_tests.py (same directory); do not edit.",
-               "// Regenerate: /usr/bin/python3 test/numeric/gen_tests.py",
-               RUN, "//"]
-        for d in self.doc.strip("\n").split("\n"):
-            out.append(("// " + d) if d else "//")
-        out.append("")
-        for elt in sorted(self.decls):
-            fn = "printMemrefI32" if elt == "i32" else "printMemrefI64"
-            # The printer only reads: results that lower to constants
-            # (read-only globals) may be passed without a copy.
-            out.append(f"func.func private @{fn}("
-                       f"tensor<*x{elt}> {{bufferization.access = \"read\"}})")
-        out.append("")
-        out.append("func.func @main() {")
-        out.extend(self.body)
-        out.append("  return")
-        out.append("}")
-        return "\n".join(out) + "\n"
-
-
-def both(fn):
-    """fn(dt) evaluated in float64 and float32."""
-    return fn(np.float64), fn(np.float32)
 
 
 # ===----------------------------------------------------------------------===
@@ -1007,13 +444,6 @@ the lower is first). jitter_eps 0.01 (default) and 0.05.""")
     return f
 
 
-def distinct_ids(rng, T, k, E, p=None):
-    ids = np.zeros((T, k), np.int64)
-    for t in range(T):
-        ids[t] = rng.choice(E, size=k, replace=False, p=p)
-    return ids
-
-
 def test_dispatch_capacity():
     T, k, E, C, H = 8, 2, 4, 3, 4
 
@@ -1099,46 +529,6 @@ printed x 100 (the inputs are multiples of 0.01).""")
         f.print_int(f"counts_{name}", (E,), "i32", r[2], f"counts, {name}")
         f.print_int(f"dropped_{name}", (), "i64", np.array(r[3]), f"dropped, {name}")
     return f
-
-
-def experts_call(f, name, rows_name, rows_shape, counts_name, G, w, wnames, act,
-                 out_shape):
-    """Emit one moe.experts. w: dict of weights; wnames: their SSA names."""
-    ops = [f"%{rows_name}", f"%{counts_name}"]
-    types = [tensor_type(rows_shape, "f32"), tensor_type((G,), "i32")]
-    fc1 = f"fc1(%{wnames['w1']}" + (f", %{wnames['b1']}" if "b1" in w else "") + ")"
-    types.append(tensor_type(w["w1"].shape, "f32"))
-    if "b1" in w:
-        types.append(tensor_type(w["b1"].shape, "f32"))
-    fc3 = ""
-    if "w3" in w:
-        fc3 = f" fc3(%{wnames['w3']})"
-        types.append(tensor_type(w["w3"].shape, "f32"))
-    if "b3" in w:
-        fc3 += f" fc3_bias(%{wnames['b3']})"
-        types.append(tensor_type(w["b3"].shape, "f32"))
-    fc2 = f" fc2(%{wnames['w2']}" + (f", %{wnames['b2']}" if "b2" in w else "") + ")"
-    types.append(tensor_type(w["w2"].shape, "f32"))
-    if "b2" in w:
-        types.append(tensor_type(w["b2"].shape, "f32"))
-    f.line()
-    f.line(f"%{name} = moe.experts {', '.join(ops)} {fc1}{fc3}{fc2} "
-           f"activation {act.mlir()}")
-    f.line(f"    : ({', '.join(types)})")
-    f.line(f"   -> {tensor_type(out_shape, 'f32')}")
-
-
-def draw_weights(rng, spec):
-    """spec: {name: (shape, lo, hi)} -> grid weights."""
-    return {k: grid(rng, s, lo, hi) for k, (s, lo, hi) in spec.items()}
-
-
-def emit_weights(f, prefix, w):
-    names = {}
-    for key in sorted(w):
-        names[key] = f"{prefix}_{key}"
-        f.const_f32(names[key], w[key])
-    return names
 
 
 def test_experts_swiglu():
@@ -1402,15 +792,14 @@ def test_large_logits():
         bad = row_guard(lambda t: route_row(lf[t], dt=np.float64, **v))(T)
         if bad.any():
             raise Reject("tie")
-        i64, w64 = router_rows(lf, dt=np.float64, **v)
+        ids, w64 = router_rows(lf, dt=np.float64, **v)
         _, w32 = router_rows(lf, dt=np.float32, **v)
-        ids = i64
         z = both(lambda dt: z_loss(lf, 1e-3, dt))
         a = both(lambda dt: aux_loss(lf, ids, "softmax", 1e-2, dt))
         if (bad_quant(w64, w32, 1e4).any() or bad_quant(*z, 1e3).any()
                 or bad_quant(*a, 1e6).any()):
             raise Reject("quant")
-        return l, i64, (w64, w32), z, a
+        return l, ids, (w64, w32), z, a
 
     l, ids, w, z, a = retry(build, 1300)
     f = TestFile("large_logits.mlir", """
@@ -1468,35 +857,6 @@ slots that are not -1 (token 2 has none: a zero row). Rows as a flat
         f.print_quant(f"out_{name}", (T, M), combine(f32(r), slots, f32(w), np.float64),
                       combine(f32(r), slots, f32(w), np.float32), 1e4, f"output, {name} rows")
     return f
-
-
-def shared_call(f, name, xname, T, H, w, names, act, M):
-    ops, types = [f"%{xname}"], [tensor_type((T, H), "f32")]
-    txt = f"moe.shared_expert %{xname} fc1(%{names['w1']}"
-    types.append(tensor_type(w["w1"].shape, "f32"))
-    if "b1" in w:
-        txt += f", %{names['b1']}"
-        types.append(tensor_type(w["b1"].shape, "f32"))
-    txt += ")"
-    if "w3" in w:
-        txt += f" fc3(%{names['w3']})"
-        types.append(tensor_type(w["w3"].shape, "f32"))
-    if "b3" in w:
-        txt += f" fc3_bias(%{names['b3']})"
-        types.append(tensor_type(w["b3"].shape, "f32"))
-    txt += f" fc2(%{names['w2']}"
-    types.append(tensor_type(w["w2"].shape, "f32"))
-    if "b2" in w:
-        txt += f", %{names['b2']}"
-        types.append(tensor_type(w["b2"].shape, "f32"))
-    txt += ")"
-    if "gate" in w:
-        txt += f" gate(%{names['gate']})"
-        types.append(tensor_type(w["gate"].shape, "f32"))
-    f.line()
-    f.line(f"%{name} = {txt} activation {act.mlir()}")
-    f.line(f"    : ({', '.join(types)})")
-    f.line(f"   -> {tensor_type((T, M), 'f32')}")
 
 
 SHARED_T, SHARED_H, SHARED_F, SHARED_M = 6, 4, 6, 4
@@ -1571,20 +931,7 @@ l = h1[2i+1]) with the GPT-OSS parameters (alpha 1.702, beta 1, limit 7)
 and fc1, fc2 biases.""")
 
 
-def layer_ref(x, logits, k, route, act, w, dt, shared=None, capacity=None,
-              policy=None):
-    """moe.layer by composition of the references."""
-    E = logits.shape[1]
-    ids, rw = router_rows(logits, k, dt, **route)
-    rows, slots, counts, _ = dispatch(x, ids, E, capacity, policy, rw)
-    y = experts(np.asarray(rows, dt), counts, act, w, dt)
-    out = combine(y, slots, rw, dt)
-    if shared is not None:
-        out = out + shared_expert(x, act, shared, dt)
-    return out
-
-
-def test_layer(name, seed, T, H, E, F, k, route, doc, head, shared_F=None,
+def test_layer(name, seed, T, H, E, F, k, route, doc, shared_F=None,
                capacity=None, policy=None, act=Act("swiglu"), S=1e4,
                wrange=0.8, extra_w=None, bias_range=None, shared_gate=True):
     def build(rng):
@@ -1617,8 +964,8 @@ def test_layer(name, seed, T, H, E, F, k, route, doc, head, shared_F=None,
             xf, lf = f32(inp["x"]), f32(inp["l"])
 
             def row(t):
-                i64, w64 = route_row(lf[t], k, dt=np.float64, **route_b)
-                i32, w32 = route_row(lf[t], k, dt=np.float32, **route_b)
+                i64, _ = route_row(lf[t], k, dt=np.float64, **route_b)
+                i32, _ = route_row(lf[t], k, dt=np.float32, **route_b)
                 if list(i64) != list(i32):
                     raise Reject("ids")
             bad = row_guard(row)(T)
@@ -1653,58 +1000,13 @@ def test_layer(name, seed, T, H, E, F, k, route, doc, head, shared_F=None,
         f.const_f32("bias", bias)
     names = emit_weights(f, "w", w)
     snames = emit_weights(f, "s", sh) if sh else {}
-    operands = ["%x", "%logits"]
-    types = [tensor_type((T, H), "f32"), tensor_type((T, E), "f32")]
-    mid = ""
-    if bias is not None:
-        mid += " bias(%bias)"
-    if route.get("selection") == "grouped_topk":
-        mid += (f" groups {route['num_groups']} top {route['group_topk']}"
-                f" by {route['group_score']}")
-    if capacity:
-        mid += f" capacity {capacity} drop {policy}"
-    txt = f"fc1(%{names['w1']}"
-    types.append(tensor_type(w["w1"].shape, "f32"))
-    if "b1" in w:
-        txt += f", %{names['b1']}"
-        types.append(tensor_type(w["b1"].shape, "f32"))
-    txt += ")"
-    if "w3" in w:
-        txt += f" fc3(%{names['w3']})"
-        types.append(tensor_type(w["w3"].shape, "f32"))
-    txt += f" fc2(%{names['w2']}"
-    types.append(tensor_type(w["w2"].shape, "f32"))
-    if "b2" in w:
-        txt += f", %{names['b2']}"
-        types.append(tensor_type(w["b2"].shape, "f32"))
-    txt += ")"
-    if bias is not None:
-        types.append(tensor_type((E,), "f32"))
-    if sh:
-        for key, kw in (("w1", "shared_fc1"), ("w3", "shared_fc3"),
-                        ("w2", "shared_fc2"), ("gate", "shared_gate")):
-            if key in sh:
-                txt += f" {kw}(%{snames[key]})"
-                types.append(tensor_type(sh[key].shape, "f32"))
-    f.line()
-    f.line(f"%y = moe.layer {head} {', '.join(operands)}{mid}")
-    f.line(f"    {txt}")
-    f.line(f"    activation {act.mlir()}{route_attrs(route)}")
-    f.line(f"    : ({', '.join(types)})")
-    f.line(f"   -> {tensor_type((T, H), 'f32')}")
+    layer_call(f, "y", T, H, E, k, w, names, act, route,
+               bias=None if bias is None else "bias", shared=sh,
+               snames=snames, capacity=capacity, policy=policy)
     y64 = layer_ref(xf, lf, k, route, act, wf, np.float64, shf, capacity, policy)
     y32 = layer_ref(xf, lf, k, route, act, wf, np.float32, shf, capacity, policy)
     f.print_quant("y", (T, H), y64, y32, S, "output")
     return f
-
-
-def route_attrs(route):
-    attrs = []
-    if route.get("normalize"):
-        attrs.append("normalize")
-    if route.get("scaling_factor", 1.0) != 1.0:
-        attrs.append(f"scaling_factor = {route['scaling_factor']!r}")
-    return (" {" + ", ".join(attrs) + "}") if attrs else ""
 
 
 def all_tests():
@@ -1728,7 +1030,6 @@ def all_tests():
         test_layer(
             "layer_mixtral.mlir", 1600, T=8, H=4, E=8, F=6, k=2,
             route=dict(scoring="softmax", selection="topk", normalize=True),
-            head="softmax topk k 2",
             doc="""
 A Mixtral-style moe.layer, decomposed by the pipeline (moe-decompose):
 softmax top-2 of 8 experts, renormalized, dropless, separate SwiGLU experts
@@ -1737,7 +1038,6 @@ Reference: sum_j w_j * w2(silu(w1 x) * w3 x) over the chosen experts."""),
         test_layer(
             "layer_qwen2.mlir", 1700, T=8, H=4, E=8, F=4, k=4, shared_F=8,
             route=dict(scoring="softmax", selection="topk"),
-            head="softmax topk k 4",
             doc="""
 A Qwen2-MoE-style moe.layer, decomposed by the pipeline: softmax top-4 of 8
 experts, not renormalized (norm_topk_prob = false), dropless, separate
@@ -1747,7 +1047,6 @@ gate sigmoid(x g^T). 8 tokens, hidden 4, expert width 4."""),
             "layer_switch.mlir", 1800, T=8, H=4, E=4, F=6, k=1, capacity=2,
             policy="position", act=Act("relu"),
             route=dict(scoring="softmax", selection="topk"),
-            head="softmax topk k 1",
             extra_w={"b1": ((4, 6), -0.5, 0.5), "b2": ((4, 4), -0.5, 0.5)},
             doc="""
 A Switch-style moe.layer with capacity: softmax top-1 of 4 experts,
@@ -1760,7 +1059,6 @@ biases (the fc2 bias is scaled by the routing weight)."""),
             route=dict(scoring="sigmoid", selection="grouped_topk",
                        normalize=True, scaling_factor=2.5, num_groups=4,
                        group_topk=2, group_score="top2_sum"),
-            head="sigmoid grouped_topk k 3",
             doc="""
 A DeepSeek-V3-style moe.layer, decomposed by the pipeline: sigmoid scores
 with a selection bias, 8 experts in 4 groups scored by top2_sum, 2 groups

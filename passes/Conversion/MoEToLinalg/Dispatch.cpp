@@ -14,33 +14,10 @@
 
 namespace mlir::moe::lowering {
 
-static RankedTensorType tensorType(Value value) {
-  return cast<RankedTensorType>(value.getType());
-}
-
-/// The map from `numLoops` loop dims to the loop dims `targets`.
-static AffineMap loopsTo(OpBuilder &b, unsigned numLoops,
-                         ArrayRef<unsigned> targets) {
-  return AffineMap::getMultiDimMapWithTargets(numLoops, targets,
-                                              b.getContext());
-}
-
-/// `acc + 1` where `cond` holds, `acc` elsewhere (i32).
-static Value countIf(OpBuilder &b, Location loc, Value cond, Value acc) {
-  Value one = arith::ExtUIOp::create(b, loc, acc.getType(), cond);
-  return arith::AddIOp::create(b, loc, acc, one);
-}
-
 /// Whether the i32 `value` is in `[0, bound)`: negative values, -1 among
 /// them, are huge as unsigned numbers.
 static Value isBelow(OpBuilder &b, Location loc, Value value, Value bound) {
   return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, value, bound);
-}
-
-/// The i32 value of linalg loop dim `dim`.
-static Value loopIndexI32(OpBuilder &b, Location loc, int64_t dim) {
-  Value index = linalg::IndexOp::create(b, loc, dim);
-  return arith::IndexCastOp::create(b, loc, b.getI32Type(), index);
 }
 
 //===----------------------------------------------------------------------===//
@@ -51,22 +28,14 @@ static Value loopIndexI32(OpBuilder &b, Location loc, int64_t dim) {
 /// number of pairs routed to a lower expert.
 static Value droplessOffsets(OpBuilder &b, Location loc, Value ids,
                              int64_t numExperts) {
-  Value init = filledTensor(
-      b, loc, RankedTensorType::get({numExperts}, b.getI32Type()), 0.0);
   // Loops (e, t, j).
-  return linalg::GenericOp::create(
-             b, loc, init.getType(), ids, init,
-             ArrayRef<AffineMap>{loopsTo(b, 3, {1, 2}), loopsTo(b, 3, {0})},
-             ArrayRef<utils::IteratorType>{utils::IteratorType::parallel,
-                                           utils::IteratorType::reduction,
-                                           utils::IteratorType::reduction},
-             [](OpBuilder &nb, Location nloc, ValueRange args) {
-               Value expert = loopIndexI32(nb, nloc, 0);
-               Value lower = isBelow(nb, nloc, args[0], expert);
-               linalg::YieldOp::create(nb, nloc,
-                                       countIf(nb, nloc, lower, args[1]));
-             })
-      .getResult(0);
+  return reduce(b, loc, ids, loopsTo(b, 3, {1, 2}),
+                RankedTensorType::get({numExperts}, b.getI32Type()), 0.0, {0},
+                [](OpBuilder &nb, Location nloc, ValueRange args) {
+                  Value expert = loopIndexI32(nb, nloc, 0);
+                  Value lower = isBelow(nb, nloc, args[0], expert);
+                  return countIf(nb, nloc, lower, args[1]);
+                });
 }
 
 /// For the `probs` policy, how many pairs routed to the same expert outrank
@@ -76,41 +45,31 @@ static Value droplessOffsets(OpBuilder &b, Location loc, Value ids,
 static Value probsRanks(OpBuilder &b, Location loc, Value ids, Value weights) {
   RankedTensorType idsType = tensorType(ids);
   int64_t k = idsType.getDimSize(1);
-  Value init = filledTensor(b, loc, idsType, 0.0);
   // Loops (t, j, u, i): pair (u, i) against pair (t, j).
   AffineMap pair = loopsTo(b, 4, {0, 1}), other = loopsTo(b, 4, {2, 3});
-  return linalg::GenericOp::create(
-             b, loc, idsType, ValueRange{ids, weights, ids, weights}, init,
-             ArrayRef<AffineMap>{pair, pair, other, other, pair},
-             ArrayRef<utils::IteratorType>{utils::IteratorType::parallel,
-                                           utils::IteratorType::parallel,
-                                           utils::IteratorType::reduction,
-                                           utils::IteratorType::reduction},
-             [&](OpBuilder &nb, Location nloc, ValueRange args) {
-               auto flatIndex = [&](int64_t rowDim) -> Value {
-                 Value row = linalg::IndexOp::create(nb, nloc, rowDim);
-                 Value col = linalg::IndexOp::create(nb, nloc, rowDim + 1);
-                 Value rowStart = arith::MulIOp::create(
-                     nb, nloc, row, indexConst(nb, nloc, k));
-                 return arith::AddIOp::create(nb, nloc, rowStart, col);
-               };
-               Value sameExpert = arith::CmpIOp::create(
-                   nb, nloc, arith::CmpIPredicate::eq, args[0], args[2]);
-               Value larger = arith::CmpFOp::create(
-                   nb, nloc, arith::CmpFPredicate::OGT, args[3], args[1]);
-               Value equal = arith::CmpFOp::create(
-                   nb, nloc, arith::CmpFPredicate::OEQ, args[3], args[1]);
-               Value earlier =
-                   arith::CmpIOp::create(nb, nloc, arith::CmpIPredicate::ult,
-                                         flatIndex(2), flatIndex(0));
-               Value tieBreak = arith::AndIOp::create(nb, nloc, equal, earlier);
-               Value better = arith::OrIOp::create(nb, nloc, larger, tieBreak);
-               Value outranks =
-                   arith::AndIOp::create(nb, nloc, sameExpert, better);
-               linalg::YieldOp::create(nb, nloc,
-                                       countIf(nb, nloc, outranks, args[4]));
-             })
-      .getResult(0);
+  return reduce(
+      b, loc, {ids, weights, ids, weights}, {pair, pair, other, other}, idsType,
+      0.0, {0, 1}, [&](OpBuilder &nb, Location nloc, ValueRange args) {
+        auto flatIndex = [&](int64_t rowDim) -> Value {
+          Value row = linalg::IndexOp::create(nb, nloc, rowDim);
+          Value col = linalg::IndexOp::create(nb, nloc, rowDim + 1);
+          Value rowStart =
+              arith::MulIOp::create(nb, nloc, row, indexConst(nb, nloc, k));
+          return arith::AddIOp::create(nb, nloc, rowStart, col);
+        };
+        Value sameExpert = arith::CmpIOp::create(
+            nb, nloc, arith::CmpIPredicate::eq, args[0], args[2]);
+        Value larger = arith::CmpFOp::create(
+            nb, nloc, arith::CmpFPredicate::OGT, args[3], args[1]);
+        Value equal = arith::CmpFOp::create(nb, nloc, arith::CmpFPredicate::OEQ,
+                                            args[3], args[1]);
+        Value earlier = arith::CmpIOp::create(
+            nb, nloc, arith::CmpIPredicate::ult, flatIndex(2), flatIndex(0));
+        Value tieBreak = arith::AndIOp::create(nb, nloc, equal, earlier);
+        Value better = arith::OrIOp::create(nb, nloc, larger, tieBreak);
+        Value outranks = arith::AndIOp::create(nb, nloc, sameExpert, better);
+        return countIf(nb, nloc, outranks, args[4]);
+      });
 }
 
 namespace {
@@ -249,19 +208,12 @@ struct DispatchOpLowering : public OpConversionPattern<DispatchOp> {
                     filledTensor(rewriter, loc, op.getSlots().getType(), -1.0),
                     filledTensor(rewriter, loc, op.getCounts().getType(), 0.0),
                     scalarConst(rewriter, loc, rewriter.getI64Type(), 0.0)};
-    Value zero = indexConst(rewriter, loc, 0);
-    Value one = indexConst(rewriter, loc, 1);
     // Token-major, slot-minor: the order of the rows within an expert.
-    scf::ValueVector results =
-        scf::buildLoopNest(rewriter, loc, {zero, zero},
-                           {indexConst(rewriter, loc, pairs[0]),
-                            indexConst(rewriter, loc, pairs[1])},
-                           {one, one}, init,
-                           [&](OpBuilder &b, Location nloc, ValueRange pair,
-                               ValueRange state) {
-                             return dispatchPair(b, nloc, plan, pair, state);
-                           })
-            .results;
+    SmallVector<Value> results = loopNest(
+        rewriter, loc, pairs, init,
+        [&](OpBuilder &b, Location nloc, ValueRange pair, ValueRange state) {
+          return dispatchPair(b, nloc, plan, pair, state);
+        });
 
     Value rows = results[Rows];
     if (plan.capacity)
@@ -294,19 +246,13 @@ struct CombineOpLowering : public OpConversionPattern<CombineOp> {
       rows = tensor::CollapseShapeOp::create(
           rewriter, loc, rows, ArrayRef<ReassociationIndices>{{0, 1}, {2}});
     int64_t numRows = tensorType(rows).getDimSize(0);
-    RankedTensorType outType = op.getOutput().getType();
-    Value init = filledTensor(rewriter, loc, outType, 0.0);
     // Loops (t, m, j); j innermost, so every output element sums its slots
     // in increasing order.
     AffineMap pairs = loopsTo(rewriter, 3, {0, 2});
-    auto generic = linalg::GenericOp::create(
-        rewriter, loc, outType,
-        ValueRange{adaptor.getSlots(), adaptor.getWeights()}, init,
-        ArrayRef<AffineMap>{pairs, pairs, loopsTo(rewriter, 3, {0, 1})},
-        ArrayRef<utils::IteratorType>{utils::IteratorType::parallel,
-                                      utils::IteratorType::parallel,
-                                      utils::IteratorType::reduction},
-        [&](OpBuilder &b, Location nloc, ValueRange args) {
+    Value output = reduce(
+        rewriter, loc, {adaptor.getSlots(), adaptor.getWeights()},
+        {pairs, pairs}, op.getOutput().getType(), 0.0, {0, 1},
+        [&](OpBuilder &b, Location nloc, ValueRange args) -> Value {
           Value slot = args[0], weight = args[1], acc = args[2];
           // Slots outside the rows (the -1 of dropped and unrouted pairs,
           // or a corrupt index) contribute nothing rather than read out of
@@ -322,11 +268,9 @@ struct CombineOpLowering : public OpConversionPattern<CombineOp> {
               tensor::ExtractOp::create(b, nloc, rows, ValueRange{row, col});
           Value term = arith::MulFOp::create(b, nloc, weight, x);
           Value sum = arith::AddFOp::create(b, nloc, acc, term);
-          linalg::YieldOp::create(
-              b, nloc,
-              arith::SelectOp::create(b, nloc, valid, sum, acc).getResult());
+          return arith::SelectOp::create(b, nloc, valid, sum, acc);
         });
-    rewriter.replaceOp(op, generic.getResults());
+    rewriter.replaceOp(op, output);
     return success();
   }
 };
@@ -338,19 +282,11 @@ struct CombineOpLowering : public OpConversionPattern<CombineOp> {
 
 /// The sum of the i32 `counts [G]`, as an index.
 static Value sumCounts(OpBuilder &b, Location loc, Value counts) {
-  Value init =
-      filledTensor(b, loc, RankedTensorType::get({}, b.getI32Type()), 0.0);
-  Value sum =
-      linalg::GenericOp::create(
-          b, loc, init.getType(), counts, init,
-          ArrayRef<AffineMap>{loopsTo(b, 1, {0}), loopsTo(b, 1, {})},
-          ArrayRef<utils::IteratorType>{utils::IteratorType::reduction},
-          [](OpBuilder &nb, Location nloc, ValueRange args) {
-            linalg::YieldOp::create(
-                nb, nloc,
-                arith::AddIOp::create(nb, nloc, args[0], args[1]).getResult());
-          })
-          .getResult(0);
+  Value sum = reduce(b, loc, counts, loopsTo(b, 1, {0}),
+                     RankedTensorType::get({}, b.getI32Type()), 0.0, {},
+                     [](OpBuilder &nb, Location nloc, ValueRange args) {
+                       return arith::AddIOp::create(nb, nloc, args[0], args[1]);
+                     });
   Value total = tensor::ExtractOp::create(b, loc, sum, ValueRange{});
   return arith::IndexCastOp::create(b, loc, b.getIndexType(), total);
 }

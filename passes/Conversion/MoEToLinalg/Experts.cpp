@@ -25,42 +25,13 @@ struct FFNWeights {
 };
 } // namespace
 
-/// `1 / (1 + exp(-x))`.
-static Value sigmoid(OpBuilder &b, Location loc, Value x) {
-  Value one = scalarConst(b, loc, x.getType(), 1.0);
-  Value e = math::ExpOp::create(b, loc, arith::NegFOp::create(b, loc, x));
-  return arith::DivFOp::create(b, loc, one,
-                               arith::AddFOp::create(b, loc, one, e));
-}
-
-/// A `[rows, width]` tensor whose elements are `body` of the elements of
-/// `inputs`, read through `maps` (2-D loop space).
-static Value
-mapMatrix(OpBuilder &b, Location loc, OpFoldResult rows, int64_t width,
-          Type elementType, ValueRange inputs, ArrayRef<AffineMap> maps,
-          function_ref<Value(OpBuilder &, Location, ValueRange)> body) {
-  Value init = tensor::EmptyOp::create(
-      b, loc, ArrayRef<OpFoldResult>{rows, b.getIndexAttr(width)}, elementType);
-  SmallVector<AffineMap> allMaps(maps);
-  allMaps.push_back(AffineMap::getMultiDimIdentityMap(2, b.getContext()));
-  return linalg::GenericOp::create(
-             b, loc, init.getType(), inputs, init, allMaps,
-             ArrayRef<utils::IteratorType>{utils::IteratorType::parallel,
-                                           utils::IteratorType::parallel},
-             [&](OpBuilder &nb, Location nloc, ValueRange args) {
-               linalg::YieldOp::create(nb, nloc,
-                                       body(nb, nloc, args.drop_back()));
-             })
-      .getResult(0);
-}
-
 /// `x W^T + bias` for `x [n, in]`, `W [out, in]` and an optional `[out]`
 /// bias: a linalg.matmul that reads W transposed and accumulates onto the
 /// broadcast bias (or zeros).
 static Value linear(OpBuilder &b, Location loc, Value x, Value weight,
                     Value bias) {
-  Type elementType = cast<RankedTensorType>(x.getType()).getElementType();
-  int64_t out = cast<RankedTensorType>(weight.getType()).getDimSize(0);
+  Type elementType = tensorType(x).getElementType();
+  int64_t out = tensorType(weight).getDimSize(0);
   Value init = tensor::EmptyOp::create(
       b, loc,
       ArrayRef<OpFoldResult>{tensor::getMixedSize(b, loc, x, 0),
@@ -166,19 +137,20 @@ static Value applyActivation(OpBuilder &b, Location loc, Value h1, Value h3,
   } else if (h3) {
     inputs.push_back(h3);
   }
-  AffineMap identity = AffineMap::getMultiDimIdentityMap(2, b.getContext());
-  SmallVector<AffineMap> maps(inputs.size(), identity);
+  Value init = tensor::EmptyOp::create(
+      b, loc, ArrayRef<OpFoldResult>{rows, b.getIndexAttr(width)},
+      tensorType(h1).getElementType());
   ActivationKind kind = activation.getKind();
-  return mapMatrix(b, loc, rows, width, getElementTypeOrSelf(h1.getType()),
-                   inputs, maps,
-                   [&](OpBuilder &nb, Location nloc, ValueRange args) -> Value {
-                     if (kind == ActivationKind::SwiGLU)
-                       return swiglu(nb, nloc, activation, args[0], args[1]);
-                     Value act = activate(nb, nloc, kind, args[0]);
-                     if (args.size() == 1)
-                       return act;
-                     return arith::MulFOp::create(nb, nloc, act, args[1]);
-                   });
+  return mapElements(
+      b, loc, init, inputs, {},
+      [&](OpBuilder &nb, Location nloc, ValueRange args) -> Value {
+        if (kind == ActivationKind::SwiGLU)
+          return swiglu(nb, nloc, activation, args[0], args[1]);
+        Value act = activate(nb, nloc, kind, args[0]);
+        if (args.size() == 1)
+          return act;
+        return arith::MulFOp::create(nb, nloc, act, args[1]);
+      });
 }
 
 /// `act(x W1^T + b1 [, x W3^T + b3]) W2^T + b2` for `x [n, H]`.
@@ -186,7 +158,7 @@ static Value buildFFN(OpBuilder &b, Location loc, Value x, const FFNWeights &w,
                       ActivationAttr activation) {
   Value h1 = linear(b, loc, x, w.fc1, w.fc1Bias);
   Value h3 = w.fc3 ? linear(b, loc, x, w.fc3, w.fc3Bias) : Value();
-  int64_t width = cast<RankedTensorType>(w.fc2.getType()).getDimSize(1);
+  int64_t width = tensorType(w.fc2).getDimSize(1);
   Value a = applyActivation(b, loc, h1, h3, activation, width);
   return linear(b, loc, a, w.fc2, w.fc2Bias);
 }
@@ -197,7 +169,7 @@ static Value expertSlice(OpBuilder &b, Location loc, Value stacked,
                          Value expert) {
   if (!stacked)
     return Value();
-  auto type = cast<RankedTensorType>(stacked.getType());
+  RankedTensorType type = tensorType(stacked);
   SmallVector<OpFoldResult> offsets(type.getRank(), b.getIndexAttr(0));
   offsets.front() = expert;
   SmallVector<OpFoldResult> sizes =
@@ -219,15 +191,14 @@ struct ExpertsOpLowering final : OpConversionPattern<ExpertsOp> {
   matchAndRewrite(ExpertsOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
-    auto rowsType = cast<RankedTensorType>(adaptor.getRows().getType());
+    RankedTensorType rowsType = tensorType(adaptor.getRows());
     auto outType = cast<RankedTensorType>(op.getType());
     int64_t rank = rowsType.getRank();
     // Capacity rows give every group its own block of C rows; dropless rows
     // pack the groups one after the other.
     bool capacity = rank == 3;
     int64_t rowLimit = rowsType.getDimSize(rank - 2);
-    int64_t numGroups =
-        cast<RankedTensorType>(adaptor.getCounts().getType()).getDimSize(0);
+    int64_t numGroups = tensorType(adaptor.getCounts()).getDimSize(0);
     int64_t numExperts = op.getNumExperts();
     StringRef overflowMessage =
         capacity ? "moe.experts: a group has more rows than the capacity"
@@ -313,17 +284,14 @@ struct SharedExpertOpLowering final : OpConversionPattern<SharedExpertOp> {
       // y * sigmoid(x g^T), the [T, 1] logit broadcast along each row.
       Value logit = linear(rewriter, loc, x, gate, Value());
       MLIRContext *ctx = rewriter.getContext();
-      AffineMap identity = AffineMap::getMultiDimIdentityMap(2, ctx);
       AffineMap rowLogit = AffineMap::get(
           2, 0, {getAffineDimExpr(0, ctx), getAffineConstantExpr(0, ctx)}, ctx);
-      auto type = cast<RankedTensorType>(op.getType());
-      y = mapMatrix(rewriter, loc, rewriter.getIndexAttr(type.getDimSize(0)),
-                    type.getDimSize(1), type.getElementType(), {y, logit},
-                    {identity, rowLogit},
-                    [](OpBuilder &nb, Location nloc, ValueRange args) -> Value {
-                      return arith::MulFOp::create(nb, nloc, args[0],
-                                                   sigmoid(nb, nloc, args[1]));
-                    });
+      y = mapElements(rewriter, loc, cast<RankedTensorType>(op.getType()),
+                      {y, logit}, {loopsTo(rewriter, 2, {0, 1}), rowLogit},
+                      [](OpBuilder &nb, Location nloc, ValueRange args) {
+                        return arith::MulFOp::create(
+                            nb, nloc, args[0], sigmoid(nb, nloc, args[1]));
+                      });
     }
     rewriter.replaceOp(op, y);
     return success();

@@ -11,42 +11,6 @@
 
 namespace mlir::moe::lowering {
 
-static RankedTensorType tensorType(Value value) {
-  return cast<RankedTensorType>(value.getType());
-}
-
-/// The map from `numLoops` loop dims to the loop dims `targets`.
-static AffineMap loopsTo(OpBuilder &b, unsigned numLoops,
-                         ArrayRef<unsigned> targets) {
-  return AffineMap::getMultiDimMapWithTargets(numLoops, targets,
-                                              b.getContext());
-}
-
-/// A zero-initialised tensor of `type` accumulated by a linalg.generic that
-/// reads `inputs` through `inputMaps` and writes through the map to the loop
-/// dims `resultDims`; the other loops are reductions. `body` gets the input
-/// elements and the accumulator and returns the new accumulator.
-static Value
-reduce(OpBuilder &b, Location loc, ValueRange inputs,
-       ArrayRef<AffineMap> inputMaps, RankedTensorType type,
-       ArrayRef<unsigned> resultDims,
-       function_ref<Value(OpBuilder &, Location, ValueRange)> body) {
-  unsigned numLoops = inputMaps.front().getNumDims();
-  SmallVector<utils::IteratorType> iterators(numLoops,
-                                             utils::IteratorType::reduction);
-  for (unsigned dim : resultDims)
-    iterators[dim] = utils::IteratorType::parallel;
-  SmallVector<AffineMap> maps(inputMaps);
-  maps.push_back(loopsTo(b, numLoops, resultDims));
-  Value init = filledTensor(b, loc, type, 0.0);
-  return linalg::GenericOp::create(
-             b, loc, type, inputs, init, maps, iterators,
-             [&](OpBuilder &nb, Location nloc, ValueRange args) {
-               linalg::YieldOp::create(nb, nloc, body(nb, nloc, args));
-             })
-      .getResult(0);
-}
-
 /// `factor * loss` for a 0-d `loss`.
 static Value scale(OpBuilder &b, Location loc, Value loss, double factor) {
   Value value = tensor::ExtractOp::create(b, loc, loss, ValueRange{});
@@ -88,7 +52,7 @@ static Value sequenceScoreSums(OpBuilder &b, Location loc, Value scores,
     inputs.push_back(norms);
     maps.push_back(loopsTo(b, 3, {0, 2}));
   }
-  return reduce(b, loc, inputs, maps, sumsType, {0, 1},
+  return reduce(b, loc, inputs, maps, sumsType, 0.0, {0, 1},
                 [&](OpBuilder &nb, Location nloc, ValueRange args) -> Value {
                   Value score = args[0], acc = args.back();
                   if (norms)
@@ -104,16 +68,13 @@ static Value sequenceCounts(OpBuilder &b, Location loc, Value ids,
   auto countsType = RankedTensorType::get(
       {tensorType(ids).getDimSize(0), numExperts}, b.getI32Type());
   // Loops (s, e, t, j).
-  return reduce(
-      b, loc, ids, loopsTo(b, 4, {0, 2, 3}), countsType, {0, 1},
-      [](OpBuilder &nb, Location nloc, ValueRange args) -> Value {
-        Value expert = arith::IndexCastOp::create(
-            nb, nloc, nb.getI32Type(), linalg::IndexOp::create(nb, nloc, 1));
-        Value chosen = arith::CmpIOp::create(nb, nloc, arith::CmpIPredicate::eq,
-                                             args[0], expert);
-        Value one = arith::ExtUIOp::create(nb, nloc, nb.getI32Type(), chosen);
-        return arith::AddIOp::create(nb, nloc, args[1], one);
-      });
+  return reduce(b, loc, ids, loopsTo(b, 4, {0, 2, 3}), countsType, 0.0, {0, 1},
+                [](OpBuilder &nb, Location nloc, ValueRange args) {
+                  Value chosen =
+                      arith::CmpIOp::create(nb, nloc, arith::CmpIPredicate::eq,
+                                            args[0], loopIndexI32(nb, nloc, 1));
+                  return countIf(nb, nloc, chosen, args[1]);
+                });
 }
 
 namespace {
@@ -148,7 +109,7 @@ struct AuxLossOpLowering : public OpConversionPattern<AuxLossOp> {
     Value total =
         reduce(rewriter, loc, {counts, scoreSums},
                {loopsTo(rewriter, 2, {0, 1}), loopsTo(rewriter, 2, {0, 1})},
-               op.getLoss().getType(), {},
+               op.getLoss().getType(), 0.0, {},
                [](OpBuilder &b, Location nloc, ValueRange args) -> Value {
                  Value count = arith::SIToFPOp::create(
                      b, nloc, args[1].getType(), args[0]);
@@ -188,8 +149,8 @@ struct ZLossOpLowering : public OpConversionPattern<ZLossOp> {
     Value sumExp =
         reduce(rewriter, loc, {logits, max},
                {loopsTo(rewriter, 2, {0, 1}), loopsTo(rewriter, 2, {0})},
-               RankedTensorType::get({numTokens}, type.getElementType()), {0},
-               [](OpBuilder &b, Location nloc, ValueRange args) -> Value {
+               RankedTensorType::get({numTokens}, type.getElementType()), 0.0,
+               {0}, [](OpBuilder &b, Location nloc, ValueRange args) -> Value {
                  Value shifted =
                      arith::SubFOp::create(b, nloc, args[0], args[1]);
                  Value exp = math::ExpOp::create(b, nloc, shifted);
@@ -198,7 +159,7 @@ struct ZLossOpLowering : public OpConversionPattern<ZLossOp> {
     AffineMap tokens = loopsTo(rewriter, 1, {0});
     Value total = reduce(
         rewriter, loc, {max, sumExp}, {tokens, tokens}, op.getLoss().getType(),
-        {}, [](OpBuilder &b, Location nloc, ValueRange args) -> Value {
+        0.0, {}, [](OpBuilder &b, Location nloc, ValueRange args) -> Value {
           Value log = math::LogOp::create(b, nloc, args[1]);
           Value lse = arith::AddFOp::create(b, nloc, args[0], log);
           Value square = arith::MulFOp::create(b, nloc, lse, lse);

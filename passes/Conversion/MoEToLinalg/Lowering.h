@@ -1,7 +1,7 @@
 //===- Lowering.h - shared pieces of convert-moe-to-linalg ------*- C++ -*-===//
 //
 // Internal to passes/Conversion/MoEToLinalg: one populate function per file
-// and the small builders that several lowerings share.
+// and the builders that several lowerings share (defined in Builders.cpp).
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,6 +16,8 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/PatternMatch.h"
 
+#include <limits>
+
 namespace mlir::moe::lowering {
 
 void populateRouterPatterns(RewritePatternSet &patterns);
@@ -23,6 +25,17 @@ void populateDispatchPatterns(RewritePatternSet &patterns);
 void populateExpertsPatterns(RewritePatternSet &patterns);
 void populateLossPatterns(RewritePatternSet &patterns);
 
+/// The start of a max, and the mask that takes an entry out of an arg-max.
+inline constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+
+//===----------------------------------------------------------------------===//
+// Types, maps, constants
+//===----------------------------------------------------------------------===//
+
+/// The type of `value`, which the lowerings only see ranked.
+RankedTensorType tensorType(Value value);
+/// The map from `numLoops` loop dims to the loop dims `targets`.
+AffineMap loopsTo(OpBuilder &b, unsigned numLoops, ArrayRef<unsigned> targets);
 /// `index` constant.
 Value indexConst(OpBuilder &b, Location loc, int64_t value);
 /// Integer or float constant of a scalar type.
@@ -30,6 +43,62 @@ Value scalarConst(OpBuilder &b, Location loc, Type type, double value);
 /// A tensor of `type` filled with `value` (tensor.empty + linalg.fill).
 Value filledTensor(OpBuilder &b, Location loc, RankedTensorType type,
                    double value);
+
+//===----------------------------------------------------------------------===//
+// linalg.generic and scf.for builders
+//===----------------------------------------------------------------------===//
+
+/// Builds one result element of a linalg.generic from its block arguments.
+using ElementBody = function_ref<Value(OpBuilder &, Location, ValueRange)>;
+
+/// A linalg.generic that reads `inputs` through `inputMaps` and accumulates
+/// into `inits` through `initMap`; the loop dims `initMap` drops are
+/// reductions. `body` gets the input elements, then the accumulators, and
+/// returns the new accumulators.
+SmallVector<Value> buildGeneric(
+    OpBuilder &b, Location loc, ValueRange inputs,
+    ArrayRef<AffineMap> inputMaps, ValueRange inits, AffineMap initMap,
+    function_ref<SmallVector<Value>(OpBuilder &, Location, ValueRange)> body);
+/// `buildGeneric` with one accumulator: a tensor of `type` filled with
+/// `init`, written through the loop dims `resultDims` (the other loops
+/// reduce). `body` gets the input elements, then the accumulator.
+Value reduce(OpBuilder &b, Location loc, ValueRange inputs,
+             ArrayRef<AffineMap> inputMaps, RankedTensorType type, double init,
+             ArrayRef<unsigned> resultDims, ElementBody body);
+/// An all-parallel `buildGeneric` into `init` (a tensor.empty, possibly
+/// dynamic): every element is `body` of the elements of `inputs`, read
+/// through `inputMaps` (identities when empty).
+Value mapElements(OpBuilder &b, Location loc, Value init, ValueRange inputs,
+                  ArrayRef<AffineMap> inputMaps, ElementBody body);
+/// The same into a new tensor of the static `type`.
+Value mapElements(OpBuilder &b, Location loc, RankedTensorType type,
+                  ValueRange inputs, ArrayRef<AffineMap> inputMaps,
+                  ElementBody body);
+/// Nested scf.for loops over `[0, bound)` for every bound, carrying
+/// `iterArgs`; `body` gets the induction variables and the carried values
+/// and returns their updates.
+SmallVector<Value>
+loopNest(OpBuilder &b, Location loc, ArrayRef<int64_t> bounds,
+         ValueRange iterArgs,
+         function_ref<scf::ValueVector(OpBuilder &, Location, ValueRange,
+                                       ValueRange)>
+             body);
+
+//===----------------------------------------------------------------------===//
+// Scalar pieces of loop bodies
+//===----------------------------------------------------------------------===//
+
+/// `1 / (1 + exp(-x))`.
+Value sigmoid(OpBuilder &b, Location loc, Value x);
+/// `acc + 1` where the i1 `cond` holds, `acc` elsewhere (integer `acc`).
+Value countIf(OpBuilder &b, Location loc, Value cond, Value acc);
+/// The i32 value of linalg loop dim `dim`.
+Value loopIndexI32(OpBuilder &b, Location loc, int64_t dim);
+
+//===----------------------------------------------------------------------===//
+// Computations on `[T, E]` logits
+//===----------------------------------------------------------------------===//
+
 /// Row-wise scores of `logits [T, E]`: softmax over each row (max-subtracted)
 /// or elementwise sigmoid.
 Value scoreLogits(OpBuilder &b, Location loc, Value logits,

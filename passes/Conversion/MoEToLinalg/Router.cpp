@@ -10,8 +10,6 @@
 #include "passes/Conversion/MoEToLinalg/Lowering.h"
 #include "mlir/Transforms/DialectConversion.h"
 
-#include <limits>
-
 namespace mlir::moe::lowering {
 
 namespace {
@@ -21,85 +19,6 @@ struct Selection {
   Value weights;
 };
 } // namespace
-
-static constexpr double kNegInf = -std::numeric_limits<double>::infinity();
-
-static RankedTensorType tensorType(Value value) {
-  return cast<RankedTensorType>(value.getType());
-}
-
-/// The map from `numLoops` loop dims to the loop dims `targets`.
-static AffineMap loopsTo(OpBuilder &b, unsigned numLoops,
-                         ArrayRef<unsigned> targets) {
-  return AffineMap::getMultiDimMapWithTargets(numLoops, targets,
-                                              b.getContext());
-}
-
-//===----------------------------------------------------------------------===//
-// Builders of linalg.generic and scf.for nests
-//===----------------------------------------------------------------------===//
-
-/// A linalg.generic that reads `inputs` through `inputMaps` and accumulates
-/// into `inits` through `initMap`; the loop dims `initMap` drops are
-/// reductions. `body` gets the input elements, then the accumulators, and
-/// returns the new accumulators.
-static SmallVector<Value> buildGeneric(
-    OpBuilder &b, Location loc, ValueRange inputs,
-    ArrayRef<AffineMap> inputMaps, ValueRange inits, AffineMap initMap,
-    function_ref<SmallVector<Value>(OpBuilder &, Location, ValueRange)> body) {
-  SmallVector<utils::IteratorType> iterators(initMap.getNumDims(),
-                                             utils::IteratorType::reduction);
-  for (AffineExpr expr : initMap.getResults())
-    iterators[cast<AffineDimExpr>(expr).getPosition()] =
-        utils::IteratorType::parallel;
-  SmallVector<AffineMap> maps(inputMaps);
-  maps.append(inits.size(), initMap);
-  auto generic = linalg::GenericOp::create(
-      b, loc, TypeRange(inits), inputs, inits, maps, iterators,
-      [&](OpBuilder &nb, Location nloc, ValueRange args) {
-        linalg::YieldOp::create(nb, nloc, body(nb, nloc, args));
-      });
-  return llvm::to_vector_of<Value>(generic.getResults());
-}
-
-/// A tensor of `type` whose elements are `body` of the elements of `inputs`,
-/// read through `inputMaps` (identities when empty).
-static Value
-mapElements(OpBuilder &b, Location loc, RankedTensorType type,
-            ValueRange inputs, ArrayRef<AffineMap> inputMaps,
-            function_ref<Value(OpBuilder &, Location, ValueRange)> body) {
-  AffineMap identity =
-      AffineMap::getMultiDimIdentityMap(type.getRank(), b.getContext());
-  SmallVector<AffineMap> maps(inputMaps);
-  if (maps.empty())
-    maps.assign(inputs.size(), identity);
-  Value init =
-      tensor::EmptyOp::create(b, loc, type.getShape(), type.getElementType());
-  return buildGeneric(b, loc, inputs, maps, init, identity,
-                      [&](OpBuilder &nb, Location nloc,
-                          ValueRange args) -> SmallVector<Value> {
-                        return {body(nb, nloc, args.drop_back())};
-                      })
-      .front();
-}
-
-/// Nested scf.for loops over `[0, bound)` for every bound, carrying
-/// `iterArgs`; `body` gets the induction variables and the carried values
-/// and returns their updates.
-static SmallVector<Value>
-loopNest(OpBuilder &b, Location loc, ArrayRef<int64_t> bounds,
-         ValueRange iterArgs,
-         function_ref<scf::ValueVector(OpBuilder &, Location, ValueRange,
-                                       ValueRange)>
-             body) {
-  SmallVector<Value> lbs, ubs, steps;
-  for (int64_t bound : bounds) {
-    lbs.push_back(indexConst(b, loc, 0));
-    ubs.push_back(indexConst(b, loc, bound));
-    steps.push_back(indexConst(b, loc, 1));
-  }
-  return scf::buildLoopNest(b, loc, lbs, ubs, steps, iterArgs, body).results;
-}
 
 //===----------------------------------------------------------------------===//
 // Shared selection steps
@@ -211,14 +130,11 @@ static Value groupScores(OpBuilder &b, Location loc, Value keys,
   AffineMap element = loopsTo(b, 3, {0, 1, 2});
   AffineMap group = loopsTo(b, 3, {0, 1});
   if (score == GroupScore::Max)
-    return buildGeneric(
-               b, loc, grouped, element,
-               filledTensor(b, loc, scoreType, kNegInf), group,
-               [](OpBuilder &nb, Location nloc,
-                  ValueRange args) -> SmallVector<Value> {
-                 return {arith::MaximumFOp::create(nb, nloc, args[0], args[1])};
-               })
-        .front();
+    return reduce(b, loc, grouped, element, scoreType, kNegInf, {0, 1},
+                  [](OpBuilder &nb, Location nloc, ValueRange args) {
+                    return arith::MaximumFOp::create(nb, nloc, args[0],
+                                                     args[1]);
+                  });
   // top2_sum: carry the largest and the second largest entry.
   Value inits[] = {filledTensor(b, loc, scoreType, kNegInf),
                    filledTensor(b, loc, scoreType, kNegInf)};
@@ -289,16 +205,13 @@ static Value sinkhornScaling(OpBuilder &b, Location loc, Value cost,
   int64_t n = type.getDimSize(dim);
   auto vectorType = RankedTensorType::get({n}, elementType);
   Value sums =
-      buildGeneric(b, loc, {cost, other},
-                   {loopsTo(b, 2, {0, 1}), loopsTo(b, 2, {1 - dim})},
-                   filledTensor(b, loc, vectorType, 0.0), loopsTo(b, 2, {dim}),
-                   [](OpBuilder &nb, Location nloc,
-                      ValueRange args) -> SmallVector<Value> {
-                     Value product =
-                         arith::MulFOp::create(nb, nloc, args[1], args[0]);
-                     return {arith::AddFOp::create(nb, nloc, args[2], product)};
-                   })
-          .front();
+      reduce(b, loc, {cost, other},
+             {loopsTo(b, 2, {0, 1}), loopsTo(b, 2, {1 - dim})}, vectorType, 0.0,
+             {dim}, [](OpBuilder &nb, Location nloc, ValueRange args) {
+               Value product =
+                   arith::MulFOp::create(nb, nloc, args[1], args[0]);
+               return arith::AddFOp::create(nb, nloc, args[2], product);
+             });
   Value share = scalarConst(b, loc, elementType, 1.0 / n);
   Value eps = scalarConst(b, loc, elementType, 1e-8);
   return mapElements(b, loc, vectorType, sums, {},
@@ -314,17 +227,13 @@ static Value meanAbsDifference(OpBuilder &b, Location loc, Value lhs,
   RankedTensorType type = tensorType(lhs);
   Type elementType = type.getElementType();
   Value total =
-      buildGeneric(
-          b, loc, {lhs, rhs}, {loopsTo(b, 1, {0}), loopsTo(b, 1, {0})},
-          filledTensor(b, loc, RankedTensorType::get({}, elementType), 0.0),
-          loopsTo(b, 1, {}),
-          [](OpBuilder &nb, Location nloc,
-             ValueRange args) -> SmallVector<Value> {
-            Value diff = arith::SubFOp::create(nb, nloc, args[0], args[1]);
-            Value abs = math::AbsFOp::create(nb, nloc, diff);
-            return {arith::AddFOp::create(nb, nloc, args[2], abs)};
-          })
-          .front();
+      reduce(b, loc, {lhs, rhs}, {loopsTo(b, 1, {0}), loopsTo(b, 1, {0})},
+             RankedTensorType::get({}, elementType), 0.0, {},
+             [](OpBuilder &nb, Location nloc, ValueRange args) {
+               Value diff = arith::SubFOp::create(nb, nloc, args[0], args[1]);
+               Value abs = math::AbsFOp::create(nb, nloc, diff);
+               return arith::AddFOp::create(nb, nloc, args[2], abs);
+             });
   Value sum = tensor::ExtractOp::create(b, loc, total, ValueRange{});
   return arith::DivFOp::create(
       b, loc, sum, scalarConst(b, loc, elementType, type.getDimSize(0)));
@@ -453,39 +362,30 @@ static Selection selectSparseMixer(OpBuilder &b, Location loc, Value logits,
   AffineMap firstChoice =
       AffineMap::get(3, 0, {b.getAffineDimExpr(0), b.getAffineConstantExpr(0)},
                      b.getContext());
-  Value denominators =
-      buildGeneric(
-          b, loc, {logits, maxima, ids},
-          {loopsTo(b, 3, {0, 2}), loopsTo(b, 3, {0, 1}), firstChoice},
-          filledTensor(b, loc, pairType, 0.0), loopsTo(b, 3, {0, 1}),
-          [&](OpBuilder &nb, Location nloc,
-              ValueRange args) -> SmallVector<Value> {
-            Value x = args[0], m = args[1], e1 = args[2], sum = args[3];
-            Value gap = arith::SubFOp::create(nb, nloc, m, x);
-            Value magnitude = arith::MaximumFOp::create(
-                nb, nloc, math::AbsFOp::create(nb, nloc, x), m);
-            Value threshold =
-                arith::MulFOp::create(nb, nloc, twoEps, magnitude);
-            Value belowThreshold = arith::CmpFOp::create(
-                nb, nloc, arith::CmpFPredicate::OGT, gap, threshold);
-            Value slot = linalg::IndexOp::create(nb, nloc, 1);
-            Value secondSlot =
-                arith::CmpIOp::create(nb, nloc, arith::CmpIPredicate::ne, slot,
-                                      indexConst(nb, nloc, 0));
-            Value expert = arith::IndexCastOp::create(
-                nb, nloc, nb.getI32Type(),
-                linalg::IndexOp::create(nb, nloc, 2));
-            Value isFirst = arith::CmpIOp::create(
-                nb, nloc, arith::CmpIPredicate::eq, expert, e1);
-            Value masked = arith::OrIOp::create(
-                nb, nloc, belowThreshold,
-                arith::AndIOp::create(nb, nloc, secondSlot, isFirst));
-            Value term = math::ExpOp::create(
-                nb, nloc, arith::SubFOp::create(nb, nloc, x, m));
-            Value kept = arith::SelectOp::create(nb, nloc, masked, zero, term);
-            return {arith::AddFOp::create(nb, nloc, sum, kept)};
-          })
-          .front();
+  Value denominators = reduce(
+      b, loc, {logits, maxima, ids},
+      {loopsTo(b, 3, {0, 2}), loopsTo(b, 3, {0, 1}), firstChoice}, pairType,
+      0.0, {0, 1}, [&](OpBuilder &nb, Location nloc, ValueRange args) {
+        Value x = args[0], m = args[1], e1 = args[2], sum = args[3];
+        Value gap = arith::SubFOp::create(nb, nloc, m, x);
+        Value magnitude = arith::MaximumFOp::create(
+            nb, nloc, math::AbsFOp::create(nb, nloc, x), m);
+        Value threshold = arith::MulFOp::create(nb, nloc, twoEps, magnitude);
+        Value belowThreshold = arith::CmpFOp::create(
+            nb, nloc, arith::CmpFPredicate::OGT, gap, threshold);
+        Value slot = linalg::IndexOp::create(nb, nloc, 1);
+        Value secondSlot = arith::CmpIOp::create(
+            nb, nloc, arith::CmpIPredicate::ne, slot, indexConst(nb, nloc, 0));
+        Value isFirst = arith::CmpIOp::create(
+            nb, nloc, arith::CmpIPredicate::eq, loopIndexI32(nb, nloc, 2), e1);
+        Value masked = arith::OrIOp::create(
+            nb, nloc, belowThreshold,
+            arith::AndIOp::create(nb, nloc, secondSlot, isFirst));
+        Value term = math::ExpOp::create(nb, nloc,
+                                         arith::SubFOp::create(nb, nloc, x, m));
+        Value kept = arith::SelectOp::create(nb, nloc, masked, zero, term);
+        return arith::AddFOp::create(nb, nloc, sum, kept);
+      });
   Value one = scalarConst(b, loc, elementType, 1.0);
   Value weights =
       mapElements(b, loc, pairType, denominators, {},
