@@ -3,6 +3,7 @@
 #include "moe/InitAll.h"
 
 #include "dialects/moe/IR/MoEDialect.h"
+#include "dialects/onnx/IR/ONNXDialect.h"
 #include "moe/Pipelines.h"
 #include "passes/Passes.h"
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
@@ -31,7 +32,7 @@
 #include "mlir/Transforms/Passes.h"
 
 void mlir::moe::registerAllDialects(DialectRegistry &registry) {
-  registry.insert<moe::MoEDialect, affine::AffineDialect, arith::ArithDialect,
+  registry.insert<moe::MoEDialect, moe::onnx::ONNXDialect, affine::AffineDialect, arith::ArithDialect,
                   bufferization::BufferizationDialect, cf::ControlFlowDialect,
                   func::FuncDialect, linalg::LinalgDialect, LLVM::LLVMDialect,
                   math::MathDialect, memref::MemRefDialect, scf::SCFDialect,

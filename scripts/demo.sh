@@ -7,7 +7,7 @@ build=${MOE_BUILD_DIR:-$root/build}
 example=$root/examples/mixtral-block.mlir
 
 "$root/scripts/setup.sh"
-"$root/scripts/build.sh" moe-opt
+"$root/scripts/build.sh"
 opt=$build/bin/moe-opt
 
 echo "== The fused block, as an importer produces it =="

@@ -5,7 +5,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${MOE_BUILD_DIR:-$root/build}
 
 "$root/scripts/setup.sh"
-"$root/scripts/build.sh" moe-opt MoEPlugin
+"$root/scripts/build.sh"
 
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT

@@ -14,7 +14,7 @@ config.test_exec_root = os.path.join(config.moe_obj_root, "test")
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.add_tool_substitutions(
-    ["moe-opt", "mlir-runner"], [config.moe_tools_dir, config.llvm_tools_dir]
+    ["moe-opt", "moe-translate", "mlir-runner"], [config.moe_tools_dir, config.llvm_tools_dir]
 )
 
 # Runtime libraries that mlir-runner loads for the numeric tests.

@@ -13,7 +13,7 @@ namespace mlir {
 class DialectRegistry;
 namespace moe {
 
-/// The moe dialect and the upstream dialects that moe programs and their
+/// The moe and onnx dialects and the upstream dialects that moe programs and their
 /// lowerings contain.
 void registerAllDialects(DialectRegistry &registry);
 

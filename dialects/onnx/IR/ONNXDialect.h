@@ -1,0 +1,24 @@
+//===- ONNXDialect.h - the onnx import dialect ------------------*- C++ -*-===//
+
+#ifndef MOE_DIALECTS_ONNX_IR_ONNXDIALECT_H
+#define MOE_DIALECTS_ONNX_IR_ONNXDIALECT_H
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "dialects/onnx/IR/ONNXDialect.h.inc"
+
+namespace mlir::moe::onnx {
+/// Checks an op's input and output counts against its ONNX arity (a bound
+/// of -1 is unbounded).
+LogicalResult verifyArity(Operation *op, int minInputs, int maxInputs,
+                          int minOutputs, int maxOutputs);
+} // namespace mlir::moe::onnx
+
+#define GET_OP_CLASSES
+#include "dialects/onnx/IR/ONNXOps.h.inc"
+
+#endif // MOE_DIALECTS_ONNX_IR_ONNXDIALECT_H

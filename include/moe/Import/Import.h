@@ -1,0 +1,57 @@
+//===- Import.h - model files to MLIR ---------------------------*- C++ -*-===//
+//
+// The importers that moe-translate and moe-compile share. Both produce a
+// module with one function, @main_graph, whose body is onnx dialect ops (and
+// moe.layer for ONNX Runtime's fused MoE node); arguments and results carry
+// the model's input and output names as `onnx.name`.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOE_IMPORT_IMPORT_H
+#define MOE_IMPORT_IMPORT_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/MemoryBufferRef.h"
+
+#include <optional>
+#include <string>
+
+namespace mlir::moe {
+
+/// Which weight layout a com.microsoft.MoE node uses when its shapes cannot
+/// tell (hidden size == inter size without fused SwiGLU).
+enum class OrtMoELayout { Detect, Current, Legacy };
+
+struct ImportOptions {
+  /// Graph input name -> its static shape; replaces dynamic (or any) dims.
+  llvm::StringMap<llvm::SmallVector<int64_t>> inputShapes;
+  OrtMoELayout ortMoELayout = OrtMoELayout::Detect;
+};
+
+/// Adds one `--input-shape` value, `NAME=D0xD1x...`, to `options`; on a
+/// malformed value returns failure and says why in `error`.
+LogicalResult addInputShape(llvm::StringRef spec, ImportOptions &options,
+                            std::string &error);
+
+/// Whether this build has the ONNX and TorchScript importers.
+bool hasOnnxImporter();
+bool hasTorchScriptImporter();
+
+/// Imports an ONNX model (binary protobuf). External-data tensors are read
+/// relative to the directory of `buffer`'s identifier (its file name).
+/// Emits diagnostics through `context` and returns null on failure.
+OwningOpRef<ModuleOp> importOnnx(llvm::MemoryBufferRef buffer,
+                                 MLIRContext *context,
+                                 const ImportOptions &options);
+
+/// Imports a TorchScript archive (torch.jit.save).
+OwningOpRef<ModuleOp> importTorchScript(llvm::MemoryBufferRef buffer,
+                                        MLIRContext *context,
+                                        const ImportOptions &options);
+
+} // namespace mlir::moe
+
+#endif // MOE_IMPORT_IMPORT_H
