@@ -33,3 +33,8 @@ config.substitutions = [
 config.substitutions.append(
     ("%moe_plugin", os.path.join(config.moe_obj_root, "lib", "MoEPlugin.so"))
 )
+
+# The model corpus that the importer tests read (made by test/corpus scripts).
+config.substitutions.append(
+    ("%corpus", os.path.join(config.test_source_root, "corpus"))
+)
