@@ -212,14 +212,20 @@ class Qwen2MoeSparseMoeBlock(nn.Module):
 
 
 @torch.jit.script
-def expert_capacity(hidden_states: torch.Tensor, num_experts: int, capacity_factor: float) -> int:
+def expert_capacity(hidden_states: torch.Tensor, num_experts: int, capacity_factor: float) -> torch.Tensor:
     """Switch paper / Megatron `get_capacity`: ceil(tokens / E * capacity_factor).
 
     Scripted so that the formula (not its value for the sample input) is what
-    the tracer and the ONNX exporter record."""
+    the tracer and the ONNX exporter record.  It returns a 0-d int64 tensor:
+    the tracer cannot carry a Python int out of a scripted function
+    ("Tracer cannot set value trace for type Int"); a 0-d tensor passed as
+    `num_classes` is recorded as `aten::Int(%capacity)`, so it stays symbolic.
+    The ONNX export keeps the formula only when the token dimension is
+    dynamic (dynamic_axes); with a static input shape the exporter's shape
+    inference folds Shape/Gather/Div/Mul into a constant."""
     num_tokens = hidden_states.size(0)
     capacity = int(math.ceil(num_tokens / num_experts * capacity_factor))
-    return capacity
+    return torch.tensor(capacity)
 
 
 class SwitchTransformersDenseActDense(nn.Module):
@@ -245,9 +251,9 @@ class SwitchCapacityMoE(nn.Module):
     The router is transformers SwitchTransformersTop1Router (classifier Linear
     without bias, router_dtype float32, softmax, argmax, one_hot, cumsum
     `token_priority`, `token_priority <= expert_capacity`); the dispatch and
-    combine tensors are the Switch paper's `router()` (Fedus et al. 2021,
-    Fig. 15, Mesh-TF) / GShard Algorithm 2.  The experts are the HF
-    SwitchTransformersSparseMLP's SwitchTransformersDenseActDense modules; the
+    combine tensors follow the Switch paper's Mesh-TensorFlow `router()`
+    pseudo-code (Fedus et al. 2021) and GShard's Algorithm 2.  The experts are
+    the HF SwitchTransformersSparseMLP's SwitchTransformersDenseActDense; the
     forward applies them through einsums over their stacked weights, as the
     GShard `EGCM,EMH->EGCH` formulation does.  Dropped tokens get 0 (HF
     behaviour since v4.3x; the residual would carry them).
