@@ -35,7 +35,7 @@ struct DecomposeLayer : OpRewritePattern<LayerOp> {
         expertChoice ? op.getCapacityAttr() : IntegerAttr(),
         op.getScoringAttr(), op.getSelectionAttr(), op.getNormalizeAttr(),
         op.getScalingFactorAttr(), op.getNumGroupsAttr(),
-        op.getGroupTopkAttr(), op.getGroupScoreAttr(),
+        op.getGroupTopkAttr(), op.getGroupScoreAttr(), op.getMaskedScoreAttr(),
         op.getSinkhornToleranceAttr(), op.getSinkhornMaxIterationsAttr(),
         op.getJitterEpsAttr());
 

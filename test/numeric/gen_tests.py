@@ -277,6 +277,20 @@ top-3, not normalized, x 2.""")
     f.print_int("ids3", (T, 4), "i32", i64, "ids, DeepSeek-V3 style")
     f.print_quant("w3", (T, 4), w64, w32, 1e4, "weights, DeepSeek-V3 style")
     f.line()
+    # Hugging Face's DeepSeek-V3 masks dropped groups with 0.0: on these
+    # logits that picks experts of dropped groups.
+    hf = dict(v3, masked_score=0.0)
+    f.line("%ids3h, %w3h = moe.router sigmoid grouped_topk %logits3 bias(%bias) "
+           "groups 4 top 2 by top2_sum masked = 0.0 "
+           "{normalize, scaling_factor = 2.5}")
+    f.line("    : tensor<8x16xf32>, tensor<16xf32> -> tensor<8x4xi32>, tensor<8x4xf32>")
+    h64, hw64 = router_rows(f32(inp["l3"]), dt=np.float64, **hf)
+    _, hw32 = router_rows(f32(inp["l3"]), dt=np.float32, **hf)
+    assert (h64 != i64).any(), "masking with 0.0 must change a pick here"
+    f.print_int("ids3h", (T, 4), "i32", h64, "ids, Hugging Face DeepSeek-V3")
+    f.print_quant("w3h", (T, 4), hw64, hw32, 1e4,
+                  "weights, Hugging Face DeepSeek-V3")
+    f.line()
     f.line("%ids2, %w2 = moe.router softmax grouped_topk %logits2 "
            "groups 4 top 2 by max {scaling_factor = 2.0}")
     f.line("    : tensor<8x8xf32> -> tensor<8x3xi32>, tensor<8x3xf32>")

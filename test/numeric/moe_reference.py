@@ -83,14 +83,16 @@ def finish_weights(w, normalize, scaling_factor, dt):
 
 def route_row(l, k, scoring, selection, dt, bias=None, normalize=False,
               scaling_factor=1.0, num_groups=None, group_topk=None,
-              group_score=None, jitter_eps=0.01):
+              group_score=None, masked_score=None, jitter_eps=0.01):
     """Routing of one token, logits l [E] -> (ids [k] best first, weights [k]).
 
     selection "topk": the k best of scores + bias (the bias only steers the
     choice; the weights are the unbiased scores). "grouped_topk": the experts
     in num_groups equal groups, each group scored by its best biased score
     (group_score "max") or the sum of its two best ("top2_sum"); top-k inside
-    the group_topk best groups. "sparse_mixer": see sparse_mixer_row (scoring,
+    the group_topk best groups; with masked_score (HF DeepSeek: 0.0) the other
+    groups' experts take that score instead of being excluded. "sparse_mixer":
+    see sparse_mixer_row (scoring,
     bias, normalize and scaling_factor are not used)."""
     l = np.asarray(l, dt)
     E = l.shape[0]
@@ -111,6 +113,9 @@ def route_row(l, k, scoring, selection, dt, bias=None, normalize=False,
                 gscore.append(dt(part[0]) + dt(part[1]))
         kept = topk_select(gscore, group_topk)
         allowed = [(e // size) in kept for e in range(E)]
+        if masked_score is not None:
+            sel = np.where(allowed, sel, dt(masked_score))
+            allowed = None
     ids = topk_select(sel, k, allowed)
     w = finish_weights([s[e] for e in ids], normalize, scaling_factor, dt)
     return ids, w

@@ -75,12 +75,52 @@ func.func @main() {
   // CHECK-NEXT: [6222, 5796, 6536, 6446],
   // CHECK-NEXT: [6929, 3524, 7384, 7162]]
 
+  %ids3h, %w3h = moe.router sigmoid grouped_topk %logits3 bias(%bias) groups 4 top 2 by top2_sum masked = 0.0 {normalize, scaling_factor = 2.5}
+      : tensor<8x16xf32>, tensor<16xf32> -> tensor<8x4xi32>, tensor<8x4xf32>
+
+  // ids, Hugging Face DeepSeek-V3
+  %p5 = tensor.cast %ids3h : tensor<8x4xi32> to tensor<*xi32>
+  call @printMemrefI32(%p5) : (tensor<*xi32>) -> ()
+  // CHECK: rank = 2 offset = {{[0-9]+}} sizes = [8, 4] strides = [{{.*}}] data =
+  // CHECK-NEXT: {{\[\[}}11, 7, 10, 4],
+  // CHECK-NEXT: [12, 10, 13, 11],
+  // CHECK-NEXT: [11, 12, 13, 0],
+  // CHECK-NEXT: [5, 7, 2, 0],
+  // CHECK-NEXT: [5, 10, 11, 7],
+  // CHECK-NEXT: [5, 7, 2, 1],
+  // CHECK-NEXT: [12, 2, 13, 15],
+  // CHECK-NEXT: [12, 11, 9, 14]]
+
+  // weights, Hugging Face DeepSeek-V3, x 1e+04
+  %qe6 = tensor.empty() : tensor<8x4xi32>
+  %q7 = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]}
+      ins(%w3h : tensor<8x4xf32>) outs(%qe6 : tensor<8x4xi32>) {
+  ^bb0(%in: f32, %out: i32):
+    %wide = arith.extf %in : f32 to f64
+    %scale = arith.constant 10000.0 : f64
+    %scaled = arith.mulf %wide, %scale : f64
+    %rounded = math.roundeven %scaled : f64
+    %int = arith.fptosi %rounded : f64 to i32
+    linalg.yield %int : i32
+  } -> tensor<8x4xi32>
+  %p8 = tensor.cast %q7 : tensor<8x4xi32> to tensor<*xi32>
+  call @printMemrefI32(%p8) : (tensor<*xi32>) -> ()
+  // CHECK: rank = 2 offset = {{[0-9]+}} sizes = [8, 4] strides = [{{.*}}] data =
+  // CHECK-NEXT: {{\[\[}}5818, 6140, 6549, 6493],
+  // CHECK-NEXT: [8184, 7367, 8172, 1277],
+  // CHECK-NEXT: [6951, 8423, 8503, 1123],
+  // CHECK-NEXT: [4452, 6367, 7531, 6650],
+  // CHECK-NEXT: [8763, 10306, 2847, 3084],
+  // CHECK-NEXT: [5965, 6625, 6281, 6130],
+  // CHECK-NEXT: [6222, 5796, 6536, 6446],
+  // CHECK-NEXT: [6929, 3524, 7384, 7162]]
+
   %ids2, %w2 = moe.router softmax grouped_topk %logits2 groups 4 top 2 by max {scaling_factor = 2.0}
       : tensor<8x8xf32> -> tensor<8x3xi32>, tensor<8x3xf32>
 
   // ids, DeepSeek-V2 style
-  %p5 = tensor.cast %ids2 : tensor<8x3xi32> to tensor<*xi32>
-  call @printMemrefI32(%p5) : (tensor<*xi32>) -> ()
+  %p9 = tensor.cast %ids2 : tensor<8x3xi32> to tensor<*xi32>
+  call @printMemrefI32(%p9) : (tensor<*xi32>) -> ()
   // CHECK: rank = 2 offset = {{[0-9]+}} sizes = [8, 3] strides = [{{.*}}] data =
   // CHECK-NEXT: {{\[\[}}5, 1, 0],
   // CHECK-NEXT: [0, 1, 7],
@@ -92,9 +132,9 @@ func.func @main() {
   // CHECK-NEXT: [7, 0, 6]]
 
   // weights, DeepSeek-V2 style, x 1e+04
-  %qe6 = tensor.empty() : tensor<8x3xi32>
-  %q7 = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]}
-      ins(%w2 : tensor<8x3xf32>) outs(%qe6 : tensor<8x3xi32>) {
+  %qe10 = tensor.empty() : tensor<8x3xi32>
+  %q11 = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]}
+      ins(%w2 : tensor<8x3xf32>) outs(%qe10 : tensor<8x3xi32>) {
   ^bb0(%in: f32, %out: i32):
     %wide = arith.extf %in : f32 to f64
     %scale = arith.constant 10000.0 : f64
@@ -103,8 +143,8 @@ func.func @main() {
     %int = arith.fptosi %rounded : f64 to i32
     linalg.yield %int : i32
   } -> tensor<8x3xi32>
-  %p8 = tensor.cast %q7 : tensor<8x3xi32> to tensor<*xi32>
-  call @printMemrefI32(%p8) : (tensor<*xi32>) -> ()
+  %p12 = tensor.cast %q11 : tensor<8x3xi32> to tensor<*xi32>
+  call @printMemrefI32(%p12) : (tensor<*xi32>) -> ()
   // CHECK: rank = 2 offset = {{[0-9]+}} sizes = [8, 3] strides = [{{.*}}] data =
   // CHECK-NEXT: {{\[\[}}8728, 4248, 3409],
   // CHECK-NEXT: [9647, 2110, 2068],

@@ -12,6 +12,8 @@
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallSet.h"
+
+#include <cmath>
 #include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
@@ -61,6 +63,7 @@ struct Routing {
   double scalingFactor;
   std::optional<int64_t> numGroups, groupTopk;
   std::optional<GroupScore> groupScore;
+  std::optional<double> maskedScore;
   std::optional<int64_t> capacity;
   double sinkhornTolerance;
   int64_t sinkhornMaxIterations;
@@ -68,11 +71,19 @@ struct Routing {
   bool hasBias;
 
   template <typename OpT>
+  static std::optional<double> maskedScoreOf(OpT op) {
+    if (std::optional<APFloat> score = op.getMaskedScore())
+      return score->convertToDouble();
+    return std::nullopt;
+  }
+
+  template <typename OpT>
   static Routing of(OpT op, bool hasBias) {
     return {op.getScoring(),          op.getSelection(),
             op.getNormalize(),        op.getScalingFactor().convertToDouble(),
             op.getNumGroups(),        op.getGroupTopk(),
-            op.getGroupScore(),       op.getCapacity(),
+            op.getGroupScore(),       maskedScoreOf(op),
+            op.getCapacity(),
             op.getSinkhornTolerance().convertToDouble(),
             static_cast<int64_t>(op.getSinkhornMaxIterations()),
             op.getJitterEps().convertToDouble(), hasBias};
@@ -100,6 +111,10 @@ static LogicalResult verifyRouting(Operation *op, const Routing &r, int64_t T,
     return op->emitOpError() << "num_groups, group_topk and group_score are "
                                 "only used by grouped_topk, not "
                              << sel;
+  if (!grouped && r.maskedScore)
+    return op->emitOpError() << "masked_score is only used by grouped_topk, "
+                                "not "
+                             << sel;
   if (grouped) {
     int64_t groups = *r.numGroups;
     if (groups < 1)
@@ -114,8 +129,10 @@ static LogicalResult verifyRouting(Operation *op, const Routing &r, int64_t T,
     if (*r.groupTopk < 1 || *r.groupTopk > groups)
       return op->emitOpError() << "group_topk " << *r.groupTopk
                                << " must be in [1, " << groups << "]";
+    // A finite masked_score leaves the other groups' experts selectable.
+    bool othersSelectable = r.maskedScore && std::isfinite(*r.maskedScore);
     int64_t reachable = *r.groupTopk * (E / groups);
-    if (k > reachable)
+    if (!othersSelectable && k > reachable)
       return op->emitOpError() << "k = " << k << " exceeds the " << reachable
                                << " experts in the " << *r.groupTopk
                                << " kept groups";

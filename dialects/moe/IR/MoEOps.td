@@ -42,6 +42,7 @@ defvar MoE_RoutingAttrs = (ins
   OptionalAttr<I64Attr>:$num_groups,
   OptionalAttr<I64Attr>:$group_topk,
   OptionalAttr<MoE_GroupScoreAttr>:$group_score,
+  OptionalAttr<F64Attr>:$masked_score,
   DefaultValuedAttr<F64Attr, "1.0e-4">:$sinkhorn_tolerance,
   DefaultValuedAttr<I64Attr, "10000">:$sinkhorn_max_iterations,
   DefaultValuedAttr<F64Attr, "0.01">:$jitter_eps
@@ -58,8 +59,10 @@ defvar MoE_RoutingDoc = [{
     * `grouped_topk`: experts form `num_groups` contiguous equal groups; a
       group's score is the `max` of `s + bias` in it (DeepSeek-V2) or the sum
       of its two largest (`top2_sum`, DeepSeek-V3); only the `group_topk`
-      best groups may be chosen, then as `topk`. Experts in other groups are
-      never chosen (Megatron's -inf mask, not Hugging Face's 0).
+      best groups may be chosen, then as `topk` with the other groups'
+      experts set to `masked_score`: -inf when absent (Megatron: they are
+      never chosen), 0.0 for Hugging Face's DeepSeek (`masked_fill(..., 0.0)`,
+      which picks them over kept experts whose biased score is negative).
     * `sinkhorn`: Megatron's `sinkhorn(l)`: with `c = exp(l)`, repeat
       `d0 = (1/T) / (c d1 + 1e-8)`, `d1 = (1/E) / (c^T d0 + 1e-8)` until the
       mean absolute change of `d1` is at most `sinkhorn_tolerance` (or for
@@ -90,7 +93,9 @@ defvar MoE_RoutingConstraints = [{
       `grouped_topk`; `num_groups` is positive and divides E, with at
       least 2 experts per group for `top2_sum`,
       `1 <= group_topk <= num_groups`,
-      and k is at most the experts in `group_topk` groups;
+      and k is at most the experts in `group_topk` groups unless a finite
+      `masked_score` makes every expert selectable;
+    * `masked_score` is only given for `grouped_topk`;
     * for `expert_choice`, `capacity` is given, `1 <= capacity <= T`, and
       k = E; otherwise `1 <= k <= E`;
     * `sparse_mixer` needs k = 2 and `softmax`;
@@ -140,6 +145,7 @@ def MoE_RouterOp : MoE_Op<"router", [Pure]> {
   let assemblyFormat = [{
     $scoring $selection $logits (`bias` `(` $bias^ `)`)?
     (`groups` $num_groups^ `top` $group_topk `by` $group_score)?
+    (`masked` `=` $masked_score^)?
     (`capacity` $capacity^)? attr-dict `:` type($logits) (`,` type($bias)^)? `->` type($ids) `,` type($weights)
   }];
   let hasVerifier = 1;
@@ -525,6 +531,7 @@ def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments]> {
     $scoring $selection `k` $k $input `,` $logits
     (`bias` `(` $selection_bias^ `)`)?
     (`groups` $num_groups^ `top` $group_topk `by` $group_score)?
+    (`masked` `=` $masked_score^)?
     (`capacity` $capacity^)? (`drop` $drop_policy^)?
     `fc1` `(` $fc1_weight (`,` $fc1_bias^)? `)`
     (`fc3` `(` $fc3_weight^ `)`)? (`fc3_bias` `(` $fc3_bias^ `)`)?

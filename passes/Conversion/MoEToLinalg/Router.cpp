@@ -154,12 +154,13 @@ static Value groupScores(OpBuilder &b, Location loc, Value keys,
                      });
 }
 
-/// `keys [T, E]` with -inf for the experts outside the groups listed in
-/// `keptGroups [T, g]`, so that they are never chosen.
+/// `keys [T, E]` with `maskedScore` (-inf: never chosen) for the experts
+/// outside the groups listed in `keptGroups [T, g]`.
 static Value maskOtherGroups(OpBuilder &b, Location loc, Value keys,
-                             Value keptGroups, int64_t groupSize) {
+                             Value keptGroups, int64_t groupSize,
+                             double maskedScore) {
   RankedTensorType type = tensorType(keys);
-  Value masked = filledTensor(b, loc, type, kNegInf);
+  Value masked = filledTensor(b, loc, type, maskedScore);
   Value size = indexConst(b, loc, groupSize);
   return loopNest(b, loc, tensorType(keptGroups).getShape(), masked,
                   [&](OpBuilder &nb, Location nloc, ValueRange ivs,
@@ -185,13 +186,16 @@ static Value maskOtherGroups(OpBuilder &b, Location loc, Value keys,
 /// grouped_topk: topk among the experts of the `groupTopK` best groups.
 static Selection selectGroupedTopK(OpBuilder &b, Location loc, Value scores,
                                    Value bias, int64_t k, int64_t numGroups,
-                                   int64_t groupTopK, GroupScore score) {
+                                   int64_t groupTopK, GroupScore score,
+                                   double maskedScore) {
   Value keys = biasedScores(b, loc, scores, bias);
   int64_t groupSize = tensorType(keys).getDimSize(1) / numGroups;
   Value keptGroups = topKIndices(
       b, loc, groupScores(b, loc, keys, numGroups, score), groupTopK);
-  return topKBy(b, loc, maskOtherGroups(b, loc, keys, keptGroups, groupSize),
-                scores, k);
+  return topKBy(
+      b, loc,
+      maskOtherGroups(b, loc, keys, keptGroups, groupSize, maskedScore),
+      scores, k);
 }
 
 /// One Megatron Sinkhorn scaling of dimension `dim` of `cost [T, E]` from the
@@ -450,7 +454,10 @@ struct RouterOpLowering final : OpConversionPattern<RouterOp> {
     case SelectionMethod::GroupedTopK:
       selection = selectGroupedTopK(rewriter, loc, scores(), adaptor.getBias(),
                                     k, *op.getNumGroups(), *op.getGroupTopk(),
-                                    *op.getGroupScore());
+                                    *op.getGroupScore(),
+                                    op.getMaskedScore()
+                                        ? op.getMaskedScore()->convertToDouble()
+                                        : kNegInf);
       break;
     case SelectionMethod::Sinkhorn:
       selection =

@@ -77,6 +77,15 @@ func.func @grouped_missing_attrs(%l: tensor<4x8xf32>) {
 
 // -----
 
+func.func @masked_score_not_grouped(%l: tensor<4x8xf32>) {
+  // expected-error @+1 {{'moe.router' op masked_score is only used by grouped_topk, not topk}}
+  %ids, %w = moe.router softmax topk %l masked = 0.0
+      : tensor<4x8xf32> -> tensor<4x2xi32>, tensor<4x2xf32>
+  return
+}
+
+// -----
+
 func.func @group_attrs_not_grouped(%l: tensor<4x8xf32>) {
   // expected-error @+1 {{'moe.router' op num_groups, group_topk and group_score are only used by grouped_topk, not topk}}
   %ids, %w = moe.router softmax topk %l groups 2 top 1 by max

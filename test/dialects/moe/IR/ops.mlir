@@ -37,6 +37,17 @@ func.func @router_grouped_topk(%l: tensor<4x8xf32>, %b: tensor<8xf32>) -> (tenso
   return %ids, %w : tensor<4x4xi32>, tensor<4x4xf32>
 }
 
+// Hugging Face DeepSeek-V3 masks the dropped groups with 0.0; then every
+// expert is selectable, so k may exceed the kept groups' experts.
+// CHECK-LABEL: func.func @router_grouped_topk_masked(
+// CHECK:         moe.router sigmoid grouped_topk %{{.*}} bias(%{{.*}}) groups 4 top 1 by top2_sum masked = 0.000000e+00 {normalize} : tensor<4x8xf32>, tensor<8xf32> -> tensor<4x3xi32>, tensor<4x3xf32>
+func.func @router_grouped_topk_masked(%l: tensor<4x8xf32>, %b: tensor<8xf32>) -> (tensor<4x3xi32>, tensor<4x3xf32>) {
+  %ids, %w = moe.router sigmoid grouped_topk %l bias(%b) groups 4 top 1 by top2_sum
+      masked = 0.0 {normalize}
+      : tensor<4x8xf32>, tensor<8xf32> -> tensor<4x3xi32>, tensor<4x3xf32>
+  return %ids, %w : tensor<4x3xi32>, tensor<4x3xf32>
+}
+
 // CHECK-LABEL: func.func @router_grouped_topk_max(
 // CHECK-SAME:    %[[L:.*]]: tensor<4x8xbf16>
 // CHECK:         moe.router softmax grouped_topk %[[L]] groups 2 top 1 by max : tensor<4x8xbf16> -> tensor<4x2xi32>, tensor<4x2xbf16>
