@@ -3,6 +3,7 @@
 #ifndef MOE_PASSES_PASSES_H
 #define MOE_PASSES_PASSES_H
 
+#include "dialects/moe/IR/MoEDialect.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"

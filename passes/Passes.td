@@ -48,6 +48,31 @@ def MoEEraseDeadGridsPass : Pass<"moe-erase-dead-grids", "::mlir::ModuleOp"> {
   }];
 }
 
+def MoERaisePass : Pass<"moe-raise"> {
+  let summary = "Recognise exported MoE blocks in onnx programs as moe.layer";
+  let description = [{
+    Importers give a model as onnx dialect ops; an MoE block is spread over
+    dozens of them in one of the forms exporters produce. This pass finds
+    each block by its router and rewrites it into one `moe.layer`, with the
+    experts' weights stacked into `[E, out, in]` constants:
+
+    * the Hugging Face per-expert loop (Softmax, TopK, renormalisation,
+      OneHot, NonZero, Gather, the expert FFN, ScatterElements into zeros,
+      summed over experts);
+
+    A block whose router covers E experts but whose graph holds fewer (a
+    traced export keeps only the experts its sample input reached) is an
+    error, not a smaller model. What the pass cannot recognise stays as it
+    is; `explain` says why, as a remark at each router it looked at.
+  }];
+  let options = [
+    Option<"explain", "explain", "bool", "false",
+           "Report why each router's block was not raised">
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::moe::MoEDialect"];
+}
+
 //===----------------------------------------------------------------------===//
 // Conversions
 //===----------------------------------------------------------------------===//

@@ -1,0 +1,295 @@
+//===- ExpertLoop.cpp - raise the Hugging Face per-expert loop ------------===//
+//
+// The form `torch.onnx.export` and `torch.jit.trace` give Mixtral- and
+// Qwen-style blocks: a router (softmax, top-k, optional renormalisation),
+// an expert mask `one_hot(ids).permute(2, 1, 0)`, and for every expert e
+// `top_x = nonzero(mask[e])`, the expert FFN on `x[top_x]`, a product with
+// the routing weights and an `index_add_` (ScatterElements) into a zero
+// accumulator. The accumulations of all experts are summed.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Raise/ExpertLoop.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "llvm/ADT/SmallPtrSet.h"
+#include "llvm/ADT/SmallSet.h"
+
+namespace mlir::moe::raise {
+
+/// The op among the forward slice of `from` (within `depth` ops) that is an
+/// `OpT`, if exactly one is.
+template <typename OpT>
+static OpT uniqueUserWithin(Value from, unsigned depth) {
+  SmallVector<std::pair<Value, unsigned>> work{{from, 0}};
+  llvm::SmallPtrSet<Operation *, 32> seen;
+  OpT found;
+  while (!work.empty()) {
+    auto [v, d] = work.pop_back_val();
+    for (Operation *user : v.getUsers()) {
+      if (!seen.insert(user).second)
+        continue;
+      if (auto op = dyn_cast<OpT>(user)) {
+        if (found)
+          return {};
+        found = op;
+        continue;
+      }
+      if (d + 1 < depth)
+        for (Value result : user->getResults())
+          work.push_back({result, d + 1});
+    }
+  }
+  return found;
+}
+
+/// `value` with Expand, Cast and Reshape looked through.
+static Value skipShapeOps(Value value) {
+  while (Operation *op = value.getDefiningOp()) {
+    if (!isa<onnx::ExpandOp, onnx::CastOp, onnx::ReshapeOp, onnx::IdentityOp,
+             onnx::UnsqueezeOp, onnx::SqueezeOp>(op))
+      break;
+    value = op->getOperand(0);
+  }
+  return value;
+}
+
+/// The token rows `x [T, H]` the router reads: the left operand of the
+/// logits' MatMul.
+static Value routerInput(Value logits) {
+  auto matmul = definedBy<onnx::MatMulOp>(logits);
+  return matmul ? skipNoOps(matmul.getInputs()[0]) : Value();
+}
+
+/// One expert of the loop: its FFN and accumulation.
+static FailureOr<LoopExpert> matchExpert(onnx::GatherOp select, int64_t index,
+                                         const RouterMatch &router, Value x,
+                                         PatternRewriter &rewriter) {
+  LoopExpert expert;
+  expert.index = index;
+  auto scatter = uniqueUserWithin<onnx::ScatterElementsOp>(
+      select.getOutputs()[0], /*depth=*/16);
+  if (!scatter || !isZeroConstant(scatter.getInputs()[0]))
+    return rewriter.notifyMatchFailure(
+        select, "no index_add of the expert's rows into zeros");
+  auto axis = scatter->getAttrOfType<IntegerAttr>("axis");
+  if (axis && axis.getInt() != 0)
+    return rewriter.notifyMatchFailure(scatter, "not scattered by token");
+  if (!dependsOn(scatter.getInputs()[1], select.getOutputs()[0]))
+    return rewriter.notifyMatchFailure(scatter,
+                                       "scatter rows are not the expert's");
+  auto weighted = dyn_cast_or_null<onnx::MulOp>(
+      skipShapeOps(scatter.getInputs()[2]).getDefiningOp());
+  if (!weighted)
+    return rewriter.notifyMatchFailure(scatter, "update is not weighted");
+  for (int i = 0; i < 2; ++i) {
+    FailureOr<FFNMatch> ffn =
+        matchFFN(weighted.getInputs()[i], rewriter);
+    if (failed(ffn))
+      continue;
+    // The FFN must run on x's rows picked by this expert's mask, and be
+    // scaled by the routing weights.
+    if (!dependsOn(ffn->input, x) ||
+        !dependsOn(ffn->input, select.getOutputs()[0]) ||
+        !dependsOn(weighted.getInputs()[1 - i], router.weights))
+      return rewriter.notifyMatchFailure(weighted,
+                                         "FFN is not fed by this expert");
+    expert.ffn = *ffn;
+    expert.scatter = scatter;
+    return expert;
+  }
+  return rewriter.notifyMatchFailure(weighted, "no expert FFN");
+}
+
+/// Whether `user` only reads the shape of what it is given (an exporter's
+/// Shape of a tensor, possibly through slicing and reshaping).
+static bool readsOnlyShape(Operation *user, unsigned depth = 4) {
+  if (isa<onnx::ShapeOp>(user))
+    return true;
+  if (depth == 0 || !isa<onnx::SliceOp, onnx::ReshapeOp, onnx::CastOp,
+                         onnx::UnsqueezeOp, onnx::SqueezeOp,
+                         onnx::TransposeOp>(user))
+    return false;
+  return llvm::all_of(user->getUsers(), [&](Operation *next) {
+    return readsOnlyShape(next, depth - 1);
+  });
+}
+
+/// The one user of `value` that reads its elements, if there is one.
+static Operation *soleValueUser(Value value) {
+  Operation *found = nullptr;
+  for (Operation *user : value.getUsers()) {
+    if (readsOnlyShape(user))
+      continue;
+    if (found && found != user)
+      return nullptr;
+    found = user;
+  }
+  return found;
+}
+
+/// The sum of the experts' accumulations: the chain of Adds over the
+/// scatters (and zeros) that contains all of them.
+static Value matchAccumulation(ArrayRef<LoopExpert> experts) {
+  llvm::SmallPtrSet<Value, 16> scattered;
+  for (const LoopExpert &e : experts)
+    scattered.insert(e.scatter->getResult(0));
+  // Climb from one scatter through the chain of Adds of scatters that use
+  // it (uses that only read its shape do not count; what the block adds
+  // afterwards, a shared expert say, is not part of the sum).
+  Value sum = experts.front().scatter->getResult(0);
+  while (auto add = dyn_cast_or_null<onnx::AddOp>(soleValueUser(sum))) {
+    Value other = add.getInputs()[add.getInputs()[0] == sum ? 1 : 0];
+    if (!scattered.contains(other) && !isZeroConstant(other))
+      break;
+    sum = add.getOutputs()[0];
+  }
+  // Every leaf of the chain must be a scatter or zero, each scatter once.
+  llvm::SmallPtrSet<Value, 16> found;
+  SmallVector<Value> work{sum};
+  while (!work.empty()) {
+    Value v = work.pop_back_val();
+    if (scattered.contains(v)) {
+      if (!found.insert(v).second)
+        return {};
+      continue;
+    }
+    if (isZeroConstant(v))
+      continue;
+    auto add = v.getDefiningOp<onnx::AddOp>();
+    if (!add)
+      return {};
+    work.append(add.getInputs().begin(), add.getInputs().end());
+  }
+  return found.size() == scattered.size() ? sum : Value();
+}
+
+FailureOr<ExpertMaskMatch> matchExpertMask(onnx::TopKOp topk,
+                                           PatternRewriter &rewriter) {
+  FailureOr<RouterMatch> router = matchSoftmaxTopK(topk, rewriter);
+  if (failed(router))
+    return failure();
+  ExpertMaskMatch match;
+  match.router = *router;
+  // mask = one_hot(ids, E).permute(2, 1, 0); mask[e] picks expert e.
+  auto oneHot = uniqueUserWithin<onnx::OneHotOp>(router->indices, 2);
+  if (!oneHot || constantInt(oneHot.getInputs()[1]) != router->numExperts)
+    return rewriter.notifyMatchFailure(topk, "no one-hot expert mask");
+  for (Operation *user : oneHot.getOutputs()[0].getUsers())
+    if (auto transpose = dyn_cast<onnx::TransposeOp>(user))
+      for (Operation *maskUser : transpose.getOutputs()[0].getUsers())
+        if (auto gather = dyn_cast<onnx::GatherOp>(maskUser)) {
+          // A loop over `expert_hit` (the experts the traced input reached)
+          // picks mask rows by an index computed from the routing.
+          std::optional<int64_t> index = constantInt(gather.getInputs()[1]);
+          if (!index && !dependsOn(gather.getInputs()[1], router->indices))
+            return rewriter.notifyMatchFailure(gather,
+                                               "expert index not constant");
+          match.selects.push_back(gather);
+          match.indices.push_back(index);
+        }
+  if (match.selects.empty())
+    return rewriter.notifyMatchFailure(oneHot, "no per-expert mask rows");
+  return match;
+}
+
+bool ExpertMaskMatch::isComplete() const {
+  if (static_cast<int64_t>(indices.size()) != router.numExperts)
+    return false;
+  llvm::SmallSet<int64_t, 16> seen;
+  for (std::optional<int64_t> index : indices)
+    if (!index || *index < 0 || *index >= router.numExperts ||
+        !seen.insert(*index).second)
+      return false;
+  return true;
+}
+
+FailureOr<ExpertLoopMatch> matchExpertLoop(onnx::TopKOp topk,
+                                           PatternRewriter &rewriter) {
+  FailureOr<ExpertMaskMatch> mask = matchExpertMask(topk, rewriter);
+  if (failed(mask))
+    return failure();
+  if (!mask->isComplete())
+    return rewriter.notifyMatchFailure(
+        topk, "experts are missing (a traced export lost them)");
+  ExpertLoopMatch match;
+  match.router = mask->router;
+  match.x = routerInput(match.router.logits);
+  if (!match.x)
+    return rewriter.notifyMatchFailure(topk, "logits are not x @ W_router");
+  for (auto [select, index] : llvm::zip(mask->selects, mask->indices)) {
+    FailureOr<LoopExpert> expert =
+        matchExpert(select, *index, match.router, match.x, rewriter);
+    if (failed(expert))
+      return failure();
+    match.experts.push_back(*expert);
+  }
+  llvm::sort(match.experts, [](const LoopExpert &a, const LoopExpert &b) {
+    return a.index < b.index;
+  });
+  match.output = matchAccumulation(match.experts);
+  if (!match.output)
+    return rewriter.notifyMatchFailure(topk, "expert sums do not add up");
+  return match;
+}
+
+namespace {
+
+/// Rewrites a complete per-expert loop into one moe.layer.
+struct RaiseExpertLoop : OpRewritePattern<onnx::TopKOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(onnx::TopKOp topk,
+                                PatternRewriter &rewriter) const override {
+    FailureOr<ExpertLoopMatch> match = matchExpertLoop(topk, rewriter);
+    if (failed(match))
+      return failure();
+    const FFNMatch &first = match->experts.front().ffn;
+    for (const LoopExpert &e : match->experts)
+      if (e.ffn.activation != first.activation ||
+          static_cast<bool>(e.ffn.fc3) != static_cast<bool>(first.fc3))
+        return rewriter.notifyMatchFailure(topk, "experts differ in shape");
+
+    Location loc = match->output.getLoc();
+    rewriter.setInsertionPoint(match->output.getDefiningOp());
+    auto stack = [&](auto field, StringRef name) -> FailureOr<Value> {
+      SmallVector<arith::ConstantOp> weights;
+      for (const LoopExpert &e : match->experts)
+        weights.push_back(e.ffn.*field);
+      return stackExpertWeights(weights, name, loc, rewriter);
+    };
+    FailureOr<Value> fc1 = stack(&FFNMatch::fc1, "experts_fc1");
+    FailureOr<Value> fc2 = stack(&FFNMatch::fc2, "experts_fc2");
+    FailureOr<Value> fc3 =
+        first.fc3 ? stack(&FFNMatch::fc3, "experts_fc3") : FailureOr<Value>();
+    if (failed(fc1) || failed(fc2) || (first.fc3 && failed(fc3)))
+      return rewriter.notifyMatchFailure(topk, "weights could not be stacked");
+
+    const RouterMatch &router = match->router;
+    LayerSpec spec;
+    spec.input = match->x;
+    spec.logits = skipNoOps(router.logits);
+    spec.fc1 = *fc1;
+    spec.fc3 = first.fc3 ? *fc3 : Value();
+    spec.fc2 = *fc2;
+    spec.k = router.k;
+    spec.activation = activationOf(first, rewriter.getContext());
+    spec.scoring = router.scoring;
+    spec.normalize = router.normalize;
+    spec.scalingFactor = router.scalingFactor;
+    LayerOp layer =
+        createLayer(rewriter, loc, match->x.getType(), spec);
+    Value result = layer.getOutput();
+    if (result.getType() != match->output.getType())
+      return rewriter.notifyMatchFailure(topk, "block output type differs");
+    rewriter.replaceAllUsesWith(match->output, result);
+    return success();
+  }
+};
+
+} // namespace
+
+void populateExpertLoopPatterns(RewritePatternSet &patterns) {
+  patterns.add<RaiseExpertLoop>(patterns.getContext());
+}
+
+} // namespace mlir::moe::raise

@@ -1,0 +1,361 @@
+//===- Matchers.cpp - recognising MoE pieces in onnx programs -------------===//
+
+#include "passes/Raise/Matchers.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/TypeUtilities.h"
+#include "llvm/ADT/SmallPtrSet.h"
+
+#include <cstring>
+
+namespace mlir::moe::raise {
+
+Value skipNoOps(Value value) {
+  while (Operation *op = value.getDefiningOp()) {
+    bool noOp =
+        isa<onnx::IdentityOp>(op) ||
+        (isa<onnx::CastOp>(op) &&
+         getElementTypeOrSelf(op->getOperand(0).getType()) ==
+             getElementTypeOrSelf(op->getResult(0).getType()));
+    if (!noOp)
+      break;
+    value = op->getOperand(0);
+  }
+  return value;
+}
+
+arith::ConstantOp constantOp(Value value) {
+  auto constant = skipNoOps(value).getDefiningOp<arith::ConstantOp>();
+  if (!constant || !isa<RankedTensorType>(constant.getType()))
+    return {};
+  return constant;
+}
+
+/// The elements of a constant as dense elements; dense_resource blobs are
+/// read through their typed views.
+static std::optional<DenseElementsAttr> denseOf(Value value) {
+  arith::ConstantOp constant = constantOp(value);
+  if (!constant)
+    return std::nullopt;
+  if (auto dense = dyn_cast<DenseElementsAttr>(constant.getValue()))
+    return dense;
+  return std::nullopt;
+}
+
+std::optional<SmallVector<int64_t>> constantInts(Value value) {
+  std::optional<DenseElementsAttr> dense = denseOf(value);
+  if (!dense || !dense->getElementType().isInteger())
+    return std::nullopt;
+  SmallVector<int64_t> ints;
+  for (const APInt &v : dense->getValues<APInt>())
+    ints.push_back(v.getSExtValue());
+  return ints;
+}
+
+std::optional<int64_t> constantInt(Value value) {
+  std::optional<SmallVector<int64_t>> ints = constantInts(value);
+  if (!ints || ints->size() != 1)
+    return std::nullopt;
+  return ints->front();
+}
+
+std::optional<double> constantFloat(Value value) {
+  std::optional<DenseElementsAttr> dense = denseOf(value);
+  if (!dense || !isa<FloatType>(dense->getElementType()) ||
+      dense->getNumElements() != 1)
+    return std::nullopt;
+  return (*dense->getValues<APFloat>().begin()).convertToDouble();
+}
+
+bool isZeroConstant(Value value) {
+  std::optional<DenseElementsAttr> dense = denseOf(value);
+  if (!dense)
+    return false;
+  if (isa<FloatType>(dense->getElementType()))
+    return llvm::all_of(dense->getValues<APFloat>(),
+                        [](const APFloat &v) { return v.isZero(); });
+  return llvm::all_of(dense->getValues<APInt>(),
+                      [](const APInt &v) { return v.isZero(); });
+}
+
+bool dependsOn(Value value, Value root, unsigned depth) {
+  SmallVector<std::pair<Value, unsigned>> work{{value, 0}};
+  llvm::SmallPtrSet<Operation *, 32> seen;
+  while (!work.empty()) {
+    auto [v, d] = work.pop_back_val();
+    if (v == root)
+      return true;
+    Operation *op = v.getDefiningOp();
+    if (!op || d >= depth || !seen.insert(op).second)
+      continue;
+    for (Value operand : op->getOperands())
+      work.push_back({operand, d + 1});
+  }
+  return false;
+}
+
+//===----------------------------------------------------------------------===//
+// Router
+//===----------------------------------------------------------------------===//
+
+/// The single user of `value` of type `OpT`, looking through no-op casts.
+template <typename OpT>
+static OpT soleUser(Value value) {
+  OpT found;
+  for (Operation *user : value.getUsers()) {
+    if (isa<onnx::CastOp, onnx::IdentityOp>(user) &&
+        skipNoOps(user->getResult(0)) == value)
+      if (OpT inner = soleUser<OpT>(user->getResult(0))) {
+        if (found && found != inner)
+          return {};
+        found = inner;
+        continue;
+      }
+    if (auto op = dyn_cast<OpT>(user)) {
+      if (found && found != op)
+        return {};
+      found = op;
+    }
+  }
+  return found;
+}
+
+/// Whether `reduce` sums its input over the last axis, keeping it.
+static bool sumsLastAxisKeepingDims(onnx::ReduceSumOp reduce) {
+  auto keep = reduce->getAttrOfType<IntegerAttr>("keepdims");
+  if (keep && keep.getInt() != 1)
+    return false;
+  if (reduce.getInputs().size() < 2)
+    return false;
+  std::optional<SmallVector<int64_t>> axes =
+      constantInts(reduce.getInputs()[1]);
+  int64_t rank =
+      cast<RankedTensorType>(reduce.getInputs()[0].getType()).getRank();
+  return axes && axes->size() == 1 &&
+         ((*axes)[0] == -1 || (*axes)[0] == rank - 1);
+}
+
+FailureOr<RouterMatch> matchSoftmaxTopK(onnx::TopKOp topk,
+                                        PatternRewriter &rewriter) {
+  RouterMatch match;
+  match.topk = topk;
+  auto largest = topk->getAttrOfType<IntegerAttr>("largest");
+  auto axis = topk->getAttrOfType<IntegerAttr>("axis");
+  if ((largest && largest.getInt() != 1) || (axis && axis.getInt() != -1 &&
+                                             axis.getInt() != 1))
+    return rewriter.notifyMatchFailure(topk, "not a top-k over the experts");
+  auto softmax = definedBy<onnx::SoftmaxOp>(topk.getInputs()[0]);
+  if (!softmax)
+    return rewriter.notifyMatchFailure(topk, "scores are not a softmax");
+  auto logitsType =
+      dyn_cast<RankedTensorType>(softmax.getInputs()[0].getType());
+  if (!logitsType || logitsType.getRank() != 2 ||
+      !logitsType.hasStaticShape())
+    return rewriter.notifyMatchFailure(topk, "logits are not a static [T, E]");
+  auto softmaxAxis = softmax->getAttrOfType<IntegerAttr>("axis");
+  if (softmaxAxis && softmaxAxis.getInt() != -1 && softmaxAxis.getInt() != 1)
+    return rewriter.notifyMatchFailure(topk, "softmax is not over experts");
+  std::optional<int64_t> k = constantInt(topk.getInputs()[1]);
+  if (!k)
+    return rewriter.notifyMatchFailure(topk, "k is not a constant");
+  match.logits = softmax.getInputs()[0];
+  match.scoring = ScoringFunction::Softmax;
+  match.k = *k;
+  match.numExperts = logitsType.getDimSize(1);
+  match.indices = topk.getOutputs()[1];
+  match.weights = topk.getOutputs()[0];
+
+  // Renormalisation: values / ReduceSum(values, -1, keepdims).
+  Value values = topk.getOutputs()[0];
+  if (auto div = soleUser<onnx::DivOp>(values)) {
+    auto sum = definedBy<onnx::ReduceSumOp>(div.getInputs()[1]);
+    if (skipNoOps(div.getInputs()[0]) == values && sum &&
+        skipNoOps(sum.getInputs()[0]) == values &&
+        sumsLastAxisKeepingDims(sum)) {
+      match.normalize = true;
+      match.weights = div.getOutputs()[0];
+    }
+  }
+  return match;
+}
+
+//===----------------------------------------------------------------------===//
+// Expert FFNs
+//===----------------------------------------------------------------------===//
+
+/// `x @ W` with W a constant `[in, out]` matrix.
+static std::optional<std::pair<Value, arith::ConstantOp>>
+matchLinear(Value value) {
+  auto matmul = definedBy<onnx::MatMulOp>(value);
+  if (!matmul)
+    return std::nullopt;
+  arith::ConstantOp weight = constantOp(matmul.getInputs()[1]);
+  if (!weight || cast<RankedTensorType>(weight.getType()).getRank() != 2)
+    return std::nullopt;
+  return std::make_pair(matmul.getInputs()[0], weight);
+}
+
+/// `z * sigmoid(z)`: the z.
+static Value matchSilu(Value value) {
+  auto mul = definedBy<onnx::MulOp>(value);
+  if (!mul)
+    return {};
+  for (int i = 0; i < 2; ++i) {
+    Value z = mul.getInputs()[i];
+    auto sigmoid = definedBy<onnx::SigmoidOp>(mul.getInputs()[1 - i]);
+    if (sigmoid && skipNoOps(sigmoid.getInputs()[0]) == skipNoOps(z))
+      return z;
+  }
+  return {};
+}
+
+/// An activation applied to `x @ W1`: the kind and the linear's result.
+static std::optional<std::pair<ActivationKind, Value>>
+matchActivation(Value value) {
+  if (Value z = matchSilu(value))
+    return std::make_pair(ActivationKind::Silu, z);
+  if (auto relu = definedBy<onnx::ReluOp>(value))
+    return std::make_pair(ActivationKind::Relu, relu.getInputs()[0]);
+  return std::nullopt;
+}
+
+FailureOr<FFNMatch> matchFFN(Value output, PatternRewriter &rewriter) {
+  FFNMatch ffn;
+  ffn.output = output;
+  std::optional<std::pair<Value, arith::ConstantOp>> down =
+      matchLinear(output);
+  if (!down)
+    return failure();
+  ffn.fc2 = down->second;
+  Value hidden = down->first;
+
+  auto matchUp = [&](Value activated) -> bool {
+    std::optional<std::pair<ActivationKind, Value>> act =
+        matchActivation(activated);
+    if (!act)
+      return false;
+    std::optional<std::pair<Value, arith::ConstantOp>> up =
+        matchLinear(act->second);
+    if (!up)
+      return false;
+    ffn.activation = act->first;
+    ffn.input = up->first;
+    ffn.fc1 = up->second;
+    return true;
+  };
+
+  // Gated: act(x W1) * (x W3).
+  if (auto mul = definedBy<onnx::MulOp>(hidden)) {
+    for (int i = 0; i < 2; ++i) {
+      std::optional<std::pair<Value, arith::ConstantOp>> gate =
+          matchLinear(mul.getInputs()[1 - i]);
+      if (gate && matchUp(mul.getInputs()[i]) &&
+          skipNoOps(gate->first) == skipNoOps(ffn.input)) {
+        ffn.fc3 = gate->second;
+        return ffn;
+      }
+    }
+  }
+  if (matchUp(hidden))
+    return ffn;
+  return failure();
+}
+
+LayerOp createLayer(PatternRewriter &rewriter, Location loc, Type type,
+                    const LayerSpec &spec) {
+  MLIRContext *ctx = rewriter.getContext();
+  auto optionalInt = [&](std::optional<int64_t> v) {
+    return v ? rewriter.getI64IntegerAttr(*v) : IntegerAttr();
+  };
+  return LayerOp::create(
+      rewriter, loc, type, spec.input, spec.logits, spec.fc1,
+      /*fc1_bias=*/Value(), spec.fc3, /*fc3_bias=*/Value(), spec.fc2,
+      /*fc2_bias=*/Value(), spec.selectionBias, spec.sharedFc1,
+      spec.sharedFc3, spec.sharedFc2, spec.sharedGate,
+      rewriter.getI64IntegerAttr(spec.k), spec.activation,
+      optionalInt(spec.capacity),
+      spec.dropPolicy ? DropPolicyAttr::get(ctx, *spec.dropPolicy)
+                      : DropPolicyAttr(),
+      ScoringFunctionAttr::get(ctx, spec.scoring),
+      SelectionMethodAttr::get(ctx, spec.selection),
+      spec.normalize ? rewriter.getUnitAttr() : UnitAttr(),
+      rewriter.getF64FloatAttr(spec.scalingFactor),
+      optionalInt(spec.numGroups), optionalInt(spec.groupTopk),
+      spec.groupScore ? GroupScoreAttr::get(ctx, *spec.groupScore)
+                      : GroupScoreAttr(),
+      spec.maskedScore ? rewriter.getF64FloatAttr(*spec.maskedScore)
+                       : FloatAttr(),
+      rewriter.getF64FloatAttr(1.0e-4), rewriter.getI64IntegerAttr(10000),
+      rewriter.getF64FloatAttr(0.01));
+}
+
+ActivationAttr activationOf(const FFNMatch &ffn, MLIRContext *context) {
+  if (ffn.fc3 && ffn.activation == ActivationKind::Silu)
+    return ActivationAttr::get(context, ActivationKind::SwiGLU);
+  return ActivationAttr::get(context, ffn.activation);
+}
+
+//===----------------------------------------------------------------------===//
+// Weight stacking
+//===----------------------------------------------------------------------===//
+
+/// The bytes of a constant tensor, splats expanded into `storage`.
+static std::optional<ArrayRef<char>> constantBytes(arith::ConstantOp constant,
+                                                   std::vector<char> &storage) {
+  auto type = cast<RankedTensorType>(constant.getType());
+  if (auto resource = dyn_cast<DenseResourceElementsAttr>(constant.getValue()))
+    return resource.getData();
+  auto dense = dyn_cast<DenseIntOrFPElementsAttr>(constant.getValue());
+  if (!dense)
+    return std::nullopt;
+  ArrayRef<char> raw = dense.getRawData();
+  if (!dense.isSplat())
+    return raw;
+  size_t elementBytes = raw.size();
+  storage.resize(elementBytes * type.getNumElements());
+  for (size_t i = 0; i < storage.size(); i += elementBytes)
+    std::memcpy(storage.data() + i, raw.data(), elementBytes);
+  return ArrayRef<char>(storage);
+}
+
+FailureOr<Value> stackExpertWeights(ArrayRef<arith::ConstantOp> perExpert,
+                                    StringRef name, Location loc,
+                                    PatternRewriter &rewriter) {
+  auto type = cast<RankedTensorType>(perExpert.front()->getResult(0).getType());
+  Type elementType = type.getElementType();
+  if (elementType.getIntOrFloatBitWidth() % 8 != 0)
+    return failure();
+  size_t elementBytes = elementType.getIntOrFloatBitWidth() / 8;
+  int64_t in = type.getDimSize(0), out = type.getDimSize(1);
+  int64_t numExperts = perExpert.size();
+  size_t expertBytes = in * out * elementBytes;
+
+  AsmResourceBlob blob = HeapAsmResourceBlob::allocate(
+      expertBytes * numExperts, alignof(std::max_align_t),
+      /*dataIsMutable=*/true);
+  MutableArrayRef<char> data = blob.getMutableData();
+  for (auto [e, constant] : llvm::enumerate(perExpert)) {
+    if (constant->getResult(0).getType() != type)
+      return failure();
+    std::vector<char> storage;
+    std::optional<ArrayRef<char>> bytes = constantBytes(constant, storage);
+    if (!bytes || bytes->size() != expertBytes)
+      return failure();
+    // [in, out] -> [out, in].
+    char *dst = data.data() + e * expertBytes;
+    for (int64_t i = 0; i < in; ++i)
+      for (int64_t o = 0; o < out; ++o)
+        std::memcpy(dst + (o * in + i) * elementBytes,
+                    bytes->data() + (i * out + o) * elementBytes,
+                    elementBytes);
+  }
+  auto stackedType =
+      RankedTensorType::get({numExperts, out, in}, elementType);
+  auto attr = DenseResourceElementsAttr::get(stackedType, name,
+                                             std::move(blob));
+  return arith::ConstantOp::create(rewriter, loc, stackedType, attr)
+      .getResult();
+}
+
+} // namespace mlir::moe::raise

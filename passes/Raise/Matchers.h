@@ -1,0 +1,115 @@
+//===- Matchers.h - recognising MoE pieces in onnx programs -----*- C++ -*-===//
+//
+// Internal to passes/Raise: the matchers that the raising patterns share. An
+// MoE block as an exporter writes it has three parts that every form shares
+// (a router, per-expert FFNs with constant weights, and the tensor that the
+// block's tokens came from); the patterns differ in how tokens reach the
+// experts and how results are summed.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOE_PASSES_RAISE_MATCHERS_H
+#define MOE_PASSES_RAISE_MATCHERS_H
+
+#include "dialects/moe/IR/MoEOps.h"
+#include "dialects/onnx/IR/ONNXDialect.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/IR/PatternMatch.h"
+
+#include <optional>
+
+namespace mlir::moe::raise {
+
+/// `value` with value-preserving ops looked through: onnx.Identity and
+/// onnx.Cast to the element type it already has.
+Value skipNoOps(Value value);
+
+/// The op defining `value` (after skipNoOps) if it is an `OpT`.
+template <typename OpT>
+OpT definedBy(Value value) {
+  return skipNoOps(value).getDefiningOp<OpT>();
+}
+
+/// The integer contents of a constant tensor (splats expanded).
+std::optional<SmallVector<int64_t>> constantInts(Value value);
+/// The single integer of a constant with one element.
+std::optional<int64_t> constantInt(Value value);
+/// The single float of a constant with one element.
+std::optional<double> constantFloat(Value value);
+/// Whether `value` is a constant whose elements are all zero.
+bool isZeroConstant(Value value);
+/// The constant op defining `value`, if it is a constant tensor.
+arith::ConstantOp constantOp(Value value);
+
+/// Whether `value` is computed from `root` (through any ops, `depth` ops
+/// deep at most).
+bool dependsOn(Value value, Value root, unsigned depth = 24);
+
+/// The router of a token-choice block: scores from logits, a top-k, and the
+/// combine weights made from the chosen scores.
+struct RouterMatch {
+  onnx::TopKOp topk;
+  Value logits;          // [T, E]
+  ScoringFunction scoring;
+  int64_t k;
+  int64_t numExperts;
+  bool normalize = false;
+  double scalingFactor = 1.0;
+  Value indices;         // [T, k] expert ids (i64)
+  Value weights;         // [T, k] the final combine weights
+};
+
+/// Matches `topk` as Softmax(l) -> TopK -> [Div by ReduceSum] -> weights.
+FailureOr<RouterMatch> matchSoftmaxTopK(onnx::TopKOp topk,
+                                        PatternRewriter &rewriter);
+
+/// One expert FFN as an exporter writes it with MatMuls on constant weights
+/// in the `[in, out]` layout of `x @ W` (nn.Linear exports its weight
+/// transposed).
+struct FFNMatch {
+  Value input;                 // the rows the FFN runs on
+  Value output;                // its result
+  arith::ConstantOp fc1, fc3, fc2;  // fc3 only for a gated FFN
+  ActivationKind activation;
+};
+
+/// Matches the FFN that produces `output`: `act(x W1) [* (x W3)] W2`, with
+/// act silu (Mul(z, Sigmoid(z))), relu or identity.
+FailureOr<FFNMatch> matchFFN(Value output, PatternRewriter &rewriter);
+
+/// The experts' weights for moe.layer: the per-expert `[in, out]` constants
+/// transposed to `[out, in]` and stacked into one `[E, out, in]` constant.
+FailureOr<Value> stackExpertWeights(ArrayRef<arith::ConstantOp> perExpert,
+                                    StringRef name, Location loc,
+                                    PatternRewriter &rewriter);
+
+/// What a raised block becomes: moe.layer's operands and routing.
+struct LayerSpec {
+  Value input, logits;
+  Value fc1, fc3, fc2;
+  Value sharedFc1, sharedFc3, sharedFc2, sharedGate;
+  Value selectionBias;
+  int64_t k;
+  ActivationAttr activation;
+  ScoringFunction scoring = ScoringFunction::Softmax;
+  SelectionMethod selection = SelectionMethod::TopK;
+  bool normalize = false;
+  double scalingFactor = 1.0;
+  std::optional<int64_t> capacity;
+  std::optional<DropPolicy> dropPolicy;
+  std::optional<int64_t> numGroups, groupTopk;
+  std::optional<GroupScore> groupScore;
+  std::optional<double> maskedScore;
+};
+
+/// Creates the moe.layer of `spec` with result type `type`.
+LayerOp createLayer(PatternRewriter &rewriter, Location loc, Type type,
+                    const LayerSpec &spec);
+
+/// The activation attribute of a matched FFN: a gated silu is a SwiGLU with
+/// separate halves.
+ActivationAttr activationOf(const FFNMatch &ffn, MLIRContext *context);
+
+} // namespace mlir::moe::raise
+
+#endif // MOE_PASSES_RAISE_MATCHERS_H

@@ -1,0 +1,81 @@
+//===- Raise.cpp - the moe-raise pass -------------------------------------===//
+
+#include "passes/Passes.h"
+#include "passes/Raise/ExpertLoop.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringSet.h"
+
+namespace mlir::moe {
+#define GEN_PASS_DEF_MOERAISEPASS
+#include "passes/Passes.h.inc"
+
+namespace {
+
+/// Reports the loop-form blocks that kept only some of their experts; true
+/// when there was one.
+static bool reportIncompleteBlocks(Operation *root) {
+  bool found = false;
+  PatternRewriter rewriter(root->getContext());
+  root->walk([&](onnx::TopKOp topk) {
+    FailureOr<raise::ExpertMaskMatch> match =
+        raise::matchExpertMask(topk, rewriter);
+    if (failed(match) || match->isComplete())
+      return;
+    found = true;
+    InFlightDiagnostic diag = topk.emitError()
+                              << "the MoE block routes to "
+                              << match->router.numExperts
+                              << " experts but the graph holds "
+                              << match->selects.size() << " expert FFNs";
+    if (llvm::all_of(match->indices,
+                     [](std::optional<int64_t> index) { return index; })) {
+      diag << " (";
+      llvm::interleaveComma(match->indices, diag,
+                            [&](std::optional<int64_t> index) {
+                              diag << *index;
+                            });
+      diag << ")";
+    }
+    diag << ": a traced export keeps only the experts its sample input "
+            "reached; export with a loop over every expert";
+  });
+  return found;
+}
+
+/// Turns the patterns' match-failure reasons into remarks (once per place
+/// and reason: the driver retries patterns).
+struct ExplainListener : public RewriterBase::Listener {
+  void notifyMatchFailure(
+      Location loc, function_ref<void(Diagnostic &)> reasonCallback) override {
+    Diagnostic reason(loc, DiagnosticSeverity::Remark);
+    reasonCallback(reason);
+    std::string key;
+    llvm::raw_string_ostream os(key);
+    os << loc << reason.str();
+    if (seen.insert(key).second)
+      emitRemark(loc) << "not raised: " << reason.str();
+  }
+  llvm::StringSet<> seen;
+};
+
+struct MoERaisePass : public impl::MoERaisePassBase<MoERaisePass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    raise::populateExpertLoopPatterns(patterns);
+    ExplainListener listener;
+    GreedyRewriteConfig config;
+    if (explain)
+      config.setListener(&listener);
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns),
+                                     config)))
+      return signalPassFailure();
+    if (reportIncompleteBlocks(getOperation()))
+      return signalPassFailure();
+  }
+};
+
+} // namespace
+} // namespace mlir::moe
