@@ -319,9 +319,12 @@ static std::optional<ArrayRef<char>> constantBytes(arith::ConstantOp constant,
   return ArrayRef<char>(storage);
 }
 
-FailureOr<Value> stackExpertWeights(ArrayRef<arith::ConstantOp> perExpert,
+/// `[in, out]` constants transposed and stacked: `[E, out, in]`, or
+/// `[out, in]` for a single one without `keepStackDim`.
+static FailureOr<Value> packWeights(ArrayRef<arith::ConstantOp> perExpert,
                                     StringRef name, Location loc,
-                                    PatternRewriter &rewriter) {
+                                    PatternRewriter &rewriter,
+                                    bool keepStackDim) {
   auto type = cast<RankedTensorType>(perExpert.front()->getResult(0).getType());
   Type elementType = type.getElementType();
   if (elementType.getIntOrFloatBitWidth() % 8 != 0)
@@ -351,11 +354,23 @@ FailureOr<Value> stackExpertWeights(ArrayRef<arith::ConstantOp> perExpert,
                     elementBytes);
   }
   auto stackedType =
-      RankedTensorType::get({numExperts, out, in}, elementType);
+      keepStackDim ? RankedTensorType::get({numExperts, out, in}, elementType)
+                   : RankedTensorType::get({out, in}, elementType);
   auto attr = DenseResourceElementsAttr::get(stackedType, name,
                                              std::move(blob));
   return arith::ConstantOp::create(rewriter, loc, stackedType, attr)
       .getResult();
+}
+
+FailureOr<Value> stackExpertWeights(ArrayRef<arith::ConstantOp> perExpert,
+                                    StringRef name, Location loc,
+                                    PatternRewriter &rewriter) {
+  return packWeights(perExpert, name, loc, rewriter, /*keepStackDim=*/true);
+}
+
+FailureOr<Value> transposeWeight(arith::ConstantOp weight, StringRef name,
+                                 Location loc, PatternRewriter &rewriter) {
+  return packWeights(weight, name, loc, rewriter, /*keepStackDim=*/false);
 }
 
 } // namespace mlir::moe::raise

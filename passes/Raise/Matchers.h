@@ -83,6 +83,10 @@ FailureOr<Value> stackExpertWeights(ArrayRef<arith::ConstantOp> perExpert,
                                     StringRef name, Location loc,
                                     PatternRewriter &rewriter);
 
+/// One `[in, out]` weight constant transposed to `[out, in]`.
+FailureOr<Value> transposeWeight(arith::ConstantOp weight, StringRef name,
+                                 Location loc, PatternRewriter &rewriter);
+
 /// What a raised block becomes: moe.layer's operands and routing.
 struct LayerSpec {
   Value input, logits;

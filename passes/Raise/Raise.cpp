@@ -2,6 +2,7 @@
 
 #include "passes/Passes.h"
 #include "passes/Raise/ExpertLoop.h"
+#include "passes/Raise/SharedExpert.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringSet.h"
@@ -65,6 +66,7 @@ struct MoERaisePass : public impl::MoERaisePassBase<MoERaisePass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     raise::populateExpertLoopPatterns(patterns);
+    raise::populateSharedExpertPatterns(patterns);
     ExplainListener listener;
     GreedyRewriteConfig config;
     if (explain)
