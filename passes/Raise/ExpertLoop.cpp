@@ -100,69 +100,6 @@ static FailureOr<LoopExpert> matchExpert(onnx::GatherOp select, int64_t index,
   return rewriter.notifyMatchFailure(weighted, "no expert FFN");
 }
 
-/// Whether `user` only reads the shape of what it is given (an exporter's
-/// Shape of a tensor, possibly through slicing and reshaping).
-static bool readsOnlyShape(Operation *user, unsigned depth = 4) {
-  if (isa<onnx::ShapeOp>(user))
-    return true;
-  if (depth == 0 || !isa<onnx::SliceOp, onnx::ReshapeOp, onnx::CastOp,
-                         onnx::UnsqueezeOp, onnx::SqueezeOp,
-                         onnx::TransposeOp>(user))
-    return false;
-  return llvm::all_of(user->getUsers(), [&](Operation *next) {
-    return readsOnlyShape(next, depth - 1);
-  });
-}
-
-/// The one user of `value` that reads its elements, if there is one.
-static Operation *soleValueUser(Value value) {
-  Operation *found = nullptr;
-  for (Operation *user : value.getUsers()) {
-    if (readsOnlyShape(user))
-      continue;
-    if (found && found != user)
-      return nullptr;
-    found = user;
-  }
-  return found;
-}
-
-/// The sum of the experts' accumulations: the chain of Adds over the
-/// scatters (and zeros) that contains all of them.
-static Value matchAccumulation(ArrayRef<LoopExpert> experts) {
-  llvm::SmallPtrSet<Value, 16> scattered;
-  for (const LoopExpert &e : experts)
-    scattered.insert(e.scatter->getResult(0));
-  // Climb from one scatter through the chain of Adds of scatters that use
-  // it (uses that only read its shape do not count; what the block adds
-  // afterwards, a shared expert say, is not part of the sum).
-  Value sum = experts.front().scatter->getResult(0);
-  while (auto add = dyn_cast_or_null<onnx::AddOp>(soleValueUser(sum))) {
-    Value other = add.getInputs()[add.getInputs()[0] == sum ? 1 : 0];
-    if (!scattered.contains(other) && !isZeroConstant(other))
-      break;
-    sum = add.getOutputs()[0];
-  }
-  // Every leaf of the chain must be a scatter or zero, each scatter once.
-  llvm::SmallPtrSet<Value, 16> found;
-  SmallVector<Value> work{sum};
-  while (!work.empty()) {
-    Value v = work.pop_back_val();
-    if (scattered.contains(v)) {
-      if (!found.insert(v).second)
-        return {};
-      continue;
-    }
-    if (isZeroConstant(v))
-      continue;
-    auto add = v.getDefiningOp<onnx::AddOp>();
-    if (!add)
-      return {};
-    work.append(add.getInputs().begin(), add.getInputs().end());
-  }
-  return found.size() == scattered.size() ? sum : Value();
-}
-
 FailureOr<ExpertMaskMatch> matchExpertMask(onnx::TopKOp topk,
                                            PatternRewriter &rewriter) {
   FailureOr<RouterMatch> router = matchSoftmaxTopK(topk, rewriter);
@@ -226,7 +163,10 @@ FailureOr<ExpertLoopMatch> matchExpertLoop(onnx::TopKOp topk,
   llvm::sort(match.experts, [](const LoopExpert &a, const LoopExpert &b) {
     return a.index < b.index;
   });
-  match.output = matchAccumulation(match.experts);
+  SmallVector<Value> scattered;
+  for (const LoopExpert &e : match.experts)
+    scattered.push_back(e.scatter->getResult(0));
+  match.output = matchSumOf(scattered);
   if (!match.output)
     return rewriter.notifyMatchFailure(topk, "expert sums do not add up");
   return match;

@@ -7,17 +7,22 @@
 #include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/SmallPtrSet.h"
 
+#include <cmath>
 #include <cstring>
 
 namespace mlir::moe::raise {
 
 Value skipNoOps(Value value) {
   while (Operation *op = value.getDefiningOp()) {
-    bool noOp =
-        isa<onnx::IdentityOp>(op) ||
-        (isa<onnx::CastOp>(op) &&
-         getElementTypeOrSelf(op->getOperand(0).getType()) ==
-             getElementTypeOrSelf(op->getResult(0).getType()));
+    // Identity, a Cast to the same element type, a Reshape to the same
+    // static shape.
+    Type in = op->getNumOperands() ? op->getOperand(0).getType() : Type();
+    Type out = op->getNumResults() ? op->getResult(0).getType() : Type();
+    bool noOp = isa<onnx::IdentityOp>(op) ||
+                (isa<onnx::CastOp>(op) &&
+                 getElementTypeOrSelf(in) == getElementTypeOrSelf(out)) ||
+                (isa<onnx::ReshapeOp>(op) && in == out &&
+                 cast<ShapedType>(in).hasStaticShape());
     if (!noOp)
       break;
     value = op->getOperand(0);
@@ -93,6 +98,65 @@ bool dependsOn(Value value, Value root, unsigned depth) {
       work.push_back({operand, d + 1});
   }
   return false;
+}
+
+/// Whether `user` only reads the shape of what it is given (an exporter's
+/// Shape of a tensor, possibly through slicing and reshaping).
+static bool readsOnlyShape(Operation *user, unsigned depth = 4) {
+  if (isa<onnx::ShapeOp>(user))
+    return true;
+  if (depth == 0 || !isa<onnx::SliceOp, onnx::ReshapeOp, onnx::CastOp,
+                         onnx::UnsqueezeOp, onnx::SqueezeOp,
+                         onnx::TransposeOp>(user))
+    return false;
+  return llvm::all_of(user->getUsers(), [&](Operation *next) {
+    return readsOnlyShape(next, depth - 1);
+  });
+}
+
+/// The one user of `value` that reads its elements, if there is one.
+static Operation *soleValueUser(Value value) {
+  Operation *found = nullptr;
+  for (Operation *user : value.getUsers()) {
+    if (readsOnlyShape(user))
+      continue;
+    if (found && found != user)
+      return nullptr;
+    found = user;
+  }
+  return found;
+}
+
+Value matchSumOf(ArrayRef<Value> terms) {
+  llvm::SmallPtrSet<Value, 16> termSet(terms.begin(), terms.end());
+  // Climb from one term through the chain of Adds of terms that use it
+  // (uses that only read its shape do not count; what the block adds
+  // afterwards, a shared expert say, is not part of the sum).
+  Value sum = terms.front();
+  while (auto add = dyn_cast_or_null<onnx::AddOp>(soleValueUser(sum))) {
+    Value other = add.getInputs()[add.getInputs()[0] == sum ? 1 : 0];
+    if (!termSet.contains(other) && !isZeroConstant(other))
+      break;
+    sum = add.getOutputs()[0];
+  }
+  // Every leaf of the chain must be a term or zero, each term once.
+  llvm::SmallPtrSet<Value, 16> found;
+  SmallVector<Value> work{sum};
+  while (!work.empty()) {
+    Value v = work.pop_back_val();
+    if (termSet.contains(v)) {
+      if (!found.insert(v).second)
+        return {};
+      continue;
+    }
+    if (isZeroConstant(v))
+      continue;
+    auto add = v.getDefiningOp<onnx::AddOp>();
+    if (!add)
+      return {};
+    work.append(add.getInputs().begin(), add.getInputs().end());
+  }
+  return found.size() == termSet.size() ? sum : Value();
 }
 
 //===----------------------------------------------------------------------===//
@@ -178,6 +242,215 @@ FailureOr<RouterMatch> matchSoftmaxTopK(onnx::TopKOp topk,
     }
   }
   return match;
+}
+
+/// Whether `op` works on the last axis of a rank-`rank` tensor.
+static bool onLastAxis(Operation *op, StringRef attr, int64_t rank) {
+  auto axis = op->getAttrOfType<IntegerAttr>(attr);
+  return !axis || axis.getInt() == -1 || axis.getInt() == rank - 1;
+}
+
+/// The constant axes of a reduction (the ONNX 13+ `axes` input).
+static std::optional<SmallVector<int64_t>> reducedAxes(Operation *reduce) {
+  if (reduce->getNumOperands() < 2)
+    return std::nullopt;
+  return constantInts(reduce->getOperand(1));
+}
+
+/// Whether `reduce` reduces exactly the last axis of its rank-`rank` input.
+static bool reducesLastAxis(Operation *reduce, int64_t rank) {
+  std::optional<SmallVector<int64_t>> axes = reducedAxes(reduce);
+  return axes && axes->size() == 1 &&
+         ((*axes)[0] == -1 || (*axes)[0] == rank - 1);
+}
+
+/// `a + constant` (either order): the non-constant operand and the constant.
+static std::optional<std::pair<Value, arith::ConstantOp>>
+matchAddConstant(Value value) {
+  auto add = definedBy<onnx::AddOp>(value);
+  if (!add)
+    return std::nullopt;
+  for (int i = 0; i < 2; ++i)
+    if (arith::ConstantOp c = constantOp(add.getInputs()[1 - i]))
+      return std::make_pair(add.getInputs()[i], c);
+  return std::nullopt;
+}
+
+/// The group-limited selection whose mask decides `cond`: fills `router`'s
+/// group fields from the group TopK and the group scores of `biased`.
+/// `keptWhenTrue` says whether `cond` is true for experts of kept groups.
+static LogicalResult matchGroupMask(Value cond, Value biased,
+                                    RouterMatch &router, bool &keptWhenTrue) {
+  // Walk back to ScatterElements(zeros, groupIds, ones) through shape ops
+  // and Nots.
+  int nots = 0;
+  Value v = cond;
+  onnx::ScatterElementsOp scatter;
+  while (Operation *op = v.getDefiningOp()) {
+    if ((scatter = dyn_cast<onnx::ScatterElementsOp>(op)))
+      break;
+    if (isa<onnx::NotOp>(op))
+      ++nots;
+    else if (!isa<onnx::CastOp, onnx::ReshapeOp, onnx::ExpandOp,
+                  onnx::UnsqueezeOp, onnx::IdentityOp>(op))
+      return failure();
+    v = op->getOperand(0);
+  }
+  if (!scatter || !isZeroConstant(scatter.getInputs()[0]))
+    return failure();
+  keptWhenTrue = nots % 2 == 0;
+  auto groupTopK = scatter.getInputs()[1].getDefiningOp<onnx::TopKOp>();
+  if (!groupTopK || groupTopK.getOutputs()[1] != scatter.getInputs()[1])
+    return failure();
+  std::optional<int64_t> groupK = constantInt(groupTopK.getInputs()[1]);
+  auto groupsType =
+      dyn_cast<RankedTensorType>(groupTopK.getInputs()[0].getType());
+  if (!groupK || !groupsType || groupsType.getRank() != 2)
+    return failure();
+  // Group scores: ReduceSum of the top 2, or ReduceMax, over each group of
+  // Reshape(biased, [T, G, E / G]).
+  Value grouped;
+  Value groupScores = skipNoOps(groupTopK.getInputs()[0]);
+  if (auto sum = groupScores.getDefiningOp<onnx::ReduceSumOp>()) {
+    auto top2 = sum.getInputs()[0].getDefiningOp<onnx::TopKOp>();
+    if (!top2 || top2.getOutputs()[0] != sum.getInputs()[0] ||
+        constantInt(top2.getInputs()[1]) != 2 ||
+        !reducesLastAxis(sum, 3) || !onLastAxis(top2, "axis", 3))
+      return failure();
+    grouped = top2.getInputs()[0];
+    router.groupScore = GroupScore::Top2Sum;
+  } else if (auto max = groupScores.getDefiningOp<onnx::ReduceMaxOp>()) {
+    grouped = max.getInputs()[0];
+    router.groupScore = GroupScore::Max;
+  } else {
+    return failure();
+  }
+  auto reshape = grouped.getDefiningOp<onnx::ReshapeOp>();
+  auto groupedType = dyn_cast<RankedTensorType>(grouped.getType());
+  if (!reshape || skipNoOps(reshape.getInputs()[0]) != skipNoOps(biased) ||
+      !groupedType || groupedType.getRank() != 3 ||
+      !groupedType.hasStaticShape() ||
+      groupedType.getDimSize(1) * groupedType.getDimSize(2) !=
+          router.numExperts)
+    return failure();
+  router.numGroups = groupedType.getDimSize(1);
+  router.groupTopk = *groupK;
+  return success();
+}
+
+FailureOr<RouterMatch> matchSigmoidTopK(onnx::TopKOp topk,
+                                        PatternRewriter &rewriter) {
+  RouterMatch match;
+  match.topk = topk;
+  auto largest = topk->getAttrOfType<IntegerAttr>("largest");
+  if ((largest && largest.getInt() != 1) || !onLastAxis(topk, "axis", 2))
+    return rewriter.notifyMatchFailure(topk, "not a top-k over the experts");
+  std::optional<int64_t> k = constantInt(topk.getInputs()[1]);
+  if (!k)
+    return rewriter.notifyMatchFailure(topk, "k is not a constant");
+  match.k = *k;
+
+  // Selection keys: [Where(mask, c, s + bias)] over s + bias.
+  Value keys = skipNoOps(topk.getInputs()[0]);
+  Value biased = keys;
+  auto where = keys.getDefiningOp<onnx::WhereOp>();
+  if (where) {
+    ValueRange in = where.getInputs();
+    bool constFirst = static_cast<bool>(constantOp(in[1]));
+    biased = skipNoOps(in[constFirst ? 2 : 1]);
+    std::optional<double> masked = constantFloat(in[constFirst ? 1 : 2]);
+    bool keptWhenTrue;
+    if (!masked || failed(matchGroupMask(in[0], biased, match, keptWhenTrue)))
+      return rewriter.notifyMatchFailure(where, "not a group-limited mask");
+    // The masked constant must be what dropped groups get.
+    if (keptWhenTrue == constFirst)
+      return rewriter.notifyMatchFailure(where, "group mask is inverted");
+    match.maskedScore = *masked;
+  }
+  Value scores = biased;
+  if (std::optional<std::pair<Value, arith::ConstantOp>> add =
+          matchAddConstant(biased)) {
+    scores = skipNoOps(add->first);
+    match.bias = add->second;
+  }
+  if (auto sigmoid = scores.getDefiningOp<onnx::SigmoidOp>()) {
+    match.scoring = ScoringFunction::Sigmoid;
+    match.logits = sigmoid.getInputs()[0];
+  } else if (auto softmax = scores.getDefiningOp<onnx::SoftmaxOp>()) {
+    if (!onLastAxis(softmax, "axis", 2))
+      return rewriter.notifyMatchFailure(topk, "softmax is not over experts");
+    match.scoring = ScoringFunction::Softmax;
+    match.logits = softmax.getInputs()[0];
+  } else {
+    return rewriter.notifyMatchFailure(topk, "no sigmoid or softmax scores");
+  }
+  auto logitsType = dyn_cast<RankedTensorType>(match.logits.getType());
+  if (!logitsType || logitsType.getRank() != 2 ||
+      !logitsType.hasStaticShape())
+    return rewriter.notifyMatchFailure(topk, "logits are not a static [T, E]");
+  match.numExperts = logitsType.getDimSize(1);
+  if (match.bias &&
+      cast<RankedTensorType>(match.bias.getType()).getNumElements() !=
+          match.numExperts)
+    return rewriter.notifyMatchFailure(topk, "bias is not one per expert");
+  if (where && !match.numGroups)
+    return rewriter.notifyMatchFailure(topk, "no expert groups");
+  match.indices = topk.getOutputs()[1];
+
+  // Weights: the unbiased scores of the chosen experts, [normalised],
+  // [scaled].
+  auto gathered = soleUser<onnx::GatherElementsOp>(match.indices);
+  if (!gathered || skipNoOps(gathered.getInputs()[0]) != scores ||
+      !onLastAxis(gathered, "axis", 2))
+    return rewriter.notifyMatchFailure(topk, "weights are not the scores");
+  match.weights = gathered.getOutputs()[0];
+  if (auto div = soleUser<onnx::DivOp>(match.weights)) {
+    std::optional<std::pair<Value, arith::ConstantOp>> plusEps =
+        matchAddConstant(div.getInputs()[1]);
+    auto sum = plusEps ? definedBy<onnx::ReduceSumOp>(plusEps->first)
+                       : definedBy<onnx::ReduceSumOp>(div.getInputs()[1]);
+    std::optional<double> eps =
+        plusEps ? constantFloat(plusEps->second) : std::optional<double>(0);
+    if (sum && skipNoOps(sum.getInputs()[0]) == match.weights &&
+        sumsLastAxisKeepingDims(sum) && eps && *eps >= 0 && *eps <= 1e-6) {
+      match.normalize = true;
+      match.weights = div.getOutputs()[0];
+    }
+  }
+  if (auto mul = soleUser<onnx::MulOp>(match.weights))
+    for (int i = 0; i < 2; ++i)
+      if (skipNoOps(mul.getInputs()[i]) == match.weights)
+        if (std::optional<double> scale = constantFloat(mul.getInputs()[1 - i]);
+            scale && *scale > 0) {
+          match.scalingFactor = *scale;
+          match.weights = mul.getOutputs()[0];
+          break;
+        }
+  return match;
+}
+
+FailureOr<RouterMatch> matchRouter(onnx::TopKOp topk,
+                                   PatternRewriter &rewriter) {
+  FailureOr<RouterMatch> router = matchSoftmaxTopK(topk, rewriter);
+  if (succeeded(router))
+    return router;
+  return matchSigmoidTopK(topk, rewriter);
+}
+
+void setRouting(LayerSpec &spec, const RouterMatch &router) {
+  spec.logits = skipNoOps(router.logits);
+  spec.k = router.k;
+  spec.scoring = router.scoring;
+  spec.selection = router.numGroups ? SelectionMethod::GroupedTopK
+                                    : SelectionMethod::TopK;
+  spec.normalize = router.normalize;
+  spec.scalingFactor = router.scalingFactor;
+  spec.numGroups = router.numGroups;
+  spec.groupTopk = router.groupTopk;
+  spec.groupScore = router.groupScore;
+  // -inf is what moe.router does without masked_score.
+  if (router.maskedScore && !std::isinf(*router.maskedScore))
+    spec.maskedScore = router.maskedScore;
 }
 
 //===----------------------------------------------------------------------===//
@@ -359,6 +632,30 @@ static FailureOr<Value> packWeights(ArrayRef<arith::ConstantOp> perExpert,
   auto attr = DenseResourceElementsAttr::get(stackedType, name,
                                              std::move(blob));
   return arith::ConstantOp::create(rewriter, loc, stackedType, attr)
+      .getResult();
+}
+
+FailureOr<Value> reshapeConstant(arith::ConstantOp constant,
+                                 ArrayRef<int64_t> shape, StringRef name,
+                                 Location loc, PatternRewriter &rewriter) {
+  auto type = cast<RankedTensorType>(constant->getResult(0).getType());
+  auto reshaped = RankedTensorType::get(shape, type.getElementType());
+  if (reshaped.getNumElements() != type.getNumElements())
+    return failure();
+  Attribute value;
+  if (auto dense = dyn_cast<DenseElementsAttr>(constant.getValue())) {
+    value = dense.reshape(reshaped);
+  } else {
+    std::vector<char> storage;
+    std::optional<ArrayRef<char>> bytes = constantBytes(constant, storage);
+    if (!bytes)
+      return failure();
+    AsmResourceBlob blob =
+        HeapAsmResourceBlob::allocateAndCopyWithAlign(*bytes, alignof(double));
+    value = DenseResourceElementsAttr::get(reshaped, name, std::move(blob));
+  }
+  return arith::ConstantOp::create(rewriter, loc, reshaped,
+                                   cast<TypedAttr>(value))
       .getResult();
 }
 

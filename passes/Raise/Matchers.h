@@ -45,6 +45,11 @@ arith::ConstantOp constantOp(Value value);
 /// deep at most).
 bool dependsOn(Value value, Value root, unsigned depth = 24);
 
+/// The value that sums exactly `terms` (each once) through a chain of
+/// onnx.Add starting from zeros; null if there is none. Uses that only read
+/// a value's shape are ignored.
+Value matchSumOf(ArrayRef<Value> terms);
+
 /// The router of a token-choice block: scores from logits, a top-k, and the
 /// combine weights made from the chosen scores.
 struct RouterMatch {
@@ -55,6 +60,10 @@ struct RouterMatch {
   int64_t numExperts;
   bool normalize = false;
   double scalingFactor = 1.0;
+  arith::ConstantOp bias;  // the selection bias, if any
+  std::optional<int64_t> numGroups, groupTopk;
+  std::optional<GroupScore> groupScore;
+  std::optional<double> maskedScore;
   Value indices;         // [T, k] expert ids (i64)
   Value weights;         // [T, k] the final combine weights
 };
@@ -62,6 +71,17 @@ struct RouterMatch {
 /// Matches `topk` as Softmax(l) -> TopK -> [Div by ReduceSum] -> weights.
 FailureOr<RouterMatch> matchSoftmaxTopK(onnx::TopKOp topk,
                                         PatternRewriter &rewriter);
+
+/// Matches DeepSeek-V3's router as Hugging Face exports it: sigmoid scores
+/// s, a selection bias, optional group-limited selection (groups scored by
+/// the sum of their top 2 or their max; the others masked with a constant),
+/// TopK, weights = GatherElements(s, ids) [/ (sum + eps)] [* scale].
+FailureOr<RouterMatch> matchSigmoidTopK(onnx::TopKOp topk,
+                                        PatternRewriter &rewriter);
+
+/// Either router form.
+FailureOr<RouterMatch> matchRouter(onnx::TopKOp topk,
+                                   PatternRewriter &rewriter);
 
 /// One expert FFN as an exporter writes it with MatMuls on constant weights
 /// in the `[in, out]` layout of `x @ W` (nn.Linear exports its weight
@@ -82,6 +102,11 @@ FailureOr<FFNMatch> matchFFN(Value output, PatternRewriter &rewriter);
 FailureOr<Value> stackExpertWeights(ArrayRef<arith::ConstantOp> perExpert,
                                     StringRef name, Location loc,
                                     PatternRewriter &rewriter);
+
+/// A constant with the same elements and another shape.
+FailureOr<Value> reshapeConstant(arith::ConstantOp constant,
+                                 ArrayRef<int64_t> shape, StringRef name,
+                                 Location loc, PatternRewriter &rewriter);
 
 /// One `[in, out]` weight constant transposed to `[out, in]`.
 FailureOr<Value> transposeWeight(arith::ConstantOp weight, StringRef name,
@@ -105,6 +130,9 @@ struct LayerSpec {
   std::optional<GroupScore> groupScore;
   std::optional<double> maskedScore;
 };
+
+/// The routing part of `spec` from a matched router.
+void setRouting(LayerSpec &spec, const RouterMatch &router);
 
 /// Creates the moe.layer of `spec` with result type `type`.
 LayerOp createLayer(PatternRewriter &rewriter, Location loc, Type type,

@@ -1,8 +1,11 @@
 //===- Raise.cpp - the moe-raise pass -------------------------------------===//
 
 #include "passes/Passes.h"
+#include "passes/Raise/DenseExperts.h"
 #include "passes/Raise/ExpertLoop.h"
 #include "passes/Raise/SharedExpert.h"
+#include "mlir/IR/Dominance.h"
+#include "mlir/Transforms/CSE.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringSet.h"
@@ -64,7 +67,13 @@ struct MoERaisePass : public impl::MoERaisePassBase<MoERaisePass> {
   using Base::Base;
 
   void runOnOperation() override {
+    // Exporters repeat computations (a Reshape of the input per use); the
+    // matchers compare values, so merge the repeats first.
+    IRRewriter cseRewriter(&getContext());
+    eliminateCommonSubExpressions(cseRewriter, getAnalysis<DominanceInfo>(),
+                                  getOperation());
     RewritePatternSet patterns(&getContext());
+    raise::populateDenseExpertsPatterns(patterns);
     raise::populateExpertLoopPatterns(patterns);
     raise::populateSharedExpertPatterns(patterns);
     ExplainListener listener;

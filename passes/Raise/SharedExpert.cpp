@@ -39,7 +39,7 @@ struct FoldSharedExpert : OpRewritePattern<onnx::AddOp> {
   LogicalResult matchAndRewrite(onnx::AddOp add,
                                 PatternRewriter &rewriter) const override {
     for (int i = 0; i < 2; ++i) {
-      auto layer = add.getInputs()[i].getDefiningOp<LayerOp>();
+      auto layer = definedBy<LayerOp>(add.getInputs()[i]);
       if (!layer || !layer->hasOneUse() || layer.getSharedFc1())
         continue;
       Value x = layer.getInput();
