@@ -89,10 +89,12 @@ static FailureOr<LoopExpert> matchExpert(onnx::GatherOp select, int64_t index,
     // The FFN must run on x's rows picked by this expert's mask, and be
     // scaled by the routing weights.
     if (!dependsOn(ffn->input, x) ||
-        !dependsOn(ffn->input, select.getOutputs()[0]) ||
-        !dependsOn(weighted.getInputs()[1 - i], router.weights))
+        !dependsOn(ffn->input, select.getOutputs()[0]))
       return rewriter.notifyMatchFailure(weighted,
                                          "FFN is not fed by this expert");
+    if (!dependsOn(weighted.getInputs()[1 - i], router.weights))
+      return rewriter.notifyMatchFailure(
+          weighted, "expert output is not scaled by the routing weights");
     expert.ffn = *ffn;
     expert.scatter = scatter;
     return expert;

@@ -31,7 +31,8 @@ static bool reportIncompleteBlocks(Operation *root) {
                               << "the MoE block routes to "
                               << match->router.numExperts
                               << " experts but the graph holds "
-                              << match->selects.size() << " expert FFNs";
+                              << match->selects.size() << " expert FFN"
+                              << (match->selects.size() == 1 ? "" : "s");
     if (llvm::all_of(match->indices,
                      [](std::optional<int64_t> index) { return index; })) {
       diag << " (";
