@@ -59,6 +59,10 @@ def MoERaisePass : Pass<"moe-raise"> {
     * the Hugging Face per-expert loop (Softmax, TopK, renormalisation,
       OneHot, NonZero, Gather, the expert FFN, ScatterElements into zeros,
       summed over experts);
+    * the GShard/Switch einsum form with capacity (Softmax, ArgMax, OneHot,
+      CumSum over tokens against a capacity folded from Shape, dispatch and
+      combine masks `[T, E, C]`, experts as Einsums on stacked weights):
+      top-1 with `capacity` C and the `position` drop policy;
 
     A block whose router covers E experts but whose graph holds fewer (a
     traced export keeps only the experts its sample input reached) is an

@@ -592,46 +592,52 @@ static std::optional<ArrayRef<char>> constantBytes(arith::ConstantOp constant,
   return ArrayRef<char>(storage);
 }
 
-/// `[in, out]` constants transposed and stacked: `[E, out, in]`, or
-/// `[out, in]` for a single one without `keepStackDim`.
-static FailureOr<Value> packWeights(ArrayRef<arith::ConstantOp> perExpert,
+/// `[in, out]` matrices (rank-2 constants, or rank-3 stacks of them)
+/// transposed and stacked: `[n, out, in]` for n matrices, or `[out, in]` for
+/// a single one without `keepStackDim`.
+static FailureOr<Value> packWeights(ArrayRef<arith::ConstantOp> constants,
                                     StringRef name, Location loc,
                                     PatternRewriter &rewriter,
                                     bool keepStackDim) {
-  auto type = cast<RankedTensorType>(perExpert.front()->getResult(0).getType());
+  auto type = cast<RankedTensorType>(constants.front()->getResult(0).getType());
   Type elementType = type.getElementType();
-  if (elementType.getIntOrFloatBitWidth() % 8 != 0)
+  if (elementType.getIntOrFloatBitWidth() % 8 != 0 || type.getRank() < 2)
     return failure();
   size_t elementBytes = elementType.getIntOrFloatBitWidth() / 8;
-  int64_t in = type.getDimSize(0), out = type.getDimSize(1);
-  int64_t numExperts = perExpert.size();
-  size_t expertBytes = in * out * elementBytes;
+  int64_t in = type.getDimSize(type.getRank() - 2);
+  int64_t out = type.getDimSize(type.getRank() - 1);
+  size_t matrixBytes = in * out * elementBytes;
+  int64_t perConstant = type.getNumElements() / (in * out);
+  int64_t numMatrices = perConstant * constants.size();
 
   AsmResourceBlob blob = HeapAsmResourceBlob::allocate(
-      expertBytes * numExperts, alignof(std::max_align_t),
+      matrixBytes * numMatrices, alignof(std::max_align_t),
       /*dataIsMutable=*/true);
   MutableArrayRef<char> data = blob.getMutableData();
-  for (auto [e, constant] : llvm::enumerate(perExpert)) {
+  for (auto [c, constant] : llvm::enumerate(constants)) {
     if (constant->getResult(0).getType() != type)
       return failure();
     std::vector<char> storage;
     std::optional<ArrayRef<char>> bytes = constantBytes(constant, storage);
-    if (!bytes || bytes->size() != expertBytes)
+    if (!bytes || bytes->size() != matrixBytes * perConstant)
       return failure();
-    // [in, out] -> [out, in].
-    char *dst = data.data() + e * expertBytes;
-    for (int64_t i = 0; i < in; ++i)
-      for (int64_t o = 0; o < out; ++o)
-        std::memcpy(dst + (o * in + i) * elementBytes,
-                    bytes->data() + (i * out + o) * elementBytes,
-                    elementBytes);
+    // Each [in, out] -> [out, in].
+    for (int64_t m = 0; m < perConstant; ++m) {
+      char *dst = data.data() + (c * perConstant + m) * matrixBytes;
+      const char *src = bytes->data() + m * matrixBytes;
+      for (int64_t i = 0; i < in; ++i)
+        for (int64_t o = 0; o < out; ++o)
+          std::memcpy(dst + (o * in + i) * elementBytes,
+                      src + (i * out + o) * elementBytes, elementBytes);
+    }
   }
-  auto stackedType =
-      keepStackDim ? RankedTensorType::get({numExperts, out, in}, elementType)
-                   : RankedTensorType::get({out, in}, elementType);
-  auto attr = DenseResourceElementsAttr::get(stackedType, name,
+  auto packedType =
+      keepStackDim
+          ? RankedTensorType::get({numMatrices, out, in}, elementType)
+          : RankedTensorType::get({out, in}, elementType);
+  auto attr = DenseResourceElementsAttr::get(packedType, name,
                                              std::move(blob));
-  return arith::ConstantOp::create(rewriter, loc, stackedType, attr)
+  return arith::ConstantOp::create(rewriter, loc, packedType, attr)
       .getResult();
 }
 
@@ -668,6 +674,12 @@ FailureOr<Value> stackExpertWeights(ArrayRef<arith::ConstantOp> perExpert,
 FailureOr<Value> transposeWeight(arith::ConstantOp weight, StringRef name,
                                  Location loc, PatternRewriter &rewriter) {
   return packWeights(weight, name, loc, rewriter, /*keepStackDim=*/false);
+}
+
+FailureOr<Value> transposeExpertWeights(arith::ConstantOp weights,
+                                        StringRef name, Location loc,
+                                        PatternRewriter &rewriter) {
+  return packWeights(weights, name, loc, rewriter, /*keepStackDim=*/true);
 }
 
 } // namespace mlir::moe::raise

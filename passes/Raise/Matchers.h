@@ -112,6 +112,11 @@ FailureOr<Value> reshapeConstant(arith::ConstantOp constant,
 FailureOr<Value> transposeWeight(arith::ConstantOp weight, StringRef name,
                                  Location loc, PatternRewriter &rewriter);
 
+/// Stacked `[E, in, out]` expert weights transposed to `[E, out, in]`.
+FailureOr<Value> transposeExpertWeights(arith::ConstantOp weights,
+                                        StringRef name, Location loc,
+                                        PatternRewriter &rewriter);
+
 /// What a raised block becomes: moe.layer's operands and routing.
 struct LayerSpec {
   Value input, logits;

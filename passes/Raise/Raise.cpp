@@ -1,6 +1,7 @@
 //===- Raise.cpp - the moe-raise pass -------------------------------------===//
 
 #include "passes/Passes.h"
+#include "passes/Raise/CapacityEinsum.h"
 #include "passes/Raise/DenseExperts.h"
 #include "passes/Raise/ExpertLoop.h"
 #include "passes/Raise/SharedExpert.h"
@@ -76,6 +77,7 @@ struct MoERaisePass : public impl::MoERaisePassBase<MoERaisePass> {
     RewritePatternSet patterns(&getContext());
     raise::populateDenseExpertsPatterns(patterns);
     raise::populateExpertLoopPatterns(patterns);
+    raise::populateCapacityEinsumPatterns(patterns);
     raise::populateSharedExpertPatterns(patterns);
     ExplainListener listener;
     GreedyRewriteConfig config;
