@@ -74,13 +74,20 @@ std::optional<double> constantFloat(Value value) {
 }
 
 bool isZeroConstant(Value value) {
-  std::optional<DenseElementsAttr> dense = denseOf(value);
+  arith::ConstantOp constant = constantOp(value);
+  if (!constant)
+    return false;
+  // Importers keep large constants as resources: compare the bytes (so a
+  // -0.0 does not count, which only makes matching stricter).
+  if (auto resource = dyn_cast<DenseResourceElementsAttr>(constant.getValue()))
+    return llvm::all_of(resource.getData(), [](char c) { return c == 0; });
+  auto dense = dyn_cast<DenseElementsAttr>(constant.getValue());
   if (!dense)
     return false;
-  if (isa<FloatType>(dense->getElementType()))
-    return llvm::all_of(dense->getValues<APFloat>(),
+  if (isa<FloatType>(dense.getElementType()))
+    return llvm::all_of(dense.getValues<APFloat>(),
                         [](const APFloat &v) { return v.isZero(); });
-  return llvm::all_of(dense->getValues<APInt>(),
+  return llvm::all_of(dense.getValues<APInt>(),
                       [](const APInt &v) { return v.isZero(); });
 }
 
