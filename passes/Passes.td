@@ -103,4 +103,37 @@ def ConvertMoEToLinalgPass : Pass<"convert-moe-to-linalg"> {
   ];
 }
 
+def ConvertONNXToLinalgPass : Pass<"convert-onnx-to-linalg"> {
+  let summary = "Lower the onnx ops left after raising to linalg, tensor, "
+                "arith, math and scf";
+  let description = [{
+    Whole imported models compile once `moe-raise` has turned their MoE
+    blocks into `moe.layer`: this pass lowers what remains (attention,
+    norms, routers' matmuls, reshapes, ...) with ONNX semantics.
+
+    First it makes shapes static. Exported graphs compute shapes and
+    capacities at run time (`Expand(x, Where(Equal(Shape(y), -1), ...))`,
+    `OneHot(ids, Ceil(Cast(Size(x)) / E))`); where such a computation's
+    operands are constants it is folded to an `arith.constant`, and result
+    types that ONNX left dynamic are inferred from operand shapes and
+    constant operands (onnx users see the refined type, others a
+    `tensor.cast` back). An op whose shape stays dynamic is an error that
+    names it and why, e.g. `onnx.NonZero has a data-dependent shape`.
+
+    Then every op becomes linalg: elementwise ops (NumPy broadcasting) and
+    reductions are `linalg.generic`s, MatMul/Gemm/Einsum contractions,
+    reshapes `tensor.collapse_shape`/`expand_shape`, Concat/Split/Slice
+    slice ops, gathers `tensor.extract` in a generic, scatters `scf.for`
+    nests of `tensor.insert`. TopK ranks each element within its row, so
+    ties go to the lower index, as do ArgMax's.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::linalg::LinalgDialect",
+    "::mlir::math::MathDialect",
+    "::mlir::scf::SCFDialect",
+    "::mlir::tensor::TensorDialect",
+  ];
+}
+
 #endif // MOE_PASSES_PASSES_TD

@@ -21,6 +21,8 @@ void moe::buildLowerToLLVMPipeline(OpPassManager &pm,
   if (options.decompose)
     pm.addPass(moe::createMoEDecomposePass());
   pm.addPass(moe::createConvertMoEToLinalgPass());
+  // Imported models: the onnx ops around their raised MoE blocks.
+  pm.addPass(moe::createConvertONNXToLinalgPass());
   // One-process exchanges are copies now; their grids are dead.
   pm.addPass(moe::createMoEEraseDeadGridsPass());
   // Elementwise arith/math on tensors (the shared-expert sum, user code)

@@ -19,6 +19,10 @@ so that
     tie: exact ties come only from equal inputs, and go to the lower index.
 So float32 noise in the lowering cannot flip a printed digit.
 
+The onnx_*.mlir tests of convert-onnx-to-linalg follow the same rules; they
+are built in onnx_tests.py (NumPy's own implementations of the ONNX ops are
+their reference).
+
 Usage:
   /usr/bin/python3 gen_tests.py           # (re)write every test file
   /usr/bin/python3 gen_tests.py --check   # exit 1 if a file would change
@@ -41,6 +45,7 @@ from moe_reference import (Act, NearTie, aux_loss, combine,  # noqa: E402
                            router_expert_choice, router_rows,
                            router_sinkhorn, shared_expert, sigmoid, softmax,
                            z_loss)
+from onnx_tests import onnx_tests  # noqa: E402
 
 
 class Reject(Exception):
@@ -1082,6 +1087,15 @@ choice of some tokens."""),
     ]
 
 
+# ===----------------------------------------------------------------------===
+# onnx ops (convert-onnx-to-linalg)
+# ===----------------------------------------------------------------------===
+
+def all_onnx_tests():
+    """The onnx_*.mlir tests (onnx_tests.py)."""
+    return onnx_tests()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--check", action="store_true",
@@ -1089,7 +1103,7 @@ def main():
     ap.add_argument("--out", default=HERE, help="output directory")
     args = ap.parse_args()
     changed = []
-    for t in all_tests():
+    for t in all_tests() + all_onnx_tests():
         text = t.render()
         path = os.path.join(args.out, t.name)
         old = None

@@ -1,16 +1,347 @@
 //===- OnnxImporter.cpp - ONNX models to the onnx dialect -----------------===//
+//
+// The import runs in stages, each stopping at its first error:
+//   1. parse the protobuf (importOnnx only);
+//   2. check the opsets, every node against the onnx dialect and ONNX's
+//      schemas, and that values are defined before use -- before shape
+//      inference, so that an unsupported operator is reported as such, and
+//      because ONNX's inference functions trust the graph to be well formed;
+//   3. apply --input-shape, then run ONNX's strict shape inference with data
+//      propagation, which gives every value a type;
+//   4. build @main_graph (GraphImporter).
+// The ONNX library reports errors by throwing (LLVM is built without
+// exceptions): the throwing calls are wrapped here and their messages
+// become diagnostics naming the node.
+//
+//===----------------------------------------------------------------------===//
 
-#include "moe/Import/Import.h"
-#include "mlir/IR/Diagnostics.h"
-#include "mlir/IR/Location.h"
-#include "mlir/IR/MLIRContext.h"
+#include "OnnxImporter.h"
+#include "GraphImporter.h"
+#include "dialects/moe/IR/MoEDialect.h"
+#include "dialects/onnx/IR/ONNXDialect.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/Path.h"
+
+#include <onnx/defs/schema.h>
+#include <onnx/shape_inference/implementation.h>
+
+#include <climits>
+#include <map>
 
 using namespace mlir;
+using namespace mlir::moe;
+using namespace mlir::moe::onnx_import;
+using ::onnx::AttributeProto;
+using ::onnx::GraphProto;
+using ::onnx::ModelProto;
+using ::onnx::NodeProto;
+
+/// The default-domain opsets the importer supports.
+static constexpr int64_t kMinOpset = 13, kMaxOpset = 17;
+
+/// Opset version by domain, the default domain as "".
+using OpsetVersions = llvm::StringMap<int64_t>;
+
+static std::string describeDomain(StringRef domain) {
+  return domain.empty() ? "the default domain"
+                        : ("domain '" + domain + "'").str();
+}
+
+static FailureOr<OpsetVersions> getOpsets(const ModelProto &model,
+                                          Location fileLoc) {
+  OpsetVersions opsets;
+  for (const ::onnx::OperatorSetIdProto &opset : model.opset_import()) {
+    StringRef domain = getCanonicalDomain(opset.domain());
+    int64_t version = opset.version();
+    if (domain.empty() && (version < kMinOpset || version > kMaxOpset))
+      return emitError(fileLoc)
+             << "opset " << version << " of the default domain is not "
+             << "supported (" << kMinOpset << " to " << kMaxOpset << ")";
+    if (domain == kMicrosoftDomain && version != 1)
+      return emitError(fileLoc) << "opset " << version << " of domain '"
+                                << domain << "' is not supported (1)";
+    // Other domains are reported by the nodes that use them.
+    opsets[domain] = version;
+  }
+  return opsets;
+}
+
+/// Checks that `node` is an operator the importer supports, in an imported
+/// opset, with attributes its ONNX schema defines.
+static LogicalResult checkNode(const NodeProto &node,
+                               const OpsetVersions &opsets, Location fileLoc) {
+  StringRef domain = getCanonicalDomain(node.domain());
+  const std::string &opType = node.op_type();
+  if (domain == kMicrosoftDomain) {
+    if (opType == "QMoE")
+      return emitNodeError(node, fileLoc) << "quantized MoE is not supported";
+    if (opType != "MoE")
+      return emitNodeError(node, fileLoc) << "unsupported operator";
+  } else if (!domain.empty()) {
+    return emitNodeError(node, fileLoc)
+           << "operator domain '" << domain << "' is not supported";
+  } else {
+    std::string name = "onnx." + opType;
+    if (name == moe::onnx::NoneOp::getOperationName() ||
+        !RegisteredOperationName::lookup(name, fileLoc.getContext()))
+      return emitNodeError(node, fileLoc) << "unsupported ONNX operator";
+  }
+
+  auto opset = opsets.find(domain);
+  if (opset == opsets.end())
+    return emitNodeError(node, fileLoc)
+           << "the model imports no opset of " << describeDomain(domain);
+  const ::onnx::OpSchema *schema =
+      ::onnx::OpSchemaRegistry::Schema(opType, opset->second, domain.str());
+  if (!schema)
+    return emitNodeError(node, fileLoc)
+           << "the operator is not in opset " << opset->second << " of "
+           << describeDomain(domain);
+  for (const AttributeProto &attr : node.attribute()) {
+    auto known = schema->attributes().find(attr.name());
+    if (known == schema->attributes().end())
+      return emitNodeError(node, fileLoc)
+             << "unsupported attribute '" << attr.name() << "'";
+    if (attr.type() != known->second.type)
+      return emitNodeError(node, fileLoc)
+             << "attribute '" << attr.name() << "' is "
+             << AttributeProto::AttributeType_Name(attr.type()) << ", expected "
+             << AttributeProto::AttributeType_Name(known->second.type);
+  }
+  // Input and output counts and required attributes, which ONNX's shape
+  // inference functions take for granted.
+  try {
+    schema->Verify(node);
+    return success();
+  } catch (const std::exception &e) {
+    // ONNX's messages start "Node (<name>) " or "Node (<name>)'s ".
+    StringRef message = StringRef(e.what()).split('\n').first;
+    std::string prefix = "Node (" + node.name() + ")";
+    if (message.consume_front(prefix) && !message.consume_front("'s "))
+      message = message.ltrim();
+    return emitNodeError(node, fileLoc) << message;
+  }
+}
+
+/// Checks that every value is defined once, before its uses (ONNX's shape
+/// inference dereferences the types of undefined inputs).
+static LogicalResult checkValues(const GraphProto &graph, Location fileLoc) {
+  llvm::StringSet<> defined;
+  for (const ::onnx::ValueInfoProto &input : graph.input())
+    if (!defined.insert(input.name()).second)
+      return emitError(fileLoc)
+             << "graph input '" << input.name() << "' is listed twice";
+  // An initializer may share a graph input's name (its default value).
+  llvm::StringSet<> initialized;
+  for (const ::onnx::TensorProto &tensor : graph.initializer()) {
+    if (!initialized.insert(tensor.name()).second)
+      return emitError(fileLoc)
+             << "initializer '" << tensor.name() << "' is defined twice";
+    defined.insert(tensor.name());
+  }
+  for (const NodeProto &node : graph.node()) {
+    for (const std::string &input : node.input())
+      if (!input.empty() && !defined.contains(input))
+        return emitNodeError(node, fileLoc)
+               << "input '" << input << "' is not defined before the node";
+    for (const std::string &output : node.output())
+      if (!output.empty() && !defined.insert(output).second)
+        return emitNodeError(node, fileLoc)
+               << "output '" << output << "' is already defined";
+  }
+  for (const ::onnx::ValueInfoProto &output : graph.output())
+    if (!defined.contains(output.name()))
+      return emitError(fileLoc)
+             << "graph output '" << output.name() << "' is not defined";
+  return success();
+}
+
+/// Replaces the shapes of the graph inputs named in `options`.
+static LogicalResult applyInputShapes(GraphProto &graph,
+                                      const ImportOptions &options,
+                                      Location fileLoc) {
+  SmallVector<StringRef> inputNames;
+  for (const ::onnx::ValueInfoProto *input : getArgumentInputs(graph))
+    inputNames.push_back(input->name());
+  // Sorted, so that the first bad name reported does not depend on hashing.
+  SmallVector<const llvm::StringMapEntry<SmallVector<int64_t>> *> shapes;
+  for (const auto &entry : options.inputShapes)
+    shapes.push_back(&entry);
+  llvm::sort(shapes, [](const auto *a, const auto *b) {
+    return a->getKey() < b->getKey();
+  });
+
+  for (const auto *entry : shapes) {
+    StringRef name = entry->getKey();
+    ArrayRef<int64_t> dims = entry->getValue();
+    if (!llvm::is_contained(inputNames, name))
+      return emitError(fileLoc)
+             << "--input-shape: the model has no input '" << name
+             << "' (its inputs: " << llvm::join(inputNames, ", ") << ")";
+    auto input = llvm::find_if(*graph.mutable_input(), [&](const auto &info) {
+      return info.name() == name;
+    });
+    if (!input->type().has_tensor_type())
+      return emitError(fileLoc)
+             << "--input-shape: input '" << name << "' is not a tensor";
+    ::onnx::TypeProto::Tensor &tensor =
+        *input->mutable_type()->mutable_tensor_type();
+    if (tensor.has_shape() &&
+        tensor.shape().dim_size() != static_cast<int>(dims.size()))
+      return emitError(fileLoc)
+             << "--input-shape: input '" << name << "' has rank "
+             << tensor.shape().dim_size() << ", but the shape given has rank "
+             << dims.size();
+    ::onnx::TensorShapeProto &shape = *tensor.mutable_shape();
+    shape.clear_dim();
+    for (int64_t dim : dims)
+      shape.add_dim()->set_dim_value(dim);
+  }
+  return success();
+}
+
+/// Strips a leading "[ShapeInferenceError] "-style tag.
+static StringRef stripErrorTag(StringRef text) {
+  size_t end = text.find("] ");
+  if (text.starts_with("[") && end != StringRef::npos &&
+      text.take_front(end).ends_with("Error"))
+    return text.drop_front(end + 2);
+  return text;
+}
+
+/// Reports an exception from ONNX's shape inference. Node failures read
+/// "[ShapeInferenceError] (op_type:Add, node name: n): [ShapeInferenceError]
+/// message", several after "Shape inference error(s): ", one per line; the
+/// first becomes an error of its node.
+static LogicalResult reportInferenceError(const GraphProto &graph,
+                                          StringRef message, Location fileLoc) {
+  StringRef text = stripErrorTag(message.split('\n').first);
+  text.consume_front("Shape inference error(s): ");
+  if (text.consume_front("(op_type:")) {
+    auto [header, detail] = text.split("): ");
+    StringRef nodeName = header.split(", node name: ").second;
+    for (const NodeProto &node : graph.node())
+      if (node.name() == nodeName)
+        return emitNodeError(node, fileLoc)
+               << "shape inference failed: " << stripErrorTag(detail);
+  }
+  return emitError(fileLoc)
+         << "ONNX shape inference failed: " << stripErrorTag(message.trim());
+}
+
+namespace {
+/// ONNX's schemas, with data propagation skipped for nodes that have an
+/// input without a type. ONNX 1.12's strict mode carries on after a node
+/// fails (and reports it at the end), and propagators such as Shape's then
+/// dereference the missing input type.
+class GuardedSchemaRegistry : public ::onnx::ISchemaRegistry {
+public:
+  const ::onnx::OpSchema *GetSchema(const std::string &key,
+                                    const int maxInclusiveVersion,
+                                    const std::string &domain) const override {
+    const ::onnx::OpSchema *schema =
+        ::onnx::OpSchemaRegistry::Schema(key, maxInclusiveVersion, domain);
+    if (!schema || !schema->has_data_propagation_function())
+      return schema;
+    auto [guarded, inserted] = schemas.try_emplace(schema, *schema);
+    if (inserted)
+      guarded->second.PartialDataPropagationFunction(
+          [propagate = schema->GetDataPropagationFunction()](
+              ::onnx::DataPropagationContext &ctx) {
+            for (size_t i = 0, e = ctx.getNumInputs(); i < e; ++i)
+              if (!ctx.getInputType(i))
+                return;
+            propagate(ctx);
+          });
+    return &guarded->second;
+  }
+
+private:
+  mutable std::map<const ::onnx::OpSchema *, ::onnx::OpSchema> schemas;
+};
+} // namespace
+
+/// Runs ONNX's shape inference in strict mode, with type checks and data
+/// propagation (shapes computed by Shape/Gather/Concat... are followed).
+static LogicalResult inferShapes(ModelProto &model, Location fileLoc) {
+  try {
+    ::onnx::ShapeInferenceOptions options(/*check_type_val=*/true,
+                                          /*strict_mode_val=*/1,
+                                          /*data_prop_val=*/true);
+    std::unordered_map<std::string, ::onnx::TensorShapeProto> shapeData;
+    GuardedSchemaRegistry schemas;
+    ::onnx::shape_inference::InferShapes(model, &schemas, options, &shapeData);
+    return success();
+  } catch (const std::exception &e) {
+    return reportInferenceError(model.graph(), e.what(), fileLoc);
+  } catch (...) {
+    return emitError(fileLoc) << "ONNX shape inference failed";
+  }
+}
+
+OwningOpRef<ModuleOp> moe::importOnnxModel(ModelProto &&model,
+                                           StringRef sourceName,
+                                           StringRef baseDir,
+                                           MLIRContext *context,
+                                           const ImportOptions &options) {
+  context->loadDialect<arith::ArithDialect, func::FuncDialect,
+                       tensor::TensorDialect, MoEDialect,
+                       moe::onnx::ONNXDialect>();
+  Location fileLoc = FileLineColLoc::get(context, sourceName, 0, 0);
+  if (!model.has_graph()) {
+    emitError(fileLoc) << "not a valid ONNX model: it has no graph";
+    return {};
+  }
+  registerMicrosoftSchemas();
+  GraphProto &graph = *model.mutable_graph();
+  // Unnamed nodes get "<op_type>_<index>", for locations and for ONNX's
+  // messages.
+  for (auto [index, node] : llvm::enumerate(*graph.mutable_node()))
+    if (node.name().empty())
+      node.set_name(node.op_type() + "_" + std::to_string(index));
+
+  FailureOr<OpsetVersions> opsets = getOpsets(model, fileLoc);
+  if (failed(opsets))
+    return {};
+  for (const NodeProto &node : graph.node())
+    if (failed(checkNode(node, *opsets, fileLoc)))
+      return {};
+  if (failed(checkValues(graph, fileLoc)))
+    return {};
+  if (failed(applyInputShapes(graph, options, fileLoc)) ||
+      failed(inferShapes(model, fileLoc)))
+    return {};
+
+  OwningOpRef<ModuleOp> module = ModuleOp::create(fileLoc);
+  TensorImporter tensors(context, baseDir);
+  GraphImporter importer(*module, fileLoc, tensors, options);
+  if (failed(importer.importGraph(graph)) || failed(verify(*module)))
+    return {};
+  return module;
+}
 
 OwningOpRef<ModuleOp> moe::importOnnx(llvm::MemoryBufferRef buffer,
                                       MLIRContext *context,
                                       const ImportOptions &options) {
-  emitError(FileLineColLoc::get(context, buffer.getBufferIdentifier(), 0, 0))
-      << "the ONNX importer is not written yet";
-  return {};
+  StringRef file = buffer.getBufferIdentifier();
+  Location fileLoc = FileLineColLoc::get(context, file, 0, 0);
+  // Protobuf parses at most 2 GiB.
+  if (buffer.getBufferSize() > INT_MAX) {
+    emitError(fileLoc) << "the model is larger than 2 GiB; store its "
+                          "weights as external data";
+    return {};
+  }
+  ModelProto model;
+  if (!model.ParseFromArray(buffer.getBufferStart(),
+                            static_cast<int>(buffer.getBufferSize()))) {
+    emitError(fileLoc)
+        << "not a valid ONNX model: the protobuf could not be parsed";
+    return {};
+  }
+  return importOnnxModel(std::move(model), file,
+                         llvm::sys::path::parent_path(file), context, options);
 }

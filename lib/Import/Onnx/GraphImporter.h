@@ -1,0 +1,115 @@
+//===- GraphImporter.h - an ONNX graph to @main_graph -----------*- C++ -*-===//
+//
+// Internal to the ONNX importer: builds the function from a graph whose
+// values all have types (after shape inference), and the helpers that name
+// nodes in locations and diagnostics.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOE_LIB_IMPORT_ONNX_GRAPHIMPORTER_H
+#define MOE_LIB_IMPORT_ONNX_GRAPHIMPORTER_H
+
+#include "Tensors.h"
+#include "moe/Import/Import.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Diagnostics.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <onnx/onnx_pb.h>
+
+namespace mlir::moe::onnx_import {
+
+/// ONNX Runtime's contrib operator domain.
+inline constexpr llvm::StringLiteral kMicrosoftDomain = "com.microsoft";
+
+/// Whether `domain` names the default ONNX domain ("" or "ai.onnx").
+inline bool isDefaultDomain(StringRef domain) {
+  return domain.empty() || domain == "ai.onnx";
+}
+
+/// `domain`, with the default domain as "".
+inline StringRef getCanonicalDomain(StringRef domain) {
+  return isDefaultDomain(domain) ? StringRef() : domain;
+}
+
+/// The graph inputs that no initializer gives a value: the function's
+/// arguments, in order.
+SmallVector<const ::onnx::ValueInfoProto *>
+getArgumentInputs(const ::onnx::GraphProto &graph);
+
+/// `node`'s operator as messages name it: "MatMul", "com.microsoft.MoE".
+std::string getQualifiedOpType(const ::onnx::NodeProto &node);
+
+/// `node`'s location: its name around `fileLoc`.
+Location getNodeLoc(const ::onnx::NodeProto &node, Location fileLoc);
+
+/// Starts the error "node '<name>' (<op type>): " at `node`'s location.
+InFlightDiagnostic emitNodeError(const ::onnx::NodeProto &node,
+                                 Location fileLoc);
+
+/// Builds `func.func @main_graph` in a module from an ONNX graph.
+class GraphImporter {
+public:
+  GraphImporter(ModuleOp module, Location fileLoc, TensorImporter &tensors,
+                const ImportOptions &options);
+
+  /// Imports `graph`, moving its weights out. Every node must have a name,
+  /// every value a type and one definition before its uses.
+  LogicalResult importGraph(::onnx::GraphProto &graph);
+
+  // For the node importers.
+  OpBuilder &getBuilder() { return builder; }
+  const ImportOptions &getOptions() const { return options; }
+  Location getLoc(const ::onnx::NodeProto &node) const {
+    return getNodeLoc(node, fileLoc);
+  }
+  InFlightDiagnostic emitError(const ::onnx::NodeProto &node) const {
+    return emitNodeError(node, fileLoc);
+  }
+  /// `node`'s inputs in order; an empty name is the `onnx.none` value.
+  SmallVector<Value> getInputs(const ::onnx::NodeProto &node);
+  /// The type shape inference gave output `index` of `node`.
+  FailureOr<RankedTensorType> getOutputType(const ::onnx::NodeProto &node,
+                                            int index);
+  /// Binds `node`'s output names to `results`.
+  void setOutputs(const ::onnx::NodeProto &node, ValueRange results);
+
+private:
+  OpBuilder getConstantBuilder();
+  Value getNone();
+  Value createConstant(Location loc, ElementsAttr value);
+  LogicalResult importInitializers(::onnx::GraphProto &graph);
+  LogicalResult importNode(::onnx::NodeProto &node);
+  LogicalResult importConstantNode(::onnx::NodeProto &node);
+  LogicalResult importOnnxNode(const ::onnx::NodeProto &node);
+  FailureOr<NamedAttribute> importAttribute(const ::onnx::NodeProto &node,
+                                            const ::onnx::AttributeProto &attr);
+  LogicalResult importResults(const ::onnx::GraphProto &graph,
+                              func::FuncOp func);
+
+  ModuleOp module;
+  Location fileLoc;
+  TensorImporter &tensors;
+  const ImportOptions &options;
+  /// Appends the nodes' ops to the function body.
+  OpBuilder builder;
+  /// The last of the constants (and `onnx.none`) at the top of the body.
+  Operation *lastConstant = nullptr;
+  llvm::StringMap<Value> values;
+  llvm::StringMap<const ::onnx::TypeProto *> valueTypes;
+  Value none;
+};
+
+/// Registers ONNX schemas for the com.microsoft operators the importer reads
+/// (ONNX's library has none), so that checks and shape inference know them.
+/// Idempotent.
+void registerMicrosoftSchemas();
+
+/// Imports a com.microsoft.MoE node as `moe.layer`.
+LogicalResult importOrtMoE(GraphImporter &importer,
+                           const ::onnx::NodeProto &node);
+
+} // namespace mlir::moe::onnx_import
+
+#endif // MOE_LIB_IMPORT_ONNX_GRAPHIMPORTER_H

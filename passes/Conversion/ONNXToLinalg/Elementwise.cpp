@@ -1,0 +1,256 @@
+//===- Elementwise.cpp - lower elementwise onnx ops -----------------------===//
+//
+// Every elementwise op is one linalg.generic over the result, reading its
+// operands through NumPy broadcasting maps (trailing dims align, size-1 dims
+// read index 0). A scalar function per op builds the body; float and integer
+// element types get the matching arith op. Comparisons yield i1; Cast
+// converts with ONNX semantics.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mlir/Transforms/DialectConversion.h"
+#include "passes/Conversion/ONNXToLinalg/Lowering.h"
+
+namespace mlir::moe::onnx_lowering {
+
+namespace {
+
+/// Builds one result element (of element type `type`) from the operand
+/// elements `args`.
+using ScalarFn = Value (*)(OpBuilder &b, Location loc, ValueRange args,
+                           Type type);
+
+/// An elementwise op: `fn` of its present operands broadcast to the result.
+/// `floatOnly` ops (exp, erf, ...) have no integer form.
+template <typename OpTy>
+struct ElementwiseLowering : OpConversionPattern<OpTy> {
+  ElementwiseLowering(MLIRContext *ctx, ScalarFn fn, bool floatOnly)
+      : OpConversionPattern<OpTy>(ctx), fn(fn), floatOnly(floatOnly) {}
+
+  LogicalResult
+  matchAndRewrite(OpTy op, typename OpTy::Adaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    auto type = cast<RankedTensorType>(op->getResult(0).getType());
+    SmallVector<Value> inputs;
+    for (Value operand : adaptor.getOperands())
+      if (!isNone(operand))
+        inputs.push_back(operand);
+    if (floatOnly &&
+        !isa<FloatType>(tensorType(inputs.front()).getElementType()))
+      return cannotLower(rewriter, op, "expects float operands");
+    // Cast to the same type and Identity-like cases need no loop.
+    if (isa<onnx::CastOp>(op) && tensorType(inputs.front()) == type) {
+      rewriter.replaceOp(op, inputs.front());
+      return success();
+    }
+    Type elementType = type.getElementType();
+    ScalarFn body = fn;
+    rewriter.replaceOp(
+        op, broadcastElements(rewriter, op.getLoc(), type, inputs,
+                              [&](OpBuilder &b, Location loc, ValueRange args) {
+                                return body(b, loc, args, elementType);
+                              }));
+    return success();
+  }
+
+  ScalarFn fn;
+  bool floatOnly;
+};
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Scalar functions
+//===----------------------------------------------------------------------===//
+
+static bool isFloat(Value value) { return isa<FloatType>(value.getType()); }
+
+/// The float op `F` or the integer op `I` of two scalars.
+template <typename F, typename I>
+static Value arith2(OpBuilder &b, Location loc, ValueRange args, Type) {
+  if (isFloat(args[0]))
+    return F::create(b, loc, args[0], args[1]);
+  return I::create(b, loc, args[0], args[1]);
+}
+
+/// The float math op `F` of one scalar.
+template <typename F>
+static Value math1(OpBuilder &b, Location loc, ValueRange args, Type) {
+  return F::create(b, loc, args[0]);
+}
+
+/// `F` or `I` folded over all operands (Min, Max).
+template <typename F, typename I>
+static Value foldAll(OpBuilder &b, Location loc, ValueRange args, Type type) {
+  Value result = args[0];
+  for (Value arg : args.drop_front())
+    result = arith2<F, I>(b, loc, {result, arg}, type);
+  return result;
+}
+
+/// A comparison: `fp` for floats, `sp` for integers, `up` for booleans.
+template <arith::CmpFPredicate fp, arith::CmpIPredicate sp,
+          arith::CmpIPredicate up>
+static Value compare(OpBuilder &b, Location loc, ValueRange args, Type) {
+  if (isFloat(args[0]))
+    return arith::CmpFOp::create(b, loc, fp, args[0], args[1]);
+  return arith::CmpIOp::create(b, loc, args[0].getType().isInteger(1) ? up : sp,
+                               args[0], args[1]);
+}
+
+/// `base ^ exponent`: math.powf in the base's float type, or in f64 for
+/// integer bases.
+static Value pow(OpBuilder &b, Location loc, ValueRange args, Type type) {
+  Type computeType = isFloat(args[0]) ? args[0].getType() : b.getF64Type();
+  Value base = convertScalar(b, loc, args[0], computeType);
+  Value exponent = convertScalar(b, loc, args[1], computeType);
+  Value result = math::PowFOp::create(b, loc, base, exponent);
+  return convertScalar(b, loc, result, type);
+}
+
+static Value neg(OpBuilder &b, Location loc, ValueRange args, Type type) {
+  if (isFloat(args[0]))
+    return arith::NegFOp::create(b, loc, args[0]);
+  return arith::SubIOp::create(b, loc, scalarConst(b, loc, type, 0), args[0]);
+}
+
+static Value reciprocal(OpBuilder &b, Location loc, ValueRange args,
+                        Type type) {
+  return arith::DivFOp::create(b, loc, scalarConst(b, loc, type, 1.0), args[0]);
+}
+
+static Value sigmoid(OpBuilder &b, Location loc, ValueRange args, Type) {
+  return lowering::sigmoid(b, loc, args[0]);
+}
+
+static Value relu(OpBuilder &b, Location loc, ValueRange args, Type type) {
+  return arith2<arith::MaximumFOp, arith::MaxSIOp>(
+      b, loc, {args[0], scalarConst(b, loc, type, 0)}, type);
+}
+
+/// |x|; integers as `x < 0 ? -x : x` (math.absi has no LLVM lowering in
+/// the pipeline).
+static Value abs(OpBuilder &b, Location loc, ValueRange args, Type type) {
+  Value x = args[0];
+  if (isFloat(x))
+    return math::AbsFOp::create(b, loc, x);
+  Value zero = scalarConst(b, loc, type, 0);
+  Value negative =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, x, zero);
+  return arith::SelectOp::create(b, loc, negative,
+                                 arith::SubIOp::create(b, loc, zero, x), x);
+}
+
+/// Ceil and Floor; integers are already whole.
+template <typename F>
+static Value round(OpBuilder &b, Location loc, ValueRange args, Type) {
+  if (isFloat(args[0]))
+    return F::create(b, loc, args[0]);
+  return args[0];
+}
+
+static Value logicalNot(OpBuilder &b, Location loc, ValueRange args,
+                        Type type) {
+  return arith::XOrIOp::create(b, loc, args[0], scalarConst(b, loc, type, 1));
+}
+
+static Value where(OpBuilder &b, Location loc, ValueRange args, Type) {
+  return arith::SelectOp::create(b, loc, args[0], args[1], args[2]);
+}
+
+static Value castElement(OpBuilder &b, Location loc, ValueRange args,
+                         Type type) {
+  return convertScalar(b, loc, args[0], type);
+}
+
+//===----------------------------------------------------------------------===//
+// Clip
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Clip(x, min?, max?): max(min(x, hi), lo) with the bounds that are given
+/// (scalars, read as rank-0 broadcasts).
+struct ClipLowering : OpConversionPattern<onnx::ClipOp> {
+  using OpConversionPattern::OpConversionPattern;
+
+  LogicalResult
+  matchAndRewrite(onnx::ClipOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    if (op->hasAttr("min") || op->hasAttr("max"))
+      return cannotLower(rewriter, op,
+                         "min/max attributes (opset < 11) are not supported");
+    auto type = cast<RankedTensorType>(op->getResult(0).getType());
+    ValueRange operands = adaptor.getOperands();
+    SmallVector<Value> inputs{operands[0]};
+    bool hasMin = optionalOperand(op, 1) != nullptr;
+    bool hasMax = optionalOperand(op, 2) != nullptr;
+    if (hasMin)
+      inputs.push_back(operands[1]);
+    if (hasMax)
+      inputs.push_back(operands[2]);
+    auto body = [&](OpBuilder &b, Location loc, ValueRange args) {
+      Value x = args[0];
+      if (hasMin)
+        x = arith2<arith::MaximumFOp, arith::MaxSIOp>(b, loc, {x, args[1]},
+                                                      x.getType());
+      if (hasMax)
+        x = arith2<arith::MinimumFOp, arith::MinSIOp>(b, loc, {x, args.back()},
+                                                      x.getType());
+      return x;
+    };
+    rewriter.replaceOp(
+        op, broadcastElements(rewriter, op.getLoc(), type, inputs, body));
+    return success();
+  }
+};
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Registration
+//===----------------------------------------------------------------------===//
+
+template <typename OpTy>
+static void add(RewritePatternSet &patterns, ScalarFn fn,
+                bool floatOnly = false) {
+  patterns.add<ElementwiseLowering<OpTy>>(patterns.getContext(), fn, floatOnly);
+}
+
+void populateElementwisePatterns(RewritePatternSet &patterns) {
+  using namespace arith;
+  using FP = CmpFPredicate;
+  using IP = CmpIPredicate;
+  add<onnx::AddOp>(patterns, arith2<AddFOp, AddIOp>);
+  add<onnx::SubOp>(patterns, arith2<SubFOp, SubIOp>);
+  add<onnx::MulOp>(patterns, arith2<MulFOp, MulIOp>);
+  add<onnx::DivOp>(patterns, arith2<DivFOp, DivSIOp>);
+  add<onnx::PowOp>(patterns, pow);
+  add<onnx::SqrtOp>(patterns, math1<math::SqrtOp>, true);
+  add<onnx::ReciprocalOp>(patterns, reciprocal, true);
+  add<onnx::NegOp>(patterns, neg);
+  add<onnx::ExpOp>(patterns, math1<math::ExpOp>, true);
+  add<onnx::LogOp>(patterns, math1<math::LogOp>, true);
+  add<onnx::TanhOp>(patterns, math1<math::TanhOp>, true);
+  add<onnx::ErfOp>(patterns, math1<math::ErfOp>, true);
+  add<onnx::SigmoidOp>(patterns, sigmoid, true);
+  add<onnx::ReluOp>(patterns, relu);
+  add<onnx::AbsOp>(patterns, abs);
+  add<onnx::CeilOp>(patterns, round<math::CeilOp>);
+  add<onnx::FloorOp>(patterns, round<math::FloorOp>);
+  add<onnx::MinOp>(patterns, foldAll<MinimumFOp, MinSIOp>);
+  add<onnx::MaxOp>(patterns, foldAll<MaximumFOp, MaxSIOp>);
+  add<onnx::EqualOp>(patterns, compare<FP::OEQ, IP::eq, IP::eq>);
+  add<onnx::GreaterOp>(patterns, compare<FP::OGT, IP::sgt, IP::ugt>);
+  add<onnx::GreaterOrEqualOp>(patterns, compare<FP::OGE, IP::sge, IP::uge>);
+  add<onnx::LessOp>(patterns, compare<FP::OLT, IP::slt, IP::ult>);
+  add<onnx::LessOrEqualOp>(patterns, compare<FP::OLE, IP::sle, IP::ule>);
+  add<onnx::AndOp>(patterns, arith2<AndIOp, AndIOp>);
+  add<onnx::OrOp>(patterns, arith2<OrIOp, OrIOp>);
+  add<onnx::NotOp>(patterns, logicalNot);
+  add<onnx::WhereOp>(patterns, where);
+  add<onnx::CastOp>(patterns, castElement);
+  patterns.add<ClipLowering>(patterns.getContext());
+}
+
+} // namespace mlir::moe::onnx_lowering

@@ -1,0 +1,205 @@
+//===- Lowering.h - shared pieces of convert-onnx-to-linalg -----*- C++ -*-===//
+//
+// Internal to passes/Conversion/ONNXToLinalg. The pass runs in two steps:
+// static shapes first (StaticShapes.cpp folds shape computations on
+// constants and infers the result shapes that ONNX left dynamic), then one
+// conversion pattern per op, in a file per op family. The helpers that several files
+// share are declared here: constant operands (Constants.cpp), attributes,
+// axes, broadcasting and reshapes (Common.cpp). The linalg.generic builders
+// come from the moe lowering (MoEToLinalg/Lowering.h).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOE_PASSES_CONVERSION_ONNXTOLINALG_LOWERING_H
+#define MOE_PASSES_CONVERSION_ONNXTOLINALG_LOWERING_H
+
+#include "dialects/onnx/IR/ONNXDialect.h"
+#include "passes/Conversion/MoEToLinalg/Lowering.h"
+
+#include <optional>
+#include <string>
+
+namespace mlir::moe::onnx_lowering {
+
+using lowering::buildGeneric;
+using lowering::filledTensor;
+using lowering::indexConst;
+using lowering::kNegInf;
+using lowering::loopNest;
+using lowering::loopsTo;
+using lowering::mapElements;
+using lowering::reduce;
+using lowering::scalarConst;
+using lowering::tensorType;
+
+using Shape = SmallVector<int64_t>;
+
+void populateElementwisePatterns(RewritePatternSet &patterns);
+void populateLinearPatterns(RewritePatternSet &patterns);
+void populateShapePatterns(RewritePatternSet &patterns);
+void populateReducePatterns(RewritePatternSet &patterns);
+void populateIndexingPatterns(RewritePatternSet &patterns);
+void populateEinsumPatterns(RewritePatternSet &patterns);
+
+/// Fails the lowering of `op` for `reason`, which is also reported as an
+/// error at the op: each op has exactly one pattern, so the conversion will
+/// fail there, and the driver keeps match failures to its debug log.
+LogicalResult cannotLower(RewriterBase &rewriter, Operation *op,
+                          const Twine &reason);
+
+//===----------------------------------------------------------------------===//
+// Static shapes (StaticShapes.cpp, ShapeInference.cpp)
+//===----------------------------------------------------------------------===//
+
+/// Folds onnx ops whose operands are constants (the shape computations of
+/// exported graphs) into arith.constant, and makes result types static where
+/// operand shapes and constant operands determine them, in program order.
+/// Then checks that every onnx op left has static operands and results;
+/// where one does not, emits an error at the op that loses the static shape
+/// and fails.
+LogicalResult makeShapesStatic(Operation *root);
+
+/// The result shapes of `op` from its operand shapes and constant operands.
+/// Fails with the reason in `why` where they are not determined statically.
+LogicalResult inferShapes(Operation *op, SmallVectorImpl<Shape> &shapes,
+                          std::string &why);
+
+//===----------------------------------------------------------------------===//
+// Constants (Constants.cpp)
+//===----------------------------------------------------------------------===//
+
+/// The value of a constant tensor: integers (i1 as 0/1) as int64, floats as
+/// double.
+struct ConstTensor {
+  Shape shape;
+  Type elementType;
+  SmallVector<int64_t> ints;
+  SmallVector<double> floats;
+
+  bool isFloat() const { return isa<FloatType>(elementType); }
+  int64_t size() const;
+  double asDouble(int64_t i) const { return isFloat() ? floats[i] : ints[i]; }
+  int64_t asInt(int64_t i) const {
+    return isFloat() ? static_cast<int64_t>(floats[i]) : ints[i];
+  }
+};
+
+/// The value of `value` where an arith.constant (dense, or a dense_resource
+/// blob of a plain element type) defines it.
+std::optional<ConstTensor> getConstant(Value value);
+/// The elements of an integer or float constant as int64.
+std::optional<Shape> getConstantInts(Value value);
+/// The single element of a one-element constant.
+std::optional<double> getConstantScalar(Value value);
+/// The elements attribute of `value` with the static `type`.
+DenseElementsAttr toAttr(const ConstTensor &value, RankedTensorType type);
+/// What an onnx op evaluates to where its operands are constants, for the
+/// ops that exported shape computations use; none where it is not folded.
+std::optional<ConstTensor> foldOp(Operation *op);
+
+//===----------------------------------------------------------------------===//
+// Operands and attributes (Common.cpp)
+//===----------------------------------------------------------------------===//
+
+/// Whether `value` is absent: the `none` of a missing optional input.
+bool isNone(Value value);
+/// Operand `index` of `op`, or null where it is missing or `none`.
+Value optionalOperand(Operation *op, unsigned index);
+/// The integer attribute `name` of `op`, or `otherwise`.
+int64_t intAttr(Operation *op, StringRef name, int64_t otherwise);
+/// The float attribute `name` of `op`, or `otherwise`.
+double floatAttr(Operation *op, StringRef name, double otherwise);
+/// The integer list attribute `name` of `op`, if present.
+std::optional<Shape> intsAttr(Operation *op, StringRef name);
+/// `axis` in `[0, rank)` from ONNX's `[-rank, rank)`.
+int64_t normalizeAxis(int64_t axis, int64_t rank);
+/// The product of `dims`.
+int64_t product(ArrayRef<int64_t> dims);
+
+/// The axes an op lists in its operand `operandIndex` (opset 13/18) or in
+/// its attribute `axes` (older opsets); an empty list where neither is
+/// given; none where the operand is not a constant.
+std::optional<Shape> axesOf(Operation *op, unsigned operandIndex);
+
+/// Per dimension of the sliced tensor: first index, step and size.
+struct SliceParams {
+  Shape starts, steps, sizes;
+};
+/// The ONNX Slice of a tensor of `shape` by the constant operands of
+/// `op`; none where one is not a constant.
+std::optional<SliceParams> sliceParams(Operation *op, ArrayRef<int64_t> shape);
+
+//===----------------------------------------------------------------------===//
+// Shapes, broadcasting, reshapes (Common.cpp)
+//===----------------------------------------------------------------------===//
+
+/// Whether `type` is a ranked tensor of static shape.
+bool isStaticTensor(Type type);
+/// The NumPy (multidirectional) broadcast of `shapes`; dynamic dims stay
+/// dynamic where the others do not decide them. Fails on a mismatch.
+FailureOr<Shape> broadcastShapes(ArrayRef<Shape> shapes);
+/// The results of the map that reads an operand of `operandShape` broadcast
+/// to `resultShape`, whose dims are loops `firstLoop...`: trailing dims
+/// align, size-1 dims that the result widens read index 0.
+SmallVector<AffineExpr> broadcastExprs(ArrayRef<int64_t> operandShape,
+                                       ArrayRef<int64_t> resultShape,
+                                       unsigned firstLoop, MLIRContext *ctx);
+/// The map from the loops of `resultShape` to an operand of
+/// `operandShape` broadcast to it.
+AffineMap broadcastMap(ArrayRef<int64_t> operandShape,
+                       ArrayRef<int64_t> resultShape, MLIRContext *ctx);
+/// The elementwise `body` of `inputs` broadcast to `type` (NumPy rules), as
+/// one linalg.generic.
+Value broadcastElements(OpBuilder &b, Location loc, RankedTensorType type,
+                        ValueRange inputs, lowering::ElementBody body);
+/// `value` with the static `type` of the same number of elements, through a
+/// collapse to one dimension and an expansion.
+Value reshapeTo(OpBuilder &b, Location loc, Value value, RankedTensorType type);
+/// `value` of type `type`: itself, or a tensor.cast to it.
+Value castToType(OpBuilder &b, Location loc, Value value, Type type);
+/// An uninitialised tensor of the static `type`.
+Value emptyTensor(OpBuilder &b, Location loc, RankedTensorType type);
+
+//===----------------------------------------------------------------------===//
+// Scalars (Common.cpp)
+//===----------------------------------------------------------------------===//
+
+/// The scalar `value` converted to `type` with ONNX Cast semantics: floats
+/// round, floats to integers truncate, to bool is `!= 0`, bool extends
+/// unsigned, other integers sign-extend or truncate.
+Value convertScalar(OpBuilder &b, Location loc, Value value, Type type);
+/// An integer scalar as `index`.
+Value toIndex(OpBuilder &b, Location loc, Value value);
+/// `index` where it is non-negative, `index + size` otherwise (ONNX's
+/// negative indices count from the end).
+Value wrapIndex(OpBuilder &b, Location loc, Value index, int64_t size);
+/// The lowest value of an element type: -inf or the signed minimum.
+Value lowestValue(OpBuilder &b, Location loc, Type type);
+/// `lhs + rhs`, `lhs * rhs` for float or integer scalars.
+Value addScalars(OpBuilder &b, Location loc, Value lhs, Value rhs);
+Value mulScalars(OpBuilder &b, Location loc, Value lhs, Value rhs);
+/// `lhs > rhs` (float: ordered), or `>=` where `orEqual`.
+Value greaterThan(OpBuilder &b, Location loc, Value lhs, Value rhs,
+                  bool orEqual = false);
+
+//===----------------------------------------------------------------------===//
+// Einsum equations (Einsum.cpp)
+//===----------------------------------------------------------------------===//
+
+/// A parsed Einsum equation for operands of known ranks: one loop per
+/// letter (and per ellipsis dim), the loops each operand and the output
+/// read, and the loop sizes.
+struct EinsumSpec {
+  unsigned numLoops = 0;
+  SmallVector<SmallVector<AffineExpr>> operandExprs;
+  SmallVector<unsigned> outputLoops;
+  Shape loopSizes;
+};
+/// Parses `equation` for operands of `shapes`; fails with the reason in
+/// `why`.
+FailureOr<EinsumSpec> parseEinsum(StringRef equation, ArrayRef<Shape> shapes,
+                                  MLIRContext *ctx, std::string &why);
+
+} // namespace mlir::moe::onnx_lowering
+
+#endif // MOE_PASSES_CONVERSION_ONNXTOLINALG_LOWERING_H

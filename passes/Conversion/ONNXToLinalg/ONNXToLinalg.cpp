@@ -1,0 +1,53 @@
+//===- ONNXToLinalg.cpp - the convert-onnx-to-linalg pass -----------------===//
+
+#include "mlir/Transforms/DialectConversion.h"
+#include "passes/Conversion/ONNXToLinalg/Lowering.h"
+#include "passes/Passes.h"
+
+namespace mlir::moe {
+#define GEN_PASS_DEF_CONVERTONNXTOLINALGPASS
+#include "passes/Passes.h.inc"
+
+namespace {
+
+/// Every op's lowering.
+void populateONNXToLinalgPatterns(RewritePatternSet &patterns) {
+  onnx_lowering::populateElementwisePatterns(patterns);
+  onnx_lowering::populateLinearPatterns(patterns);
+  onnx_lowering::populateShapePatterns(patterns);
+  onnx_lowering::populateReducePatterns(patterns);
+  onnx_lowering::populateIndexingPatterns(patterns);
+  onnx_lowering::populateEinsumPatterns(patterns);
+}
+
+struct ConvertONNXToLinalgPass
+    : public impl::ConvertONNXToLinalgPassBase<ConvertONNXToLinalgPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    Operation *root = getOperation();
+    MLIRContext *ctx = &getContext();
+    // Fold shape computations and infer static shapes; stop at the first op
+    // whose shape is not static, saying why.
+    if (failed(onnx_lowering::makeShapesStatic(root)))
+      return signalPassFailure();
+    ConversionTarget target(*ctx);
+    target.addIllegalDialect<onnx::ONNXDialect>();
+    target.addLegalOp<onnx::NoneOp>();
+    target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
+    RewritePatternSet patterns(ctx);
+    populateONNXToLinalgPatterns(patterns);
+    // Patterns report why they do not apply (cannotLower).
+    if (failed(applyPartialConversion(root, target, std::move(patterns))))
+      return signalPassFailure();
+    // Missing optional inputs have no users left.
+    root->walk([](onnx::NoneOp none) {
+      if (none->use_empty())
+        none->erase();
+    });
+  }
+};
+
+} // namespace
+
+} // namespace mlir::moe

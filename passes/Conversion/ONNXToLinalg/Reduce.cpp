@@ -1,0 +1,409 @@
+//===- Reduce.cpp - lower onnx reductions, normalisations and selections --===//
+//
+// Reductions are linalg.generics whose result map drops the reduced loops,
+// reshaped to the keepdims result. Softmax and LayerNormalization are
+// reductions along an axis and maps that read them broadcast. ArgMax carries
+// (value, index) with a strict `>` (ties to the first). TopK ranks every
+// element among its row (larger, or equal and earlier, come first) and then
+// picks the elements of rank 0..k-1, so ties go to the lower index and the
+// output is sorted. CumSum sums the prefix (or suffix) of each element.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mlir/Transforms/DialectConversion.h"
+#include "passes/Conversion/ONNXToLinalg/Lowering.h"
+
+namespace mlir::moe::onnx_lowering {
+
+/// The loops `[0, rank)` without `dropped`.
+static SmallVector<unsigned> loopsExcept(int64_t rank, ArrayRef<bool> dropped) {
+  SmallVector<unsigned> loops;
+  for (int64_t i = 0; i < rank; ++i)
+    if (!dropped[i])
+      loops.push_back(i);
+  return loops;
+}
+
+/// The shape `shape` without the `dropped` dims.
+static Shape shapeExcept(ArrayRef<int64_t> shape, ArrayRef<bool> dropped) {
+  Shape kept;
+  for (auto [dim, drop] : llvm::zip(shape, dropped))
+    if (!drop)
+      kept.push_back(dim);
+  return kept;
+}
+
+/// A tensor of `type` filled with the scalar `value`.
+static Value filledWith(OpBuilder &b, Location loc, RankedTensorType type,
+                        Value value) {
+  return linalg::FillOp::create(b, loc, value, emptyTensor(b, loc, type))
+      .getResult(0);
+}
+
+/// The identity map of `numLoops` loops, with loop `axis` read as `loop`.
+static AffineMap withAxisAt(OpBuilder &b, unsigned numLoops, int64_t rank,
+                            int64_t axis, unsigned loop) {
+  SmallVector<unsigned> targets = llvm::to_vector(llvm::seq<unsigned>(0, rank));
+  targets[axis] = loop;
+  return loopsTo(b, numLoops, targets);
+}
+
+namespace {
+
+enum class ReduceKind { Sum, Mean, Max };
+
+/// ReduceSum, ReduceMean, ReduceMax over constant axes.
+template <typename OpTy, ReduceKind kind>
+struct ReduceLowering : OpConversionPattern<OpTy> {
+  using OpConversionPattern<OpTy>::OpConversionPattern;
+
+  LogicalResult
+  matchAndRewrite(OpTy op, typename OpTy::Adaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Value data = adaptor.getOperands()[0];
+    RankedTensorType dataType = tensorType(data);
+    auto type = cast<RankedTensorType>(op->getResult(0).getType());
+    int64_t rank = dataType.getRank();
+    std::optional<Shape> axes = axesOf(op, 1);
+    if (!axes)
+      return cannotLower(rewriter, op, "the axes are not a constant");
+    Location loc = op.getLoc();
+    if (axes->empty() && intAttr(op, "noop_with_empty_axes", 0)) {
+      rewriter.replaceOp(op, data);
+      return success();
+    }
+    SmallVector<bool> reduced(rank, axes->empty());
+    for (int64_t axis : *axes)
+      reduced[normalizeAxis(axis, rank)] = true;
+    auto reducedType = RankedTensorType::get(
+        shapeExcept(dataType.getShape(), reduced), type.getElementType());
+    Type elementType = type.getElementType();
+    Value init = kind == ReduceKind::Max
+                     ? filledWith(rewriter, loc, reducedType,
+                                  lowestValue(rewriter, loc, elementType))
+                     : filledTensor(rewriter, loc, reducedType, 0.0);
+    Value result =
+        buildGeneric(
+            rewriter, loc, data,
+            AffineMap::getMultiDimIdentityMap(rank, op.getContext()), init,
+            loopsTo(rewriter, rank, loopsExcept(rank, reduced)),
+            [](OpBuilder &b, Location loc,
+               ValueRange args) -> SmallVector<Value> {
+              if (kind != ReduceKind::Max)
+                return {addScalars(b, loc, args[0], args[1])};
+              if (isa<FloatType>(args[0].getType()))
+                return {arith::MaximumFOp::create(b, loc, args[0], args[1])};
+              return {arith::MaxSIOp::create(b, loc, args[0], args[1])};
+            })
+            .front();
+    if (kind == ReduceKind::Mean) {
+      int64_t count = dataType.getNumElements() / reducedType.getNumElements();
+      result = mapElements(
+          rewriter, loc, reducedType, result, {},
+          [&](OpBuilder &b, Location loc, ValueRange args) -> Value {
+            Value n = scalarConst(b, loc, elementType, count);
+            if (isa<FloatType>(elementType))
+              return arith::DivFOp::create(b, loc, args[0], n);
+            return arith::DivSIOp::create(b, loc, args[0], n);
+          });
+    }
+    rewriter.replaceOp(op, reshapeTo(rewriter, loc, result, type));
+    return success();
+  }
+};
+
+/// Softmax along `axis` (opset 13): exp(x - max) / sum.
+struct SoftmaxLowering : OpConversionPattern<onnx::SoftmaxOp> {
+  using OpConversionPattern::OpConversionPattern;
+
+  LogicalResult
+  matchAndRewrite(onnx::SoftmaxOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Value x = adaptor.getInputs()[0];
+    RankedTensorType type = tensorType(x);
+    if (!isa<FloatType>(type.getElementType()))
+      return cannotLower(rewriter, op, "expects a float operand");
+    int64_t rank = type.getRank();
+    SmallVector<bool> dropped(rank, false);
+    dropped[normalizeAxis(intAttr(op, "axis", -1), rank)] = true;
+    auto rowType = RankedTensorType::get(shapeExcept(type.getShape(), dropped),
+                                         type.getElementType());
+    SmallVector<unsigned> rowLoops = loopsExcept(rank, dropped);
+    AffineMap element = AffineMap::getMultiDimIdentityMap(rank, getContext());
+    AffineMap row = loopsTo(rewriter, rank, rowLoops);
+    Location loc = op.getLoc();
+    Value max =
+        reduce(rewriter, loc, x, element, rowType, kNegInf, rowLoops,
+               [](OpBuilder &b, Location loc, ValueRange args) {
+                 return arith::MaximumFOp::create(b, loc, args[0], args[1]);
+               });
+    Value exps = mapElements(rewriter, loc, type, {x, max}, {element, row},
+                             [](OpBuilder &b, Location loc, ValueRange args) {
+                               Value shifted = arith::SubFOp::create(
+                                   b, loc, args[0], args[1]);
+                               return math::ExpOp::create(b, loc, shifted);
+                             });
+    Value sum = reduce(rewriter, loc, exps, element, rowType, 0.0, rowLoops,
+                       [](OpBuilder &b, Location loc, ValueRange args) {
+                         return arith::AddFOp::create(b, loc, args[0], args[1]);
+                       });
+    rewriter.replaceOp(
+        op, mapElements(rewriter, loc, type, {exps, sum}, {element, row},
+                        [](OpBuilder &b, Location loc, ValueRange args) {
+                          return arith::DivFOp::create(b, loc, args[0],
+                                                       args[1]);
+                        }));
+    return success();
+  }
+};
+
+/// LayerNormalization over the dims from `axis`: (x - mean) / sqrt(var +
+/// epsilon) * scale + bias, with the Mean and InvStdDev outputs.
+struct LayerNormLowering : OpConversionPattern<onnx::LayerNormalizationOp> {
+  using OpConversionPattern::OpConversionPattern;
+
+  LogicalResult
+  matchAndRewrite(onnx::LayerNormalizationOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    ValueRange inputs = adaptor.getInputs();
+    Value x = inputs[0];
+    RankedTensorType type = tensorType(x);
+    Type elementType = type.getElementType();
+    if (!isa<FloatType>(elementType))
+      return cannotLower(rewriter, op, "expects a float operand");
+    int64_t rank = type.getRank();
+    int64_t axis = normalizeAxis(intAttr(op, "axis", -1), rank);
+    double epsilon = floatAttr(op, "epsilon", 1e-5);
+    SmallVector<bool> normalized(rank, false);
+    for (int64_t i = axis; i < rank; ++i)
+      normalized[i] = true;
+    auto statsType = RankedTensorType::get(
+        shapeExcept(type.getShape(), normalized), elementType);
+    SmallVector<unsigned> statsLoops = loopsExcept(rank, normalized);
+    AffineMap element = AffineMap::getMultiDimIdentityMap(rank, getContext());
+    AffineMap stats = loopsTo(rewriter, rank, statsLoops);
+    Location loc = op.getLoc();
+    int64_t count = type.getNumElements() / statsType.getNumElements();
+    auto divideByCount = [&](Value sums) {
+      return mapElements(rewriter, loc, statsType, sums, {},
+                         [&](OpBuilder &b, Location loc, ValueRange args) {
+                           return arith::DivFOp::create(
+                               b, loc, args[0],
+                               scalarConst(b, loc, elementType, count));
+                         });
+    };
+    Value mean = divideByCount(
+        reduce(rewriter, loc, x, element, statsType, 0.0, statsLoops,
+               [](OpBuilder &b, Location loc, ValueRange args) {
+                 return arith::AddFOp::create(b, loc, args[0], args[1]);
+               }));
+    Value variance = divideByCount(
+        reduce(rewriter, loc, {x, mean}, {element, stats}, statsType, 0.0,
+               statsLoops, [](OpBuilder &b, Location loc, ValueRange args) {
+                 Value d = arith::SubFOp::create(b, loc, args[0], args[1]);
+                 Value square = arith::MulFOp::create(b, loc, d, d);
+                 return arith::AddFOp::create(b, loc, args[2], square);
+               }));
+    Value invStdDev = mapElements(
+        rewriter, loc, statsType, variance, {},
+        [&](OpBuilder &b, Location loc, ValueRange args) {
+          Value shifted = arith::AddFOp::create(
+              b, loc, args[0], scalarConst(b, loc, elementType, epsilon));
+          // 1 / sqrt: libm has no rsqrt for math.rsqrt to call.
+          return arith::DivFOp::create(b, loc,
+                                       scalarConst(b, loc, elementType, 1.0),
+                                       math::SqrtOp::create(b, loc, shifted));
+        });
+    // Scale and bias broadcast to the normalized dims.
+    SmallVector<Value> operands{x, mean, invStdDev, inputs[1]};
+    SmallVector<AffineMap> maps{element, stats, stats,
+                                broadcastMap(tensorType(inputs[1]).getShape(),
+                                             type.getShape(), getContext())};
+    if (optionalOperand(op, 2)) {
+      operands.push_back(inputs[2]);
+      maps.push_back(broadcastMap(tensorType(inputs[2]).getShape(),
+                                  type.getShape(), getContext()));
+    }
+    Value y = mapElements(
+        rewriter, loc, type, operands, maps,
+        [](OpBuilder &b, Location loc, ValueRange args) {
+          Value centered = arith::SubFOp::create(b, loc, args[0], args[1]);
+          Value normal = arith::MulFOp::create(b, loc, centered, args[2]);
+          Value scaled = arith::MulFOp::create(b, loc, normal, args[3]);
+          if (args.size() == 4)
+            return scaled;
+          return arith::AddFOp::create(b, loc, scaled, args[4]).getResult();
+        });
+    SmallVector<Value> results{y};
+    Value statistics[] = {mean, invStdDev};
+    for (unsigned i = 1; i < op->getNumResults(); ++i)
+      results.push_back(
+          reshapeTo(rewriter, loc, statistics[i - 1],
+                    cast<RankedTensorType>(op->getResult(i).getType())));
+    rewriter.replaceOp(op, results);
+    return success();
+  }
+};
+
+struct ArgMaxLowering : OpConversionPattern<onnx::ArgMaxOp> {
+  using OpConversionPattern::OpConversionPattern;
+
+  LogicalResult
+  matchAndRewrite(onnx::ArgMaxOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Value data = adaptor.getInputs()[0];
+    RankedTensorType dataType = tensorType(data);
+    auto type = cast<RankedTensorType>(op->getResult(0).getType());
+    int64_t rank = dataType.getRank();
+    int64_t axis = normalizeAxis(intAttr(op, "axis", 0), rank);
+    bool last = intAttr(op, "select_last_index", 0);
+    SmallVector<bool> dropped(rank, false);
+    dropped[axis] = true;
+    Shape kept = shapeExcept(dataType.getShape(), dropped);
+    Type elementType = dataType.getElementType();
+    Type indexType = type.getElementType();
+    Location loc = op.getLoc();
+    Value inits[] = {filledWith(rewriter, loc,
+                                RankedTensorType::get(kept, elementType),
+                                lowestValue(rewriter, loc, elementType)),
+                     filledTensor(rewriter, loc,
+                                  RankedTensorType::get(kept, indexType), 0.0)};
+    SmallVector<Value> best = buildGeneric(
+        rewriter, loc, data,
+        AffineMap::getMultiDimIdentityMap(rank, getContext()), inits,
+        loopsTo(rewriter, rank, loopsExcept(rank, dropped)),
+        [&](OpBuilder &b, Location loc, ValueRange args) -> SmallVector<Value> {
+          Value x = args[0], value = args[1], index = args[2];
+          // Strict `>` keeps the first maximum; `>=` the last.
+          Value take = greaterThan(b, loc, x, value, last);
+          Value i = arith::IndexCastOp::create(
+              b, loc, indexType, linalg::IndexOp::create(b, loc, axis));
+          return {arith::SelectOp::create(b, loc, take, x, value),
+                  arith::SelectOp::create(b, loc, take, i, index)};
+        });
+    rewriter.replaceOp(op, reshapeTo(rewriter, loc, best[1], type));
+    return success();
+  }
+};
+
+struct TopKLowering : OpConversionPattern<onnx::TopKOp> {
+  using OpConversionPattern::OpConversionPattern;
+
+  LogicalResult
+  matchAndRewrite(onnx::TopKOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Value x = adaptor.getInputs()[0];
+    RankedTensorType type = tensorType(x);
+    int64_t rank = type.getRank();
+    int64_t axis = normalizeAxis(intAttr(op, "axis", -1), rank);
+    bool largest = intAttr(op, "largest", 1);
+    auto valuesType = cast<RankedTensorType>(op->getResult(0).getType());
+    auto indicesType = cast<RankedTensorType>(op->getResult(1).getType());
+    Location loc = op.getLoc();
+    // Loops: the elements of x, then the other element j of the row.
+    unsigned j = rank;
+    AffineMap self = loopsTo(rewriter, rank + 1,
+                             llvm::to_vector(llvm::seq<unsigned>(0, rank)));
+    AffineMap other = withAxisAt(rewriter, rank + 1, rank, axis, j);
+    auto rankType = type.clone(rewriter.getI64Type());
+    Value ranks =
+        buildGeneric(rewriter, loc, {x, x}, {self, other},
+                     filledTensor(rewriter, loc, rankType, 0.0), self,
+                     [&](OpBuilder &b, Location loc,
+                         ValueRange args) -> SmallVector<Value> {
+                       Value xi = args[0], xj = args[1];
+                       Value before = largest ? greaterThan(b, loc, xj, xi)
+                                              : greaterThan(b, loc, xi, xj);
+                       Value equal =
+                           isa<FloatType>(xi.getType())
+                               ? Value(arith::CmpFOp::create(
+                                     b, loc, arith::CmpFPredicate::OEQ, xi, xj))
+                               : Value(arith::CmpIOp::create(
+                                     b, loc, arith::CmpIPredicate::eq, xi, xj));
+                       Value earlier = arith::CmpIOp::create(
+                           b, loc, arith::CmpIPredicate::ult,
+                           linalg::IndexOp::create(b, loc, j),
+                           linalg::IndexOp::create(b, loc, axis));
+                       Value tie =
+                           arith::AndIOp::create(b, loc, equal, earlier);
+                       Value counts = arith::OrIOp::create(b, loc, before, tie);
+                       return {lowering::countIf(b, loc, counts, args[2])};
+                     })
+            .front();
+    // Loops: the outputs, then the element i of the row; output slot r
+    // takes the element of rank r.
+    AffineMap element = withAxisAt(rewriter, rank + 1, rank, axis, rank);
+    Value inits[] = {filledTensor(rewriter, loc, valuesType, 0.0),
+                     filledTensor(rewriter, loc, indicesType, 0.0)};
+    SmallVector<Value> top = buildGeneric(
+        rewriter, loc, {x, ranks}, {element, element}, inits, self,
+        [&](OpBuilder &b, Location loc, ValueRange args) -> SmallVector<Value> {
+          Value slot = arith::IndexCastOp::create(
+              b, loc, b.getI64Type(), linalg::IndexOp::create(b, loc, axis));
+          Value hit = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                            args[1], slot);
+          Value i =
+              arith::IndexCastOp::create(b, loc, indicesType.getElementType(),
+                                         linalg::IndexOp::create(b, loc, rank));
+          return {arith::SelectOp::create(b, loc, hit, args[0], args[2]),
+                  arith::SelectOp::create(b, loc, hit, i, args[3])};
+        });
+    rewriter.replaceOp(op, top);
+    return success();
+  }
+};
+
+struct CumSumLowering : OpConversionPattern<onnx::CumSumOp> {
+  using OpConversionPattern::OpConversionPattern;
+
+  LogicalResult
+  matchAndRewrite(onnx::CumSumOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    std::optional<double> axisValue = getConstantScalar(op->getOperand(1));
+    if (!axisValue)
+      return cannotLower(rewriter, op, "the axis is not a constant");
+    Value x = adaptor.getInputs()[0];
+    RankedTensorType type = tensorType(x);
+    int64_t rank = type.getRank();
+    int64_t axis = normalizeAxis(static_cast<int64_t>(*axisValue), rank);
+    bool exclusive = intAttr(op, "exclusive", 0);
+    bool reverse = intAttr(op, "reverse", 0);
+    // Loops: the outputs, then the element j of the row that may add in.
+    unsigned j = rank;
+    AffineMap output = loopsTo(rewriter, rank + 1,
+                               llvm::to_vector(llvm::seq<unsigned>(0, rank)));
+    Location loc = op.getLoc();
+    Value result =
+        buildGeneric(
+            rewriter, loc, x, withAxisAt(rewriter, rank + 1, rank, axis, j),
+            filledTensor(rewriter, loc, type, 0.0), output,
+            [&](OpBuilder &b, Location loc,
+                ValueRange args) -> SmallVector<Value> {
+              using P = arith::CmpIPredicate;
+              P predicate = reverse ? (exclusive ? P::ugt : P::uge)
+                                    : (exclusive ? P::ult : P::ule);
+              Value in = arith::CmpIOp::create(
+                  b, loc, predicate, linalg::IndexOp::create(b, loc, j),
+                  linalg::IndexOp::create(b, loc, axis));
+              Value zero = scalarConst(b, loc, args[0].getType(), 0.0);
+              Value term = arith::SelectOp::create(b, loc, in, args[0], zero);
+              return {addScalars(b, loc, args[1], term)};
+            })
+            .front();
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+} // namespace
+
+void populateReducePatterns(RewritePatternSet &patterns) {
+  patterns
+      .add<ReduceLowering<onnx::ReduceSumOp, ReduceKind::Sum>,
+           ReduceLowering<onnx::ReduceMeanOp, ReduceKind::Mean>,
+           ReduceLowering<onnx::ReduceMaxOp, ReduceKind::Max>, SoftmaxLowering,
+           LayerNormLowering, ArgMaxLowering, TopKLowering, CumSumLowering>(
+          patterns.getContext());
+}
+
+} // namespace mlir::moe::onnx_lowering
