@@ -74,6 +74,11 @@ static FailureOr<LoopExpert> matchExpert(onnx::GatherOp select, int64_t index,
   auto axis = scatter->getAttrOfType<IntegerAttr>("axis");
   if (axis && axis.getInt() != 0)
     return rewriter.notifyMatchFailure(scatter, "not scattered by token");
+  // Into zeros, `add` (index_add_) and plain replacement agree.
+  auto reduction = scatter->getAttrOfType<StringAttr>("reduction");
+  if (reduction && reduction.getValue() != "none" &&
+      reduction.getValue() != "add")
+    return rewriter.notifyMatchFailure(scatter, "scatter reduces otherwise");
   if (!dependsOn(scatter.getInputs()[1], select.getOutputs()[0]))
     return rewriter.notifyMatchFailure(scatter,
                                        "scatter rows are not the expert's");

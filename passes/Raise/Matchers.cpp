@@ -74,6 +74,17 @@ std::optional<double> constantFloat(Value value) {
 }
 
 bool isZeroConstant(Value value) {
+  // ConstantOfShape(shape) with a zero (or the default) fill.
+  if (auto fill = definedBy<onnx::ConstantOfShapeOp>(value)) {
+    auto fillValue = fill->getAttrOfType<DenseElementsAttr>("value");
+    if (!fillValue)
+      return true;
+    if (isa<FloatType>(fillValue.getElementType()))
+      return llvm::all_of(fillValue.getValues<APFloat>(),
+                          [](const APFloat &v) { return v.isZero(); });
+    return llvm::all_of(fillValue.getValues<APInt>(),
+                        [](const APInt &v) { return v.isZero(); });
+  }
   arith::ConstantOp constant = constantOp(value);
   if (!constant)
     return false;

@@ -427,10 +427,21 @@ void GraphTranslator::translate(Node *node) {
   case prim::TupleIndex:
   case aten::__getitem__: {
     std::vector<Operand> elements = listElements(node->input(0));
-    int64_t index = normalizeDim(getInt(node->input(1)), elements.size());
-    set(node->output(), elements[index]);
+    int64_t size = elements.size(), index = getInt(node->input(1));
+    if (index < -size || index >= size)
+      fail("index " + Twine(index) + " is out of range for a list of " +
+           Twine(size));
+    set(node->output(), elements[index < 0 ? index + size : index]);
     return;
   }
+  // What traced graphs ask of runtime tensors: their dtype and device.
+  case prim::dtype:
+    set(node->output(),
+        Operand::known(static_cast<int64_t>(dtypeOf(node->input()))));
+    return;
+  case prim::device:
+    set(node->output(), Operand::known(c10::Device(c10::kCPU)));
+    return;
   // Runtime numbers are 0-d tensors already.
   case prim::NumToTensor:
   case aten::ScalarImplicit:

@@ -18,7 +18,6 @@
 #include "llvm/Support/Path.h"
 
 #include <caffe2/serialize/read_adapter_interface.h>
-#include <fstream> // TEMPORARY
 #include <torch/csrc/jit/api/module.h>
 #include <torch/csrc/jit/ir/alias_analysis.h>
 #include <torch/csrc/jit/passes/dead_code_elimination.h>
@@ -232,10 +231,6 @@ static LogicalResult translateArchive(llvm::MemoryBufferRef buffer,
     try {
       translator.translate(node);
     } catch (const std::exception &error) {
-      if (const char *dump = getenv("MOE_TS_DUMP_ONNX")) { // TEMPORARY
-        std::ofstream out(dump, std::ios::binary);
-        model.SerializeToOstream(&out);
-      }
       std::string where = sourceLocation(node);
       return emitError(loc) << "cannot import " << node->kind().toQualString()
                             << (where.empty() ? "" : " at " + where) << ": "
@@ -264,10 +259,6 @@ OwningOpRef<ModuleOp> moe::importTorchScript(llvm::MemoryBufferRef buffer,
     ::onnx::ModelProto model;
     if (failed(translateArchive(buffer, loc, options, model)))
       return {};
-    if (const char *dump = getenv("MOE_TS_DUMP_ONNX")) { // TEMPORARY
-      std::ofstream out(dump, std::ios::binary);
-      model.SerializeToOstream(&out);
-    }
     return importOnnxModel(std::move(model), source,
                            llvm::sys::path::parent_path(source), context,
                            options);

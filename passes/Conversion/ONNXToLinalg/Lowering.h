@@ -3,8 +3,8 @@
 // Internal to passes/Conversion/ONNXToLinalg. The pass runs in two steps:
 // static shapes first (StaticShapes.cpp folds shape computations on
 // constants and infers the result shapes that ONNX left dynamic), then one
-// conversion pattern per op, in a file per op family. The helpers that several files
-// share are declared here: constant operands (Constants.cpp), attributes,
+// conversion pattern per op, in a file per op family. The helpers that several
+// files share are declared here: constant operands (Constants.cpp), attributes,
 // axes, broadcasting and reshapes (Common.cpp). The linalg.generic builders
 // come from the moe lowering (MoEToLinalg/Lowering.h).
 //

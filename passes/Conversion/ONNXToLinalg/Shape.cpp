@@ -1,7 +1,7 @@
 //===- Shape.cpp - lower onnx shape and data-movement ops -----------------===//
 //
-// With static shapes (StaticShapes.cpp), Reshape, Squeeze, Unsqueeze and Flatten
-// are the same reshape of the data to the result type; Transpose is
+// With static shapes (StaticShapes.cpp), Reshape, Squeeze, Unsqueeze and
+// Flatten are the same reshape of the data to the result type; Transpose is
 // linalg.transpose; Concat inserts slices into an empty tensor and Split and
 // Slice extract them (Slice with a negative step reads element by element).
 // Expand is a broadcast copy. Shape, Size, Range and ConstantOfShape of

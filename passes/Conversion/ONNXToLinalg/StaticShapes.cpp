@@ -18,23 +18,23 @@ namespace mlir::moe::onnx_lowering {
 // Folding and refining in place
 //===----------------------------------------------------------------------===//
 
-/// Replaces `old` by `value`, whose type may be more static: onnx users take
-/// it as it is, others (func.return, moe ops) through a tensor.cast back to
-/// the old type.
-static void replaceRefined(OpBuilder &b, Value old, Value value) {
-  if (old.getType() == value.getType()) {
-    old.replaceAllUsesWith(value);
-    return;
-  }
+/// Lets the users of `old` see `value`, whose type may be more static: onnx
+/// users take it as it is, others (func.return, moe ops) through a
+/// tensor.cast back to the old type. `old` may be `value` itself, retyped.
+static void useRefined(OpBuilder &b, Value old, Type oldType, Value value) {
   Value cast;
   for (OpOperand &use : llvm::make_early_inc_range(old.getUses())) {
-    if (isa<onnx::ONNXDialect>(use.getOwner()->getDialect())) {
+    Operation *user = use.getOwner();
+    if (user == cast.getDefiningOp())
+      continue;
+    if (isa<onnx::ONNXDialect>(user->getDialect()) ||
+        oldType == value.getType()) {
       use.set(value);
       continue;
     }
     if (!cast) {
       b.setInsertionPointAfterValue(value);
-      cast = tensor::CastOp::create(b, value.getLoc(), old.getType(), value);
+      cast = tensor::CastOp::create(b, value.getLoc(), oldType, value);
     }
     use.set(cast);
   }
@@ -64,10 +64,8 @@ static Value materializeConstantOp(OpBuilder &b, Operation *op) {
   if (!type)
     return nullptr;
   Attribute value = op->getAttr("value");
-  if (auto elements = dyn_cast_or_null<ElementsAttr>(value)) {
-    auto typed = cast<TypedAttr>(value);
-    return arith::ConstantOp::create(b, op->getLoc(), typed.getType(), typed);
-  }
+  if (isa_and_nonnull<ElementsAttr>(value))
+    return arith::ConstantOp::create(b, op->getLoc(), cast<TypedAttr>(value));
   ConstTensor constant{Shape(type.getShape()), type.getElementType(), {}, {}};
   if (op->hasAttr("value_float")) {
     constant.floats.push_back(floatAttr(op, "value_float", 0));
@@ -166,7 +164,7 @@ LogicalResult makeShapesStatic(Operation *root) {
   for (Operation *op : ops) {
     if (op->getNumResults() == 1) {
       if (Value constant = foldToConstant(b, op)) {
-        replaceRefined(b, op->getResult(0), constant);
+        useRefined(b, op->getResult(0), op->getResult(0).getType(), constant);
         op->erase();
         continue;
       }
@@ -189,19 +187,8 @@ LogicalResult makeShapesStatic(Operation *root) {
       }
       if (refined == declared)
         continue;
-      // Users see the refined type; non-onnx ones through a cast.
-      Value value = result;
-      SmallVector<OpOperand *> others;
-      for (OpOperand &use : result.getUses())
-        if (!isa<onnx::ONNXDialect>(use.getOwner()->getDialect()))
-          others.push_back(&use);
       result.setType(refined);
-      if (!others.empty()) {
-        b.setInsertionPointAfter(op);
-        Value cast = tensor::CastOp::create(b, op->getLoc(), declared, value);
-        for (OpOperand *use : others)
-          use->set(cast);
-      }
+      useRefined(b, result, declared, result);
     }
   }
   for (Operation *op : remaining)
