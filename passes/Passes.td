@@ -120,12 +120,14 @@ def ConvertONNXToLinalgPass : Pass<"convert-onnx-to-linalg"> {
     `tensor.cast` back). An op whose shape stays dynamic is an error that
     names it and why, e.g. `onnx.NonZero has a data-dependent shape`.
 
-    Then every op becomes linalg: elementwise ops (NumPy broadcasting) and
-    reductions are `linalg.generic`s, MatMul/Gemm/Einsum contractions,
-    reshapes `tensor.collapse_shape`/`expand_shape`, Concat/Split/Slice
-    slice ops, gathers `tensor.extract` in a generic, scatters `scf.for`
-    nests of `tensor.insert`. TopK ranks each element within its row, so
-    ties go to the lower index, as do ArgMax's.
+    Then each op becomes linalg: elementwise ops (NumPy broadcasting),
+    reductions and the MatMul, Gemm and Einsum contractions are
+    `linalg.generic`s; reshapes are `tensor.collapse_shape`/`expand_shape`,
+    Concat, Split and Slice slice ops; gathers `tensor.extract` in a
+    generic, scatters `scf.for` nests of `tensor.insert`. TopK ranks each
+    element within its row, so ties go to the lower index, as do ArgMax's.
+    Softmax and the reductions have opset 13+ semantics (Softmax along one
+    axis; axes as an operand, or as the older attribute).
   }];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

@@ -28,41 +28,44 @@ int64_t ConstTensor::size() const { return product(shape); }
 // Reading and writing constants
 //===----------------------------------------------------------------------===//
 
-/// The elements of a dense_resource blob of a plain element type.
+/// The value of type T stored at `data` (the host's byte order).
+template <typename T> static T load(const char *data) {
+  T value;
+  std::memcpy(&value, data, sizeof(T));
+  return value;
+}
+
+/// The elements of a dense_resource blob of f32, f64, or 1-, 8-, 32- or
+/// 64-bit integers.
 static bool readBlob(DenseResourceElementsAttr attr, ConstTensor &value) {
   AsmResourceBlob *blob = attr.getRawHandle().getBlob();
   if (!blob)
     return false;
   ArrayRef<char> data = blob->getData();
   Type type = value.elementType;
-  unsigned bytes = type.isInteger(1) ? 1 : type.getIntOrFloatBitWidth() / 8;
+  if (type.isIndex())
+    return false;
+  unsigned width = type.getIntOrFloatBitWidth();
+  unsigned bytes = width == 1 ? 1 : width / 8;
   int64_t count = value.size();
-  if (bytes == 0 || static_cast<int64_t>(data.size()) != count * bytes)
+  if (static_cast<int64_t>(data.size()) != count * bytes)
     return false;
   for (int64_t i = 0; i < count; ++i) {
     const char *element = data.data() + i * bytes;
-    if (type.isF32() || type.isF64()) {
-      float f;
-      double d;
-      if (type.isF32())
-        std::memcpy(&f, element, 4), d = f;
-      else
-        std::memcpy(&d, element, 8);
-      value.floats.push_back(d);
-    } else if (type.isInteger()) {
-      int64_t v = 0;
-      if (bytes == 1)
-        v = type.isInteger(1) ? (*element != 0) : int8_t(*element);
-      else if (bytes == 4)
-        v = *reinterpret_cast<const int32_t *>(element);
-      else if (bytes == 8)
-        std::memcpy(&v, element, 8);
-      else
-        return false;
-      value.ints.push_back(v);
-    } else {
+    if (type.isF32())
+      value.floats.push_back(load<float>(element));
+    else if (type.isF64())
+      value.floats.push_back(load<double>(element));
+    else if (type.isInteger(1))
+      value.ints.push_back(*element != 0);
+    else if (type.isInteger(8))
+      value.ints.push_back(load<int8_t>(element));
+    else if (type.isInteger(32))
+      value.ints.push_back(load<int32_t>(element));
+    else if (type.isInteger(64))
+      value.ints.push_back(load<int64_t>(element));
+    else
       return false;
-    }
   }
   return true;
 }

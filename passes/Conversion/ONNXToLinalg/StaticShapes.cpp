@@ -25,7 +25,7 @@ static void useRefined(OpBuilder &b, Value old, Type oldType, Value value) {
   Value cast;
   for (OpOperand &use : llvm::make_early_inc_range(old.getUses())) {
     Operation *user = use.getOwner();
-    if (user == cast.getDefiningOp())
+    if (cast && user == cast.getDefiningOp())
       continue;
     if (isa<onnx::ONNXDialect>(user->getDialect()) ||
         oldType == value.getType()) {

@@ -88,3 +88,26 @@ func.func @constants() -> (tensor<?xi64>, tensor<2x3xf32>, tensor<i64>) {
   %2 = onnx.Size %1 : (tensor<2x3xf32>) -> tensor<i64>
   return %0, %1, %2 : tensor<?xi64>, tensor<2x3xf32>, tensor<i64>
 }
+
+// -----
+
+// Shape operands may be dense_resource blobs (importers keep initializers
+// as resources).
+
+// CHECK-LABEL: func.func @resource_shape(
+// CHECK-SAME:      %[[X:.*]]: tensor<2x6xf32>)
+// CHECK:         %[[R:.*]] = tensor.expand_shape %{{.*}} output_shape [3, 4] : tensor<12xf32> into tensor<3x4xf32>
+// CHECK:         tensor.cast %[[R]] : tensor<3x4xf32> to tensor<?x?xf32>
+func.func @resource_shape(%x: tensor<2x6xf32>) -> tensor<?x?xf32> {
+  %s = arith.constant dense_resource<target> : tensor<2xi64>
+  %0 = onnx.Reshape %x, %s : (tensor<2x6xf32>, tensor<2xi64>) -> tensor<?x?xf32>
+  return %0 : tensor<?x?xf32>
+}
+
+{-#
+  dialect_resources: {
+    builtin: {
+      target: "0x0800000003000000000000000400000000000000"
+    }
+  }
+#-}
