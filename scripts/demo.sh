@@ -10,8 +10,12 @@ example=$root/examples/mixtral-block.mlir
 "$root/scripts/build.sh"
 opt=$build/bin/moe-opt
 
+echo "== A Mixtral block exported by torch.onnx.export, imported and raised =="
+"$build/bin/moe-translate" --import-onnx "$root/test/corpus/mixtral.onnx" |
+  "$opt" --moe-raise --canonicalize | grep -oE 'moe\.layer[^:]*'
+echo
 echo "== The fused block, as an importer produces it =="
-grep -A4 'moe.layer' "$example" | head -6
+grep -A3 '= moe.layer' "$example"
 echo
 echo "== After moe-decompose: router, dispatch, experts, combine =="
 "$opt" "$example" --moe-decompose | grep -E 'moe\.' 
