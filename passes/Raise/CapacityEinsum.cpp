@@ -19,6 +19,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Raise/CapacityEinsum.h"
+#include "passes/ONNXFolding.h"
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/TypeUtilities.h"
@@ -33,202 +34,15 @@
 
 namespace mlir::moe::raise {
 
-//===----------------------------------------------------------------------===//
-// Constant expressions
-//===----------------------------------------------------------------------===//
-
-/// `v` as an element of `type` holds it (ONNX computes each op in its
-/// element type), or none where it does not fit.
-static std::optional<double> roundTo(Type type, double v) {
-  if (auto floatType = dyn_cast<FloatType>(type)) {
-    // Rounding a double result is exact for the narrower types (double has
-    // more than twice their precision).
-    if (floatType.getWidth() > 64)
-      return std::nullopt;
-    APFloat value(v);
-    bool losesInfo;
-    value.convert(floatType.getFloatSemantics(), APFloat::rmNearestTiesToEven,
-                  &losesInfo);
-    return value.convertToDouble();
-  }
-  auto intType = dyn_cast<IntegerType>(type);
-  if (!intType || intType.isUnsigned() || intType.getWidth() > 64)
-    return std::nullopt;
-  if (intType.getWidth() == 1)
-    return v != 0 ? 1.0 : 0.0;
-  double limit = std::ldexp(1.0, std::min(intType.getWidth() - 1, 53u));
-  if (!std::isfinite(v) || v != std::trunc(v) || v >= limit || v < -limit)
-    return std::nullopt;
-  return v;
-}
-
-std::optional<FoldedConstant> foldConstantExpression(Value value,
-                                                     unsigned depth) {
-  Operation *op = value.getDefiningOp();
-  if (!op || depth == 0 || op->getNumResults() != 1)
-    return std::nullopt;
-  FoldedConstant result;
-  result.elementType = getElementTypeOrSelf(value.getType());
-  auto operand = [&](unsigned i) -> std::optional<FoldedConstant> {
-    if (i >= op->getNumOperands())
-      return std::nullopt;
-    return foldConstantExpression(op->getOperand(i), depth - 1);
-  };
-  auto finish =
-      [&](SmallVector<double> values) -> std::optional<FoldedConstant> {
-    for (double &v : values) {
-      std::optional<double> rounded = roundTo(result.elementType, v);
-      if (!rounded)
-        return std::nullopt;
-      v = *rounded;
-    }
-    result.values = std::move(values);
-    return result;
-  };
-
-  if (auto constant = dyn_cast<arith::ConstantOp>(op)) {
-    // Scalars and shapes, not weights.
-    auto dense = dyn_cast<DenseElementsAttr>(constant.getValue());
-    if (!dense || dense.getNumElements() > 64)
-      return std::nullopt;
-    SmallVector<double> values;
-    if (isa<FloatType>(result.elementType) &&
-        cast<FloatType>(result.elementType).getWidth() <= 64) {
-      for (const APFloat &v : dense.getValues<APFloat>())
-        values.push_back(v.convertToDouble());
-    } else if (auto intType = dyn_cast<IntegerType>(result.elementType)) {
-      if (intType.getWidth() > 64)
-        return std::nullopt;
-      for (const APInt &v : dense.getValues<APInt>())
-        values.push_back(intType.getWidth() == 1
-                             ? static_cast<double>(v.getZExtValue())
-                             : static_cast<double>(v.getSExtValue()));
-    } else {
-      return std::nullopt;
-    }
-    return finish(values);
-  }
-
-  if (isa<onnx::ShapeOp, onnx::SizeOp>(op)) {
-    auto type = dyn_cast<RankedTensorType>(op->getOperand(0).getType());
-    if (!type)
-      return std::nullopt;
-    if (isa<onnx::SizeOp>(op))
-      return type.hasStaticShape()
-                 ? finish({static_cast<double>(type.getNumElements())})
-                 : std::nullopt;
-    int64_t rank = type.getRank();
-    auto bound = [&](StringRef name, int64_t fallback) {
-      auto attr = op->getAttrOfType<IntegerAttr>(name);
-      int64_t v = attr ? attr.getInt() : fallback;
-      return std::clamp<int64_t>(v < 0 ? v + rank : v, 0, rank);
-    };
-    SmallVector<double> dims;
-    for (int64_t i = bound("start", 0), e = bound("end", rank); i < e; ++i) {
-      if (type.isDynamicDim(i))
-        return std::nullopt;
-      dims.push_back(type.getDimSize(i));
-    }
-    return finish(dims);
-  }
-
-  if (isa<onnx::GatherOp>(op)) {
-    auto dataType = dyn_cast<RankedTensorType>(op->getOperand(0).getType());
-    auto axis = op->getAttrOfType<IntegerAttr>("axis");
-    if (!dataType || dataType.getRank() != 1 ||
-        (axis && axis.getInt() != 0 && axis.getInt() != -1))
-      return std::nullopt;
-    std::optional<FoldedConstant> data = operand(0), indices = operand(1);
-    if (!data || !indices)
-      return std::nullopt;
-    SmallVector<double> values;
-    auto size = static_cast<int64_t>(data->values.size());
-    for (double index : indices->values) {
-      auto i = static_cast<int64_t>(index);
-      if (i < 0)
-        i += size;
-      if (i < 0 || i >= size)
-        return std::nullopt;
-      values.push_back(data->values[i]);
-    }
-    return finish(values);
-  }
-
-  if (isa<onnx::CastOp>(op)) {
-    std::optional<FoldedConstant> input = operand(0);
-    if (!input)
-      return std::nullopt;
-    SmallVector<double> values = input->values;
-    // ONNX casts floats to integers by truncation.
-    if (result.elementType.isInteger() &&
-        result.elementType.getIntOrFloatBitWidth() > 1)
-      for (double &v : values)
-        v = std::trunc(v);
-    return finish(values);
-  }
-
-  // Ops that keep the elements in order and only reshape them.
-  if (isa<onnx::IdentityOp, onnx::SqueezeOp, onnx::UnsqueezeOp, onnx::ReshapeOp,
-          onnx::FlattenOp>(op)) {
-    std::optional<FoldedConstant> input = operand(0);
-    return input ? finish(input->values) : std::nullopt;
-  }
-
-  if (isa<onnx::CeilOp, onnx::FloorOp, onnx::NegOp, onnx::AbsOp>(op)) {
-    std::optional<FoldedConstant> input = operand(0);
-    if (!input)
-      return std::nullopt;
-    SmallVector<double> values;
-    for (double v : input->values)
-      values.push_back(isa<onnx::CeilOp>(op)    ? std::ceil(v)
-                       : isa<onnx::FloorOp>(op) ? std::floor(v)
-                       : isa<onnx::NegOp>(op)   ? -v
-                                                : std::fabs(v));
-    return finish(values);
-  }
-
-  if (isa<onnx::AddOp, onnx::SubOp, onnx::MulOp, onnx::DivOp>(op)) {
-    std::optional<FoldedConstant> lhs = operand(0), rhs = operand(1);
-    if (!lhs || !rhs)
-      return std::nullopt;
-    size_t lhsSize = lhs->values.size(), rhsSize = rhs->values.size();
-    // Elementwise on equal shapes, or with a one-element side broadcast.
-    bool sameShape = op->getOperand(0).getType() == op->getOperand(1).getType();
-    if (lhsSize != 1 && rhsSize != 1 && !(lhsSize == rhsSize && sameShape))
-      return std::nullopt;
-    bool integer = result.elementType.isInteger();
-    SmallVector<double> values;
-    for (size_t i = 0, e = std::max(lhsSize, rhsSize); i < e; ++i) {
-      double a = lhs->values[lhsSize == 1 ? 0 : i];
-      double b = rhs->values[rhsSize == 1 ? 0 : i];
-      if (isa<onnx::AddOp>(op)) {
-        values.push_back(a + b);
-      } else if (isa<onnx::SubOp>(op)) {
-        values.push_back(a - b);
-      } else if (isa<onnx::MulOp>(op)) {
-        values.push_back(a * b);
-      } else if (!integer) {
-        values.push_back(a / b);
-      } else {
-        // Integer division truncates (as C and ONNX Runtime do).
-        if (b == 0)
-          return std::nullopt;
-        values.push_back(static_cast<double>(static_cast<int64_t>(a) /
-                                             static_cast<int64_t>(b)));
-      }
-    }
-    return finish(values);
-  }
-  return std::nullopt;
-}
+using onnx_lowering::ConstTensor;
+using onnx_lowering::foldConstantExpression;
 
 /// The single finite number `value` folds to.
 static std::optional<double> foldNumber(Value value) {
-  std::optional<FoldedConstant> folded = foldConstantExpression(value);
-  if (!folded || folded->values.size() != 1 ||
-      !std::isfinite(folded->values[0]))
+  std::optional<ConstTensor> folded = foldConstantExpression(value);
+  if (!folded || folded->size() != 1 || !std::isfinite(folded->asDouble(0)))
     return std::nullopt;
-  return folded->values[0];
+  return folded->asDouble(0);
 }
 
 /// The single integer `value` folds to.
@@ -246,12 +60,11 @@ static std::optional<SmallVector<int64_t>> axesOf(Operation *op,
                                                   unsigned axesInput) {
   if (axesInput < op->getNumOperands() &&
       !isa<NoneType>(op->getOperand(axesInput).getType())) {
-    std::optional<FoldedConstant> axes =
+    std::optional<ConstTensor> axes =
         foldConstantExpression(op->getOperand(axesInput));
     if (!axes || !axes->elementType.isInteger())
       return std::nullopt;
-    return llvm::map_to_vector(axes->values,
-                               [](double v) { return (int64_t)v; });
+    return axes->ints;
   }
   if (auto attr = op->getAttrOfType<DenseI64ArrayAttr>("axes"))
     return SmallVector<int64_t>(attr.asArrayRef());
@@ -448,12 +261,13 @@ static onnx::OneHotOp matchOneHot(Value value) {
   auto oneHot = skipExactCasts(value, 1).getDefiningOp<onnx::OneHotOp>();
   if (!oneHot)
     return {};
-  std::optional<FoldedConstant> values =
+  std::optional<ConstTensor> values =
       foldConstantExpression(oneHot.getInputs()[2]);
   auto axis = oneHot->getAttrOfType<IntegerAttr>("axis");
   auto indicesType =
       dyn_cast<RankedTensorType>(oneHot.getInputs()[0].getType());
-  if (!values || values->values != ArrayRef<double>{0.0, 1.0} || !indicesType ||
+  if (!values || values->size() != 2 || values->asDouble(0) != 0.0 ||
+      values->asDouble(1) != 1.0 || !indicesType ||
       (axis && axis.getInt() != -1 && axis.getInt() != indicesType.getRank()))
     return {};
   return oneHot;

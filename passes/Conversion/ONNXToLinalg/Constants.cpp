@@ -9,6 +9,7 @@
 
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "passes/Conversion/ONNXToLinalg/Lowering.h"
+#include "passes/ONNXFolding.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <cmath>
@@ -440,39 +441,11 @@ foldMovement(Operation *op, ArrayRef<ConstTensor> ins, Shape shape, Type type) {
       .Default([](Operation *) { return std::nullopt; });
 }
 
-std::optional<ConstTensor> foldOp(Operation *op) {
-  if (op->getNumResults() != 1)
-    return std::nullopt;
-  auto resultType = cast<RankedTensorType>(op->getResult(0).getType());
-  Type type = resultType.getElementType();
-  if (!(isa<FloatType>(type) || type.isIntOrIndex()))
-    return std::nullopt;
-  // Shape and Size only need a static operand shape.
-  if (isa<onnx::ShapeOp, onnx::SizeOp>(op)) {
-    auto operandType = dyn_cast<RankedTensorType>(op->getOperand(0).getType());
-    if (!operandType || !operandType.hasStaticShape())
-      return std::nullopt;
-    ArrayRef<int64_t> dims = operandType.getShape();
-    if (isa<onnx::SizeOp>(op))
-      return ConstTensor{{}, type, {product(dims)}, {}};
-    int64_t rank = dims.size();
-    int64_t start = std::clamp<int64_t>(
-        normalizeAxis(intAttr(op, "start", 0), rank), 0, rank);
-    int64_t end = std::clamp<int64_t>(
-        normalizeAxis(intAttr(op, "end", rank), rank), start, rank);
-    Shape values(dims.slice(start, end - start));
-    return ConstTensor{{end - start}, type, values, {}};
-  }
-  // Everything else needs constant operands and a small result.
-  SmallVector<ConstTensor> operands;
-  for (Value operand : op->getOperands()) {
-    if (isNone(operand))
-      continue;
-    std::optional<ConstTensor> constant = getConstant(operand);
-    if (!constant || constant->size() > kMaxFoldElements)
-      return std::nullopt;
-    operands.push_back(std::move(*constant));
-  }
+/// What `op` evaluates to on the values `operands` of its operands other
+/// than `none`. The result's shape is `shape` where given, else inferred.
+static std::optional<ConstTensor>
+foldWithOperands(Operation *op, ArrayRef<ConstTensor> operands, Type type,
+                 std::optional<Shape> shape = std::nullopt) {
   if (operands.empty())
     return std::nullopt;
   if (auto range = dyn_cast<onnx::RangeOp>(op)) {
@@ -493,16 +466,155 @@ std::optional<ConstTensor> foldOp(Operation *op) {
     }
     return result;
   }
-  SmallVector<Shape> shapes;
-  std::string why;
-  if (failed(inferShapes(op, shapes, why)) || shapes.size() != 1 ||
-      ShapedType::isDynamicShape(shapes[0]) ||
-      product(shapes[0]) > kMaxFoldElements)
+  if (!shape) {
+    SmallVector<Shape> shapes;
+    std::string why;
+    if (failed(inferShapes(op, shapes, why)) || shapes.size() != 1)
+      return std::nullopt;
+    shape = shapes[0];
+  }
+  if (ShapedType::isDynamicShape(*shape) || product(*shape) > kMaxFoldElements)
     return std::nullopt;
   if (std::optional<ConstTensor> folded =
-          foldElementwise(op, operands, shapes[0], type))
+          foldElementwise(op, operands, *shape, type))
     return folded;
-  return foldMovement(op, operands, shapes[0], type);
+  return foldMovement(op, operands, *shape, type);
+}
+
+/// The value of Shape or Size of an operand of static shape.
+static std::optional<ConstTensor> foldShapeOf(Operation *op, Type type) {
+  auto operandType = dyn_cast<RankedTensorType>(op->getOperand(0).getType());
+  if (!operandType || !operandType.hasStaticShape())
+    return std::nullopt;
+  ArrayRef<int64_t> dims = operandType.getShape();
+  if (isa<onnx::SizeOp>(op))
+    return ConstTensor{{}, type, {product(dims)}, {}};
+  int64_t rank = dims.size();
+  int64_t start = std::clamp<int64_t>(
+      normalizeAxis(intAttr(op, "start", 0), rank), 0, rank);
+  int64_t end = std::clamp<int64_t>(
+      normalizeAxis(intAttr(op, "end", rank), rank), start, rank);
+  Shape values(dims.slice(start, end - start));
+  return ConstTensor{{end - start}, type, values, {}};
+}
+
+/// The element type of the single result of `op` where the folder
+/// evaluates it.
+static Type foldedElementType(Operation *op) {
+  if (op->getNumResults() != 1)
+    return {};
+  auto resultType = dyn_cast<RankedTensorType>(op->getResult(0).getType());
+  if (!resultType)
+    return {};
+  Type type = resultType.getElementType();
+  if (!(isa<FloatType>(type) || type.isIntOrIndex()))
+    return {};
+  return type;
+}
+
+std::optional<ConstTensor> foldOp(Operation *op) {
+  Type type = foldedElementType(op);
+  if (!type)
+    return std::nullopt;
+  // Shape and Size only need a static operand shape.
+  if (isa<onnx::ShapeOp, onnx::SizeOp>(op))
+    return foldShapeOf(op, type);
+  // Everything else needs constant operands and a small result.
+  SmallVector<ConstTensor> operands;
+  for (Value operand : op->getOperands()) {
+    if (isNone(operand))
+      continue;
+    std::optional<ConstTensor> constant = getConstant(operand);
+    if (!constant || constant->size() > kMaxFoldElements)
+      return std::nullopt;
+    operands.push_back(std::move(*constant));
+  }
+  return foldWithOperands(op, operands, type);
+}
+
+//===----------------------------------------------------------------------===//
+// Constant expressions
+//===----------------------------------------------------------------------===//
+
+/// `v` as an element of `type` holds it (ONNX computes each op in its
+/// element type), or none where it does not fit.
+static std::optional<double> roundTo(Type type, double v) {
+  if (auto floatType = dyn_cast<FloatType>(type)) {
+    // Rounding a double result is exact for the narrower types (double has
+    // more than twice their precision).
+    if (floatType.getWidth() > 64)
+      return std::nullopt;
+    APFloat value(v);
+    bool losesInfo;
+    value.convert(floatType.getFloatSemantics(), APFloat::rmNearestTiesToEven,
+                  &losesInfo);
+    return value.convertToDouble();
+  }
+  auto intType = dyn_cast<IntegerType>(type);
+  if (!intType || intType.isUnsigned() || intType.getWidth() > 64)
+    return std::nullopt;
+  if (intType.getWidth() == 1)
+    return v != 0 ? 1.0 : 0.0;
+  double limit = std::ldexp(1.0, std::min(intType.getWidth() - 1, 53u));
+  if (!std::isfinite(v) || v != std::trunc(v) || v >= limit || v < -limit)
+    return std::nullopt;
+  return v;
+}
+
+/// `value` with each element rounded to its element type, or none where
+/// one does not fit.
+static std::optional<ConstTensor> roundElements(ConstTensor value) {
+  for (int64_t i = 0, e = value.size(); i < e; ++i) {
+    std::optional<double> rounded =
+        roundTo(value.elementType, value.asDouble(i));
+    if (!rounded)
+      return std::nullopt;
+    if (value.isFloat())
+      value.floats[i] = *rounded;
+    else
+      value.ints[i] = static_cast<int64_t>(*rounded);
+  }
+  return value;
+}
+
+std::optional<ConstTensor> foldConstantExpression(Value value,
+                                                  unsigned depth) {
+  if (depth == 0)
+    return std::nullopt;
+  if (std::optional<ConstTensor> constant = getConstant(value)) {
+    if (constant->size() > kMaxFoldElements)
+      return std::nullopt;
+    return roundElements(std::move(*constant));
+  }
+  Operation *op = value.getDefiningOp();
+  Type type = op ? foldedElementType(op) : Type();
+  if (!type)
+    return std::nullopt;
+  std::optional<ConstTensor> folded;
+  if (isa<onnx::ShapeOp, onnx::SizeOp>(op)) {
+    folded = foldShapeOf(op, type);
+  } else {
+    SmallVector<ConstTensor> operands;
+    for (Value operand : op->getOperands()) {
+      if (isNone(operand))
+        continue;
+      std::optional<ConstTensor> constant =
+          foldConstantExpression(operand, depth - 1);
+      if (!constant || constant->size() > kMaxFoldElements)
+        return std::nullopt;
+      operands.push_back(std::move(*constant));
+    }
+    // The operands are not constants in the IR, so a result shape that
+    // depends on their values is the result type's.
+    auto resultType = cast<RankedTensorType>(value.getType());
+    std::optional<Shape> shape;
+    if (resultType.hasStaticShape())
+      shape = Shape(resultType.getShape());
+    folded = foldWithOperands(op, operands, type, shape);
+  }
+  if (!folded)
+    return std::nullopt;
+  return roundElements(std::move(*folded));
 }
 
 } // namespace mlir::moe::onnx_lowering

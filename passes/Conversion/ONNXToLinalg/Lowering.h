@@ -4,8 +4,9 @@
 // static shapes first (StaticShapes.cpp folds shape computations on
 // constants and infers the result shapes that ONNX left dynamic), then one
 // conversion pattern per op, in a file per op family. The helpers that several
-// files share are declared here: constant operands (Constants.cpp), attributes,
-// axes, broadcasting and reshapes (Common.cpp). The linalg.generic builders
+// files share are declared here: attributes, axes, broadcasting and reshapes
+// (Common.cpp); constant operands and folding in passes/ONNXFolding.h
+// (Constants.cpp). The linalg.generic builders
 // come from the moe lowering (MoEToLinalg/Lowering.h).
 //
 //===----------------------------------------------------------------------===//
@@ -15,6 +16,7 @@
 
 #include "dialects/onnx/IR/ONNXDialect.h"
 #include "passes/Conversion/MoEToLinalg/Lowering.h"
+#include "passes/ONNXFolding.h"
 
 #include <optional>
 #include <string>
@@ -31,8 +33,6 @@ using lowering::mapElements;
 using lowering::reduce;
 using lowering::scalarConst;
 using lowering::tensorType;
-
-using Shape = SmallVector<int64_t>;
 
 void populateElementwisePatterns(RewritePatternSet &patterns);
 void populateLinearPatterns(RewritePatternSet &patterns);
@@ -63,39 +63,6 @@ LogicalResult makeShapesStatic(Operation *root);
 /// Fails with the reason in `why` where they are not determined statically.
 LogicalResult inferShapes(Operation *op, SmallVectorImpl<Shape> &shapes,
                           std::string &why);
-
-//===----------------------------------------------------------------------===//
-// Constants (Constants.cpp)
-//===----------------------------------------------------------------------===//
-
-/// The value of a constant tensor: integers (i1 as 0/1) as int64, floats as
-/// double.
-struct ConstTensor {
-  Shape shape;
-  Type elementType;
-  SmallVector<int64_t> ints;
-  SmallVector<double> floats;
-
-  bool isFloat() const { return isa<FloatType>(elementType); }
-  int64_t size() const;
-  double asDouble(int64_t i) const { return isFloat() ? floats[i] : ints[i]; }
-  int64_t asInt(int64_t i) const {
-    return isFloat() ? static_cast<int64_t>(floats[i]) : ints[i];
-  }
-};
-
-/// The value of `value` where an arith.constant (dense, or a dense_resource
-/// blob of a plain element type) defines it.
-std::optional<ConstTensor> getConstant(Value value);
-/// The elements of an integer or float constant as int64.
-std::optional<Shape> getConstantInts(Value value);
-/// The single element of a one-element constant.
-std::optional<double> getConstantScalar(Value value);
-/// The elements attribute of `value` with the static `type`.
-DenseElementsAttr toAttr(const ConstTensor &value, RankedTensorType type);
-/// What an onnx op evaluates to where its operands are constants, for the
-/// ops that exported shape computations use; none where it is not folded.
-std::optional<ConstTensor> foldOp(Operation *op);
 
 //===----------------------------------------------------------------------===//
 // Operands and attributes (Common.cpp)
