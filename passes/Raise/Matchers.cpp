@@ -1,6 +1,7 @@
 //===- Matchers.cpp - recognising MoE pieces in onnx programs -------------===//
 
 #include "passes/Raise/Matchers.h"
+#include "passes/ONNXFolding.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -37,25 +38,12 @@ arith::ConstantOp constantOp(Value value) {
   return constant;
 }
 
-/// The elements of a constant as dense elements; dense_resource blobs are
-/// read through their typed views.
-static std::optional<DenseElementsAttr> denseOf(Value value) {
-  arith::ConstantOp constant = constantOp(value);
-  if (!constant)
-    return std::nullopt;
-  if (auto dense = dyn_cast<DenseElementsAttr>(constant.getValue()))
-    return dense;
-  return std::nullopt;
-}
-
 std::optional<SmallVector<int64_t>> constantInts(Value value) {
-  std::optional<DenseElementsAttr> dense = denseOf(value);
-  if (!dense || !dense->getElementType().isInteger())
+  std::optional<onnx_lowering::ConstTensor> constant =
+      onnx_lowering::getConstant(skipNoOps(value));
+  if (!constant || constant->isFloat())
     return std::nullopt;
-  SmallVector<int64_t> ints;
-  for (const APInt &v : dense->getValues<APInt>())
-    ints.push_back(v.getSExtValue());
-  return ints;
+  return constant->ints;
 }
 
 std::optional<int64_t> constantInt(Value value) {
@@ -66,11 +54,11 @@ std::optional<int64_t> constantInt(Value value) {
 }
 
 std::optional<double> constantFloat(Value value) {
-  std::optional<DenseElementsAttr> dense = denseOf(value);
-  if (!dense || !isa<FloatType>(dense->getElementType()) ||
-      dense->getNumElements() != 1)
+  std::optional<onnx_lowering::ConstTensor> constant =
+      onnx_lowering::getConstant(skipNoOps(value));
+  if (!constant || !constant->isFloat() || constant->size() != 1)
     return std::nullopt;
-  return (*dense->getValues<APFloat>().begin()).convertToDouble();
+  return constant->floats.front();
 }
 
 bool isZeroConstant(Value value) {
