@@ -55,7 +55,7 @@ struct DecomposeLayer : OpRewritePattern<LayerOp> {
         rewriter, loc, rowsType, idsType,
         RankedTensorType::get({E}, rewriter.getI32Type()),
         RankedTensorType::get({}, rewriter.getI64Type()), op.getInput(),
-        router.getIds(), probs,
+        router.getIds(), probs, /*offsets=*/Value(),
         capacity ? rewriter.getI64IntegerAttr(*capacity) : IntegerAttr(),
         policy);
 

@@ -78,6 +78,90 @@ def MoERaisePass : Pass<"moe-raise"> {
 }
 
 //===----------------------------------------------------------------------===//
+// Parallelisation
+//===----------------------------------------------------------------------===//
+
+def MoEPartitionPass : Pass<"moe-partition", "::mlir::ModuleOp"> {
+  let summary = "Rewrite the program into what each rank of its plan runs";
+  let description = [{
+    Reads the module's `moe.plan` (see `#moe.plan` and `moe-set-plan`),
+    creates `shard.grid @world(shape = pp x dp/dp_shard x dp_shard x ep x
+    tp)` and rewrites every MoE block (a `moe.layer` is decomposed first) so
+    that each rank runs its share, with every exchange an op:
+
+    * tokens: each rank takes its block of the whole input's tokens over
+      `dp x ep` (`shard.all_slice`) and the results are gathered back
+      (`shard.all_gather`), so every rank returns the whole output;
+    * experts: rank i of `ep` holds experts `[i E/ep, (i+1) E/ep)`
+      (`shard.all_slice` of the weights). With the all-to-all dispatcher,
+      capacity-mode rows travel in one uniform `shard.all_to_all` each way
+      (`[E, B, H]`, blocks per destination), dropless rows in a ragged
+      `moe.all_to_all` whose counts travel first. Capacity is that of the
+      whole batch: `moe.prefix_sum` of `moe.expert_counts` tells each
+      rank how many earlier tokens each expert already holds. With the
+      all-gather dispatcher every rank gathers the EP group's tokens, runs
+      its experts on them and `shard.reduce_scatter` sums the results back;
+    * token shuffle: tokens are permuted (seed + EP rank) and exchanged
+      uniformly within the EP group before routing, and restored after;
+    * routers that couple tokens (sinkhorn, expert choice) see the gathered
+      logits of the whole batch;
+    * tensor parallelism splits each expert's (and shared expert's) hidden
+      dimension over `tp`; partial outputs are summed by `shard.all_reduce`
+      and the output bias is added by tp rank 0 only;
+    * sharded data parallelism keeps each rank's `1/dp_shard` of its expert
+      weights and gathers them (`shard.all_gather` over `dp_shard`) at use;
+    * pipeline parallelism cuts the function into `pp` stages of balanced
+      cost (never inside an MoE block), outlined as `@<fn>_stage<i>`;
+      stages pass activations by `shard.send`/`shard.recv`, and the last
+      stage broadcasts the results.
+
+    Other ops run unchanged (replicated) on every rank of their stage.
+    With `report`, every exchange is reported as a remark with its type and
+    the bytes each rank sends.
+  }];
+  let options = [
+    Option<"report", "report", "bool", "false",
+           "Report every exchange with its size per rank">
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::func::FuncDialect",
+                           "::mlir::moe::MoEDialect",
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::shard::ShardDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
+def MoESetPlanPass : Pass<"moe-set-plan", "::mlir::ModuleOp"> {
+  let summary = "Attach a parallel plan to the module";
+  let description = [{
+    Builds the module's `moe.plan` from the options, from a SageMaker
+    model-parallel JSON config (`smp-config`: `expert_parallel_degree`,
+    `tensor_parallel_degree`, `hybrid_shard_degree`, `random_seed` and the
+    MoEConfig fields `moe_load_balancing`, `global_token_shuffle`,
+    `moe_all_to_all_dispatcher`, `moe_aux_loss_coeff`, `moe_z_loss_coeff`),
+    or both (options win). Without `dp`, the data-parallel degree is what
+    `world-size` leaves after pp, ep and tp. An invalid plan is one error
+    naming the problem.
+  }];
+  let options = [
+    Option<"worldSize", "world-size", "int64_t", "0", "Ranks in the world">,
+    Option<"pp", "pp", "int64_t", "0", "Pipeline stages">,
+    Option<"dp", "dp", "int64_t", "0", "Data-parallel degree">,
+    Option<"dpShard", "dp-shard", "int64_t", "0",
+           "Data-parallel ranks that share one copy of the expert weights">,
+    Option<"ep", "ep", "int64_t", "0", "Expert-parallel degree">,
+    Option<"tp", "tp", "int64_t", "0", "Tensor-parallel degree">,
+    Option<"dispatcher", "dispatcher", "std::string", "\"\"",
+           "Token dispatcher: all-to-all or all-gather">,
+    Option<"tokenShuffle", "token-shuffle", "bool", "false",
+           "Shuffle tokens across the EP group">,
+    Option<"seed", "seed", "int64_t", "-1", "Seed of the token shuffle">,
+    Option<"smpConfig", "smp-config", "std::string", "\"\"",
+           "SageMaker model-parallel config (JSON file)">
+  ];
+}
+
+//===----------------------------------------------------------------------===//
 // Conversions
 //===----------------------------------------------------------------------===//
 

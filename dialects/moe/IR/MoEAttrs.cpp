@@ -4,6 +4,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/SmallSet.h"
+#include "llvm/ADT/StringSwitch.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
@@ -106,5 +107,116 @@ ActivationAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (limit && !(limit->convertToDouble() > 0.0))
     return emitError() << "swiglu limit must be positive, got "
                        << limit->convertToDouble();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// PlanAttr: `<key = value, ...>`
+//===----------------------------------------------------------------------===//
+
+PlanAttr PlanAttr::getDefault(MLIRContext *context) {
+  // SageMaker MoEConfig's defaults, on one rank.
+  return get(context, 1, 1, 1, 1, 1, TokenDispatcher::AllToAll, false,
+             LoadBalancing::Sinkhorn, APFloat(1e-3), APFloat(1e-3), 12345);
+}
+
+Attribute PlanAttr::parse(AsmParser &parser, Type) {
+  PlanAttr defaults = getDefault(parser.getContext());
+  int64_t pp = 1, dp = 1, dpShard = 1, ep = 1, tp = 1,
+          seed = defaults.getSeed();
+  TokenDispatcher dispatcher = defaults.getDispatcher();
+  bool tokenShuffle = false;
+  LoadBalancing balancing = defaults.getLoadBalancing();
+  double aux = 1e-3, z = 1e-3;
+  llvm::SmallSet<StringRef, 12> seen;
+  SMLoc start = parser.getCurrentLocation();
+
+  auto parseField = [&]() -> ParseResult {
+    StringRef key;
+    SMLoc keyLoc = parser.getCurrentLocation();
+    if (parser.parseKeyword(&key) || parser.parseEqual())
+      return failure();
+    if (!seen.insert(key).second)
+      return parser.emitError(keyLoc) << "plan field '" << key
+                                      << "' is given twice";
+    int64_t *degree = llvm::StringSwitch<int64_t *>(key)
+                          .Case("pp", &pp).Case("dp", &dp)
+                          .Case("dp_shard", &dpShard).Case("ep", &ep)
+                          .Case("tp", &tp).Case("seed", &seed)
+                          .Default(nullptr);
+    if (degree)
+      return parser.parseInteger(*degree);
+    if (key == "aux_loss_coeff" || key == "z_loss_coeff")
+      return parser.parseFloat(key == "z_loss_coeff" ? z : aux);
+    StringRef word;
+    SMLoc wordLoc = parser.getCurrentLocation();
+    if (key == "token_shuffle") {
+      if (parser.parseKeyword(&word))
+        return failure();
+      if (word != "true" && word != "false")
+        return parser.emitError(wordLoc, "expected true or false");
+      tokenShuffle = word == "true";
+      return success();
+    }
+    if (key == "dispatcher" || key == "load_balancing") {
+      if (parser.parseKeyword(&word))
+        return failure();
+      if (key == "dispatcher") {
+        if (auto value = symbolizeTokenDispatcher(word)) {
+          dispatcher = *value;
+          return success();
+        }
+      } else if (auto value = symbolizeLoadBalancing(word)) {
+        balancing = *value;
+        return success();
+      }
+      return parser.emitError(wordLoc)
+             << "unknown " << key << " '" << word << "'";
+    }
+    return parser.emitError(keyLoc) << "unknown plan field '" << key << "'";
+  };
+  if (parser.parseCommaSeparatedList(AsmParser::Delimiter::LessGreater,
+                                     parseField))
+    return {};
+  return getChecked([&] { return parser.emitError(start); },
+                    parser.getContext(), pp, dp, dpShard, ep, tp, dispatcher,
+                    tokenShuffle, balancing, APFloat(aux), APFloat(z), seed);
+}
+
+void PlanAttr::print(AsmPrinter &printer) const {
+  printer << "<pp = " << getPp() << ", dp = " << getDp()
+          << ", dp_shard = " << getDpShard() << ", ep = " << getEp()
+          << ", tp = " << getTp()
+          << ", dispatcher = " << stringifyTokenDispatcher(getDispatcher())
+          << ", token_shuffle = " << (getTokenShuffle() ? "true" : "false")
+          << ", load_balancing = "
+          << stringifyLoadBalancing(getLoadBalancing())
+          << ", aux_loss_coeff = ";
+  printer.printFloat(getAuxLossCoeff());
+  printer << ", z_loss_coeff = ";
+  printer.printFloat(getZLossCoeff());
+  printer << ", seed = " << getSeed() << '>';
+}
+
+LogicalResult PlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                               int64_t pp, int64_t dp, int64_t dpShard,
+                               int64_t ep, int64_t tp, TokenDispatcher,
+                               bool, LoadBalancing, APFloat aux, APFloat z,
+                               int64_t) {
+  std::pair<StringRef, int64_t> degrees[] = {
+      {"pp", pp}, {"dp", dp}, {"dp_shard", dpShard}, {"ep", ep}, {"tp", tp}};
+  for (auto [name, value] : degrees)
+    if (value < 1)
+      return emitError() << "plan degree " << name
+                         << " must be at least 1, got " << value;
+  if (dp % dpShard != 0)
+    return emitError() << "plan dp_shard " << dpShard
+                       << " does not divide dp " << dp;
+  for (auto [name, value] : {std::pair<StringRef, APFloat>{"aux_loss_coeff", aux},
+                             {"z_loss_coeff", z}})
+    if (!value.isFinite() || value.isNegative())
+      return emitError() << "plan " << name
+                         << " must be finite and not negative, got "
+                         << value.convertToDouble();
   return success();
 }

@@ -97,6 +97,24 @@ def MoE_SwiGLULayout : I32EnumAttr<"SwiGLULayout",
   let cppNamespace = "::mlir::moe";
 }
 
+def MoE_LoadBalancingAttr : I32EnumAttr<"LoadBalancing",
+    "router load balancing in training (SageMaker moe_load_balancing)", [
+      I32EnumAttrCase<"Sinkhorn", 0, "sinkhorn">,
+      I32EnumAttrCase<"AuxLoss", 1, "aux_loss">,
+      I32EnumAttrCase<"Balanced", 2, "balanced">,
+      I32EnumAttrCase<"None", 3, "none">
+    ]> {
+  let cppNamespace = "::mlir::moe";
+}
+
+def MoE_TokenDispatcherAttr : I32EnumAttr<"TokenDispatcher",
+    "how tokens reach the ranks that hold their experts", [
+      I32EnumAttrCase<"AllToAll", 0, "all_to_all">,
+      I32EnumAttrCase<"AllGather", 1, "all_gather">
+    ]> {
+  let cppNamespace = "::mlir::moe";
+}
+
 //===----------------------------------------------------------------------===//
 // Attributes
 //===----------------------------------------------------------------------===//
@@ -150,6 +168,57 @@ def MoE_ActivationAttr : AttrDef<MoE_Dialect, "Activation"> {
       return getKind() == ActivationKind::SwiGLU &&
              getLayout() != SwiGLULayout::Separate;
     }
+  }];
+}
+
+def MoE_PlanAttr : AttrDef<MoE_Dialect, "Plan"> {
+  let mnemonic = "plan";
+  let summary = "a parallel plan: grid axis sizes and expert-parallel options";
+  let description = [{
+    Carried on the module as `moe.plan`; `moe-partition` rewrites the program
+    into what each rank of the plan runs. The world has `pp x dp x ep x tp`
+    ranks. The grid it creates,
+    `shard.grid @world(shape = pp x (dp / dp_shard) x dp_shard x ep x tp)`,
+    has one axis per degree, the last varying fastest between neighbouring
+    ranks:
+
+    * `pp`: pipeline stages;
+    * `dp`: data parallelism; tokens are split over `dp x ep`. The expert
+      weights are sharded over groups of `dp_shard` data-parallel ranks and
+      gathered before use (FSDP's hybrid sharding); `dp_shard = 1` keeps a
+      whole copy on every rank;
+    * `ep`: experts, exchanged tokens;
+    * `tp`: tensor parallelism inside experts and shared experts.
+
+    The rest are SageMaker MoEConfig fields: `dispatcher` (its
+    `moe_all_to_all_dispatcher`), `token_shuffle` (`global_token_shuffle`),
+    `load_balancing`, `aux_loss_coeff`, `z_loss_coeff` and `seed`
+    (`random_seed`, to which each EP rank adds its index).
+
+    Syntax: `<key = value, ...>` with each key at most once, in any order;
+    missing keys take their defaults (degrees 1, SageMaker's MoEConfig
+    defaults otherwise). Example:
+    `#moe.plan<dp = 2, ep = 4, dispatcher = all_to_all, token_shuffle = true>`.
+
+    **Constraints:**
+    * every degree is at least 1, and `dp_shard` divides `dp`;
+    * the coefficients are finite and not negative.
+  }];
+  let parameters = (ins "int64_t":$pp, "int64_t":$dp, "int64_t":$dp_shard,
+                        "int64_t":$ep, "int64_t":$tp,
+                        "TokenDispatcher":$dispatcher, "bool":$token_shuffle,
+                        "LoadBalancing":$load_balancing,
+                        "::llvm::APFloat":$aux_loss_coeff,
+                        "::llvm::APFloat":$z_loss_coeff, "int64_t":$seed);
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// Ranks in the plan: the product of its degrees.
+    int64_t getWorldSize() const {
+      return getPp() * getDp() * getEp() * getTp();
+    }
+    /// The attribute with every field at its default.
+    static PlanAttr getDefault(::mlir::MLIRContext *context);
   }];
 }
 

@@ -1,6 +1,7 @@
 //===- MoECanonicalize.cpp - moe canonicalization patterns -----------------===//
 
 #include "dialects/moe/IR/MoEOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/PatternMatch.h"
 
 using namespace mlir;
@@ -25,7 +26,26 @@ struct FoldSingleRankAllToAll : OpRewritePattern<AllToAllOp> {
     return success();
   }
 };
+
+/// A prefix sum over one rank adds nothing: zeros.
+struct FoldSingleRankPrefixSum : OpRewritePattern<PrefixSumOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(PrefixSumOp op,
+                                PatternRewriter &rewriter) const override {
+    if (getGroupSize(op, op.getGridAttr(), op.getGridAxes()) != 1)
+      return rewriter.notifyMatchFailure(op, "group has more than one rank");
+    rewriter.replaceOpWithNewOp<arith::ConstantOp>(
+        op, rewriter.getZeroAttr(op.getType()));
+    return success();
+  }
+};
 } // namespace
+
+void PrefixSumOp::getCanonicalizationPatterns(RewritePatternSet &results,
+                                              MLIRContext *context) {
+  results.add<FoldSingleRankPrefixSum>(context);
+}
 
 void AllToAllOp::getCanonicalizationPatterns(RewritePatternSet &results,
                                              MLIRContext *context) {

@@ -342,9 +342,18 @@ LogicalResult DispatchOp::verify() {
       return emitOpError("a capacity needs a drop_policy");
     if (*capacity < 1)
       return emitOpError() << "capacity must be at least 1, got " << *capacity;
-    if (failed(expectShape(*this, getRows(), "rows", {E, *capacity, H})))
+    int64_t rowsPerExpert =
+        getOffsets() ? std::min(*capacity, T * k) : *capacity;
+    if (failed(expectShape(*this, getRows(), "rows", {E, rowsPerExpert, H})))
       return failure();
+    if (getOffsets() &&
+        (policy != DropPolicy::Position ||
+         getOffsets().getType() != getCounts().getType()))
+      return emitOpError("offsets need the position drop policy and the type "
+                         "of counts");
   } else {
+    if (getOffsets())
+      return emitOpError("offsets need a capacity");
     if (policy)
       return emitOpError("a drop_policy needs a capacity");
     if (failed(expectShape(*this, getRows(), "rows", {T * k, H})))
@@ -440,58 +449,100 @@ LogicalResult CombineOp::verify() {
 // AllToAllOp
 //===----------------------------------------------------------------------===//
 
-LogicalResult AllToAllOp::verifySymbolUses(SymbolTableCollection &symbols) {
-  auto grid = symbols.lookupNearestSymbolFrom<shard::GridOp>(*this,
-                                                             getGridAttr());
+/// Checks `axes` against the `shard.grid` named `gridName` and returns the
+/// number of ranks they span.
+static FailureOr<int64_t> verifyGridAxes(Operation *op,
+                                         FlatSymbolRefAttr gridName,
+                                         ArrayRef<int16_t> axes,
+                                         SymbolTableCollection &symbols) {
+  auto grid = symbols.lookupNearestSymbolFrom<shard::GridOp>(op, gridName);
   if (!grid)
-    return emitOpError() << "no shard.grid named " << getGridAttr();
+    return op->emitOpError() << "no shard.grid named " << gridName;
   ArrayRef<int64_t> shape = grid.getShape();
   llvm::SmallSet<int16_t, 4> seen;
   int64_t groupSize = 1;
-  for (int16_t axis : getGridAxes()) {
+  for (int16_t axis : axes) {
     if (axis < 0 || axis >= static_cast<int64_t>(shape.size()))
-      return emitOpError() << "grid axis " << axis << " is out of range for "
-                           << "a grid of rank " << shape.size();
+      return op->emitOpError() << "grid axis " << axis
+                               << " is out of range for a grid of rank "
+                               << shape.size();
     if (!seen.insert(axis).second)
-      return emitOpError() << "grid axis " << axis << " is repeated";
+      return op->emitOpError() << "grid axis " << axis << " is repeated";
     if (ShapedType::isDynamic(shape[axis]))
-      return emitOpError() << "grid axis " << axis << " has a dynamic size";
+      return op->emitOpError() << "grid axis " << axis << " has a dynamic size";
     // A size-0 axis has no ranks to exchange with (and would divide by 0).
     if (shape[axis] < 1)
-      return emitOpError() << "grid axis " << axis << " has size "
-                           << shape[axis];
+      return op->emitOpError() << "grid axis " << axis << " has size "
+                               << shape[axis];
     if (llvm::MulOverflow(groupSize, shape[axis], groupSize))
-      return emitOpError("grid_axes span more than 2^63 - 1 ranks");
+      return op->emitOpError("grid_axes span more than 2^63 - 1 ranks");
   }
-  if (isRagged()) {
-    int64_t numCounts = getCounts().getType().getDimSize(0);
-    if (numCounts % groupSize != 0)
-      return emitOpError() << "the " << numCounts
-                           << " counts do not split over " << groupSize
-                           << " ranks";
-    return success();
-  }
-  int64_t blocks = getInput().getType().getDimSize(0);
-  if (blocks % groupSize != 0)
-    return emitOpError() << "dimension 0 (" << blocks
-                         << ") does not split over " << groupSize << " ranks";
-  return success();
+  return groupSize;
 }
 
-int64_t AllToAllOp::getGroupSize() {
-  auto grid = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(
-      *this, getGridAttr());
+int64_t mlir::moe::getGroupSize(Operation *op, FlatSymbolRefAttr gridName,
+                                ArrayRef<int16_t> axes) {
+  auto grid = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(op, gridName);
   if (!grid)
     return 0;
   ArrayRef<int64_t> shape = grid.getShape();
   int64_t size = 1;
-  for (int16_t axis : getGridAxes()) {
+  for (int16_t axis : axes) {
     if (axis < 0 || axis >= static_cast<int64_t>(shape.size()) ||
         ShapedType::isDynamic(shape[axis]) ||
         llvm::MulOverflow(size, shape[axis], size))
       return 0;
   }
   return size;
+}
+
+LogicalResult AllToAllOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  FailureOr<int64_t> groupSize =
+      verifyGridAxes(*this, getGridAttr(), getGridAxes(), symbols);
+  if (failed(groupSize))
+    return failure();
+  if (isRagged()) {
+    int64_t numCounts = getCounts().getType().getDimSize(0);
+    if (numCounts % *groupSize != 0)
+      return emitOpError() << "the " << numCounts
+                           << " counts do not split over " << *groupSize
+                           << " ranks";
+    return success();
+  }
+  int64_t blocks = getInput().getType().getDimSize(0);
+  if (blocks % *groupSize != 0)
+    return emitOpError() << "dimension 0 (" << blocks
+                         << ") does not split over " << *groupSize << " ranks";
+  return success();
+}
+
+int64_t AllToAllOp::getGroupSize() {
+  return moe::getGroupSize(*this, getGridAttr(), getGridAxes());
+}
+
+//===----------------------------------------------------------------------===//
+// ExpertCountsOp / PrefixSumOp / GatherRowsOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ExpertCountsOp::verify() {
+  if (getCounts().getType().getDimSize(0) < 1)
+    return emitOpError("counts must have at least one expert");
+  return success();
+}
+
+LogicalResult PrefixSumOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return verifyGridAxes(*this, getGridAttr(), getGridAxes(), symbols);
+}
+
+LogicalResult GatherRowsOp::verify() {
+  RankedTensorType input = getInput().getType();
+  if (failed(expectShape(*this, getOutput(), "result",
+                         {getIndices().getType().getDimSize(0),
+                          input.getDimSize(1)})) ||
+      failed(expectElementType(*this, getOutput(), "result",
+                               input.getElementType())))
+    return failure();
+  return success();
 }
 
 LogicalResult AllToAllOp::verify() {

@@ -18,4 +18,12 @@
 #define GET_OP_CLASSES
 #include "dialects/moe/IR/MoEOps.h.inc"
 
+namespace mlir::moe {
+/// Ranks in the group spanned by `axes` of the `shard.grid` named `grid`, or
+/// 0 when the grid cannot be found, an axis is out of range or dynamic, or
+/// the product overflows.
+int64_t getGroupSize(Operation *op, FlatSymbolRefAttr grid,
+                     ArrayRef<int16_t> axes);
+} // namespace mlir::moe
+
 #endif // MOE_DIALECTS_MOE_IR_MOEOPS_H

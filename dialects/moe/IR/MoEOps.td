@@ -215,7 +215,7 @@ def MoE_ZLossOp : MoE_Op<"z_loss", [Pure]> {
 // moe.dispatch
 //===----------------------------------------------------------------------===//
 
-def MoE_DispatchOp : MoE_Op<"dispatch", [Pure]> {
+def MoE_DispatchOp : MoE_Op<"dispatch", [Pure, AttrSizedOperandSegments]> {
   let summary = "pack token rows per expert";
   let description = [{
     Copies every routed (token, slot) row of `input [T, H]` into a per-expert
@@ -230,7 +230,14 @@ def MoE_DispatchOp : MoE_Op<"dispatch", [Pure]> {
       kept, grouped by expert in expert order and in token order within an
       expert; the rows after the last group are zero.
 
-    Results: `slots [T, k]` holds the flat row index (`e * C + c` in capacity
+    When the tokens are one shard of a larger batch split over ranks,
+    `after offsets [E]` gives, per expert, the pairs routed to it by the
+    tokens before this shard (`moe.prefix_sum` of `moe.expert_counts`): a
+    pair at position p among this shard's pairs for expert e is kept when
+    `offsets[e] + p < C`, so the kept set is the unsharded one. The buffer
+    then needs only `B = min(C, T*k)` rows per expert: `rows` is `[E, B, H]`.
+
+    Results: `slots [T, k]` holds the flat row index (`e * B + c` in capacity
     mode) of each pair, or -1 for dropped and unrouted pairs; `counts [E]` the
     rows each expert holds; `dropped` the pairs lost to capacity (always 0
     when dropless). Ids outside `[-1, E)` are treated as unrouted.
@@ -251,19 +258,22 @@ def MoE_DispatchOp : MoE_Op<"dispatch", [Pure]> {
     * `rows` and `weights` have the element type of `input`, and `rows` its
       row width H;
     * `counts` has E elements, E >= 1;
-    * with `capacity`: `drop_policy` is given, C >= 1, and `rows` is `[E, C, H]`;
+    * with `capacity`: `drop_policy` is given, C >= 1, and `rows` is
+      `[E, C, H]`, or `[E, min(C, T*k), H]` with `offsets`;
+    * `offsets` has the type of `counts` and needs the `position` policy;
     * without `capacity`: no `drop_policy`, and `rows` is `[T*k, H]`;
     * `weights` is given exactly for the `probs` policy.
   }];
   let arguments = (ins MoE_FloatMatrix:$input, MoE_IdMatrix:$ids,
                        Optional<MoE_FloatMatrix>:$weights,
+                       Optional<MoE_CountVector>:$offsets,
                        OptionalAttr<I64Attr>:$capacity,
                        OptionalAttr<MoE_DropPolicyAttr>:$drop_policy);
   let results = (outs MoE_RowBuffer:$rows, MoE_IdMatrix:$slots,
                       MoE_CountVector:$counts, MoE_Tensor<[I64], [0]>:$dropped);
   let assemblyFormat = [{
     $input `,` $ids (`capacity` $capacity^)? (`drop` $drop_policy^)? (`by` $weights^)?
-    attr-dict `:` functional-type(operands, results)
+    (`after` $offsets^)? attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{
@@ -471,6 +481,90 @@ def MoE_AllToAllOp : MoE_Op<"all_to_all", [Pure,
     /// range or dynamic, or the product overflows.
     int64_t getGroupSize();
   }];
+}
+
+//===----------------------------------------------------------------------===//
+// moe.expert_counts / moe.prefix_sum / moe.gather_rows
+//===----------------------------------------------------------------------===//
+
+def MoE_ExpertCountsOp : MoE_Op<"expert_counts", [Pure]> {
+  let summary = "the (token, slot) pairs routed to each expert";
+  let description = [{
+    `counts[e]` is the number of entries of `ids` equal to e; ids outside
+    `[0, E)` (unrouted `-1`) count for no expert. With `moe.prefix_sum` it
+    places a rank's tokens in the order of the whole batch for capacity
+    dispatch.
+
+    ```mlir
+    %c = moe.expert_counts %ids : tensor<16x2xi32> -> tensor<8xi32>
+    ```
+
+    **Constraints:**
+    * `counts` has E >= 1 elements.
+  }];
+  let arguments = (ins MoE_IdMatrix:$ids);
+  let results = (outs MoE_CountVector:$counts);
+  let assemblyFormat = "$ids attr-dict `:` type($ids) `->` type($counts)";
+  let hasVerifier = 1;
+}
+
+def MoE_PrefixSumOp : MoE_Op<"prefix_sum", [Pure,
+    AllTypesMatch<["input", "output"]>,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "exclusive prefix sum of counts over the ranks of a group";
+  let description = [{
+    On the rank with linear index r in the group spanned by `grid_axes` of
+    `shard.grid @grid` (axes in the order given, the last fastest), the
+    result is the elementwise sum of the inputs of ranks 0..r-1; zeros on
+    rank 0 (MPI_Exscan). A group of one rank gives zeros.
+
+    ```mlir
+    %before = moe.prefix_sum %c on @world grid_axes = [1, 3] : tensor<8xi32>
+    ```
+
+    **Constraints:**
+    * `grid` names a `shard.grid`; `grid_axes` are distinct axes of it, each
+      of static, non-zero size.
+  }];
+  let arguments = (ins MoE_CountVector:$input, FlatSymbolRefAttr:$grid,
+                       DefaultValuedAttr<DenseI16ArrayAttr, "{}">:$grid_axes);
+  let results = (outs MoE_CountVector:$output);
+  let assemblyFormat = [{
+    $input `on` $grid `grid_axes` `=` $grid_axes attr-dict `:` type($input)
+  }];
+  let hasCanonicalizer = 1;
+  let builders = [
+    OpBuilder<(ins "Value":$input, "StringRef":$grid,
+                   "ArrayRef<int16_t>":$axes), [{
+      build($_builder, $_state, input.getType(), input,
+            FlatSymbolRefAttr::get($_builder.getContext(), grid),
+            $_builder.getDenseI16ArrayAttr(axes));
+    }]>
+  ];
+}
+
+def MoE_GatherRowsOp : MoE_Op<"gather_rows", [Pure]> {
+  let summary = "rows of a matrix picked by index";
+  let description = [{
+    `output[i] = input[indices[i]]`; an index outside `[0, T)` gives a zero
+    row. Token shuffling permutes rows with it and restores their order with
+    the inverse permutation.
+
+    ```mlir
+    %y = moe.gather_rows %x[%perm] : (tensor<16x64xf32>, tensor<16xi32>) -> tensor<16x64xf32>
+    ```
+
+    **Constraints:**
+    * the result is `[N, H]` for `indices [N]` and `input [T, H]`, with the
+      element type of `input`.
+  }];
+  let arguments = (ins MoE_Tensor<[AnyType], [2]>:$input,
+                       MoE_Tensor<[I32], [1]>:$indices);
+  let results = (outs MoE_Tensor<[AnyType], [2]>:$output);
+  let assemblyFormat = [{
+    $input `[` $indices `]` attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//

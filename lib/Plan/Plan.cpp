@@ -1,0 +1,253 @@
+//===- Plan.cpp - parallel plans from options and SageMaker configs -------===//
+
+#include "moe/Plan/Plan.h"
+
+#include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::moe;
+using JSONValue = llvm::json::Value;
+
+static llvm::Error planError(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+namespace {
+/// Reads the fields of one SMP parameters object.
+struct SmpReader {
+  llvm::StringRef name;
+  PlanRequest request;
+
+  llvm::Error fieldError(llvm::StringRef key, const llvm::Twine &what) {
+    return planError(name + ": '" + key + "' " + what);
+  }
+
+  llvm::Expected<int64_t> integer(llvm::StringRef key, const JSONValue &v,
+                                  int64_t min) {
+    std::optional<int64_t> i = v.getAsInteger();
+    if (!i)
+      return fieldError(key, "must be an integer");
+    if (*i < min)
+      return fieldError(key, llvm::formatv("must be at least {0}, got {1}",
+                                           min, *i));
+    return *i;
+  }
+
+  // The SMP samples pass booleans as 0/1 integers (argparse), so both count.
+  llvm::Expected<bool> boolean(llvm::StringRef key, const JSONValue &v) {
+    if (std::optional<bool> b = v.getAsBoolean())
+      return *b;
+    std::optional<int64_t> i = v.getAsInteger();
+    if (i && (*i == 0 || *i == 1))
+      return *i == 1;
+    return fieldError(key, "must be true or false");
+  }
+
+  llvm::Expected<double> coefficient(llvm::StringRef key, const JSONValue &v) {
+    std::optional<double> d = v.getAsNumber();
+    if (!d)
+      return fieldError(key, "must be a number");
+    if (!std::isfinite(*d) || *d < 0)
+      return fieldError(key,
+                        llvm::formatv("must not be negative, got {0}", *d));
+    return *d;
+  }
+
+  llvm::Error read(const llvm::json::Object &params);
+};
+} // namespace
+
+llvm::Error SmpReader::read(const llvm::json::Object &params) {
+  for (const auto &[keyRef, value] : params) {
+    llvm::StringRef key = keyRef;
+    // Degrees of the SMP core configuration.
+    std::optional<int64_t> *degree =
+        llvm::StringSwitch<std::optional<int64_t> *>(key)
+            .Case("expert_parallel_degree", &request.ep)
+            .Case("tensor_parallel_degree", &request.tp)
+            .Case("pipeline_parallel_degree", &request.pp)
+            .Default(nullptr);
+    if (degree) {
+      llvm::Expected<int64_t> d = integer(key, value, 1);
+      if (!d)
+        return d.takeError();
+      *degree = *d;
+      continue;
+    }
+    if (key == "hybrid_shard_degree") {
+      // 0 (SMP's default) shards over every data-parallel rank.
+      llvm::Expected<int64_t> d = integer(key, value, 0);
+      if (!d)
+        return d.takeError();
+      request.dpShard = *d;
+      continue;
+    }
+    if (key == "context_parallel_degree") {
+      llvm::Expected<int64_t> d = integer(key, value, 1);
+      if (!d)
+        return d.takeError();
+      if (*d != 1)
+        return fieldError(key, llvm::formatv("is {0}, but context parallelism "
+                                             "is not supported; use 1",
+                                             *d));
+      continue;
+    }
+    if (key == "random_seed") {
+      llvm::Expected<int64_t> d = integer(key, value, 0);
+      if (!d)
+        return d.takeError();
+      request.seed = *d;
+      continue;
+    }
+    // MoEConfig fields.
+    if (key == "moe_load_balancing") {
+      std::optional<llvm::StringRef> s = value.getAsString();
+      std::optional<LoadBalancing> lb =
+          s ? symbolizeLoadBalancing(*s) : std::nullopt;
+      if (!lb)
+        return fieldError(key, "must be one of \"sinkhorn\", \"aux_loss\", "
+                               "\"balanced\" or \"none\"");
+      request.loadBalancing = *lb;
+      continue;
+    }
+    if (key == "global_token_shuffle" || key == "moe_all_to_all_dispatcher" ||
+        key == "smp_moe") {
+      llvm::Expected<bool> b = boolean(key, value);
+      if (!b)
+        return b.takeError();
+      if (key == "global_token_shuffle")
+        request.tokenShuffle = *b;
+      else if (key == "moe_all_to_all_dispatcher")
+        request.dispatcher =
+            *b ? TokenDispatcher::AllToAll : TokenDispatcher::AllGather;
+      else if (!*b)
+        return fieldError(key, "is false, which asks for another MoE "
+                               "implementation than this one");
+      continue;
+    }
+    if (key == "moe_aux_loss_coeff" || key == "moe_z_loss_coeff") {
+      llvm::Expected<double> c = coefficient(key, value);
+      if (!c)
+        return c.takeError();
+      (key == "moe_aux_loss_coeff" ? request.auxLossCoeff
+                                   : request.zLossCoeff) = *c;
+      continue;
+    }
+    // Training-time memory knobs of SMP: valid, and nothing to do here.
+    if (llvm::is_contained({"sm_activation_offloading",
+                            "activation_loading_horizon",
+                            "fsdp_cache_flush_warnings", "allow_empty_shards"},
+                           key))
+      continue;
+    return planError(name + ": unknown field '" + key + "'");
+  }
+  return llvm::Error::success();
+}
+
+llvm::Expected<PlanRequest> mlir::moe::parseSmpConfig(llvm::StringRef json,
+                                                      llvm::StringRef name) {
+  llvm::Expected<JSONValue> root = llvm::json::parse(json);
+  if (!root)
+    return planError(name + ": not valid JSON: " +
+                     llvm::toString(root.takeError()));
+  const llvm::json::Object *params = root->getAsObject();
+  if (!params)
+    return planError(name + ": expected a JSON object");
+  // The estimator's `distribution` dict wraps the parameters.
+  if (const llvm::json::Object *smd = params->getObject("smdistributed")) {
+    const llvm::json::Object *mp = smd->getObject("modelparallel");
+    params = mp ? mp->getObject("parameters") : nullptr;
+    if (!params)
+      return planError(name + ": 'smdistributed' has no "
+                              "'modelparallel.parameters' object");
+  }
+  SmpReader reader{name, {}};
+  if (llvm::Error e = reader.read(*params))
+    return std::move(e);
+  return reader.request;
+}
+
+void mlir::moe::overridePlan(PlanRequest &request,
+                             const PlanRequest &overrides) {
+  auto take = [](auto &into, const auto &from) {
+    if (from)
+      into = from;
+  };
+  take(request.worldSize, overrides.worldSize);
+  take(request.pp, overrides.pp);
+  take(request.dp, overrides.dp);
+  take(request.dpShard, overrides.dpShard);
+  take(request.ep, overrides.ep);
+  take(request.tp, overrides.tp);
+  take(request.seed, overrides.seed);
+  take(request.dispatcher, overrides.dispatcher);
+  take(request.tokenShuffle, overrides.tokenShuffle);
+  take(request.loadBalancing, overrides.loadBalancing);
+  take(request.auxLossCoeff, overrides.auxLossCoeff);
+  take(request.zLossCoeff, overrides.zLossCoeff);
+}
+
+llvm::Expected<PlanAttr> mlir::moe::resolvePlan(MLIRContext *context,
+                                                const PlanRequest &request) {
+  PlanAttr defaults = PlanAttr::getDefault(context);
+  int64_t pp = request.pp.value_or(1), ep = request.ep.value_or(1),
+          tp = request.tp.value_or(1);
+  std::pair<llvm::StringRef, int64_t> degrees[] = {
+      {"pp", pp}, {"ep", ep}, {"tp", tp}};
+  for (auto [what, d] : degrees)
+    if (d < 1)
+      return planError(llvm::formatv("{0} must be at least 1, got {1}", what, d));
+  int64_t dp = request.dp.value_or(1);
+  if (request.worldSize) {
+    int64_t world = *request.worldSize;
+    if (world < 1)
+      return planError(llvm::formatv("the world size must be at least 1, got {0}",
+                                     world));
+    for (auto [what, d] : degrees)
+      if (world % d != 0)
+        return planError(llvm::formatv(
+            "{0} = {1} does not divide the world size {2}", what, d, world));
+    if (world % (pp * ep * tp) != 0)
+      return planError(llvm::formatv(
+          "pp x ep x tp = {0} does not divide the world size {1}",
+          pp * ep * tp, world));
+    int64_t rest = world / (pp * ep * tp);
+    if (request.dp && *request.dp != rest)
+      return planError(llvm::formatv(
+          "dp = {0} with pp x ep x tp = {1} makes {2} ranks, not the world "
+          "size {3}",
+          *request.dp, pp * ep * tp, *request.dp * pp * ep * tp, world));
+    dp = rest;
+  }
+  if (dp < 1)
+    return planError(llvm::formatv("dp must be at least 1, got {0}", dp));
+  int64_t dpShard = request.dpShard.value_or(1);
+  if (dpShard == 0)
+    dpShard = dp;
+  if (dpShard < 0 || dp % dpShard != 0)
+    return planError(llvm::formatv(
+        "the weight-sharding degree {0} does not divide dp = {1}", dpShard,
+        dp));
+  for (auto [what, c] : {std::pair<llvm::StringRef, std::optional<double>>{
+                             "the aux loss coefficient", request.auxLossCoeff},
+                         {"the z-loss coefficient", request.zLossCoeff}})
+    if (c && (!std::isfinite(*c) || *c < 0))
+      return planError(llvm::formatv("{0} must not be negative, got {1}",
+                                     what, *c));
+  if (request.seed && *request.seed < 0)
+    return planError(
+        llvm::formatv("the seed must not be negative, got {0}", *request.seed));
+  return PlanAttr::get(
+      context, pp, dp, dpShard, ep, tp,
+      request.dispatcher.value_or(defaults.getDispatcher()),
+      request.tokenShuffle.value_or(false),
+      request.loadBalancing.value_or(defaults.getLoadBalancing()),
+      request.auxLossCoeff ? llvm::APFloat(*request.auxLossCoeff)
+                           : defaults.getAuxLossCoeff(),
+      request.zLossCoeff ? llvm::APFloat(*request.zLossCoeff)
+                         : defaults.getZLossCoeff(),
+      request.seed.value_or(defaults.getSeed()));
+}
