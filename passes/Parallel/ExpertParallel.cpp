@@ -311,11 +311,16 @@ LogicalResult BlockPartitioner::run(MoEBlock &blk) {
   if (dispatch.getOffsets())
     return error(dispatch) << "this dispatch is already partitioned";
 
-  // Insert after both the router and the tokens are defined.
+  // Insert after the router and everything the block reads are defined.
   Operation *after = router;
-  if (Operation *def = input.getDefiningOp())
-    if (def->getBlock() == router->getBlock() && router->isBeforeInBlock(def))
-      after = def;
+  SmallVector<Value> reads{input};
+  llvm::append_range(reads, blk.experts->getOperands());
+  if (blk.shared)
+    llvm::append_range(reads, blk.shared->getOperands());
+  for (Value v : reads)
+    if (Operation *def = v.getDefiningOp())
+      if (def->getBlock() == after->getBlock() && after->isBeforeInBlock(def))
+        after = def;
   b.setInsertionPointAfter(after);
 
   // This rank's tokens, shuffled within the EP group when asked.

@@ -84,46 +84,51 @@ spmd::splitPipelineStages(func::FuncOp func, PlanAttr plan) {
   for (auto [i, op] : llvm::enumerate(ops))
     position[op] = i;
 
-  // A cut before ops[i] is allowed when no value made by a moe op crosses it.
+  // A cut before ops[i] is allowed when no value made by a moe op, and no
+  // value of dynamic shape (a receiver sizes its buffer statically), crosses.
   int64_t n = ops.size();
   SmallVector<bool> allowed(n + 1, true);
+  auto mustNotCross = [&](Value v) {
+    auto shaped = dyn_cast<ShapedType>(v.getType());
+    return isMoEOp(v.getDefiningOp()) || !shaped || !shaped.hasStaticShape();
+  };
   for (auto [i, op] : llvm::enumerate(ops)) {
-    if (!isMoEOp(op))
-      continue;
     int64_t lastUse = i;
-    for (Value r : op->getResults())
+    for (Value r : op->getResults()) {
+      if (!mustNotCross(r))
+        continue;
       for (Operation *user : r.getUsers()) {
         Operation *top = body.findAncestorOpInBlock(*user);
         lastUse = std::max(lastUse, top == terminator
                                         ? n
                                         : position.lookup(top));
       }
+    }
     for (int64_t c = i + 1; c <= lastUse; ++c)
       allowed[c] = false;
   }
 
-  // Balanced cuts: the first allowed place past each share of the cost.
+  // Balanced cuts: the allowed place nearest to each share of the cost,
+  // leaving at least one op to every later stage.
   SmallVector<double> prefix(n + 1, 0.0);
   for (int64_t i = 0; i < n; ++i)
     prefix[i + 1] = prefix[i] + estimateCost(ops[i]);
   SmallVector<int64_t> cuts{0};
   for (int64_t s = 1; s < pp; ++s) {
     double target = prefix[n] * s / pp;
-    int64_t c = cuts.back() + 1;
-    while (c < n && (!allowed[c] || prefix[c] < target))
-      ++c;
-    // Leave at least one op to each later stage.
-    while (c > cuts.back() + 1 && c > n - (pp - s))
-      --c;
-    while (c <= n - (pp - s) && !allowed[c])
-      ++c;
-    if (c >= n || c > n - (pp - s) || !allowed[c])
+    int64_t best = -1;
+    for (int64_t c = cuts.back() + 1; c <= n - (pp - s); ++c)
+      if (allowed[c] &&
+          (best < 0 ||
+           std::abs(prefix[c] - target) < std::abs(prefix[best] - target)))
+        best = c;
+    if (best < 0)
       return func.emitError()
-                 << "moe-partition: pp = " << pp << " stages, but the "
-                 << "function has too few places to cut (an MoE block is "
-                    "never cut)",
+                 << "moe-partition: pp = " << pp << " stages, but "
+                 << func.getName() << " has too few places to cut (an MoE "
+                 << "block, or a value of dynamic shape, is never cut)",
              failure();
-    cuts.push_back(c);
+    cuts.push_back(best);
   }
   cuts.push_back(n);
 
@@ -198,6 +203,9 @@ spmd::splitPipelineStages(func::FuncOp func, PlanAttr plan) {
   }
 
   // The function runs its rank's stage.
+  SmallVector<SmallVector<Type>> liveTypes;
+  for (const llvm::SetVector<Value> &values : live)
+    liveTypes.push_back(llvm::to_vector(ValueRange(values.getArrayRef()).getTypes()));
   SmallVector<Value> args(func.getArguments());
   TypeRange resultTypes = func.getResultTypes();
   terminator->erase();
@@ -233,8 +241,8 @@ spmd::splitPipelineStages(func::FuncOp func, PlanAttr plan) {
     OpBuilder cb = OpBuilder::atBlockEnd(&caseBlock);
     Exchanges cx(cb, plan);
     SmallVector<Value> operands(args);
-    for (Value v : live[s])
-      operands.push_back(cx.recv(loc, v.getType(), Axis::PP, s - 1));
+    for (Type t : liveTypes[s])
+      operands.push_back(cx.recv(loc, t, Axis::PP, s - 1));
     auto call = func::CallOp::create(cb, loc, stages[s], operands);
     if (s + 1 < pp) {
       for (Value v : call.getResults())
