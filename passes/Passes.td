@@ -159,6 +159,7 @@ def MoESetPlanPass : Pass<"moe-set-plan", "::mlir::ModuleOp"> {
     Option<"smpConfig", "smp-config", "std::string", "\"\"",
            "SageMaker model-parallel config (JSON file)">
   ];
+  let dependentDialects = ["::mlir::moe::MoEDialect"];
 }
 
 //===----------------------------------------------------------------------===//

@@ -3,6 +3,7 @@
 #include "moe/Plan/Plan.h"
 
 #include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include <cmath>
@@ -10,6 +11,12 @@
 using namespace mlir;
 using namespace mlir::moe;
 using JSONValue = llvm::json::Value;
+
+static std::string number(double d) {
+  std::string s;
+  llvm::raw_string_ostream(s) << llvm::format("%g", d);
+  return s;
+}
 
 static llvm::Error planError(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
@@ -51,8 +58,7 @@ struct SmpReader {
     if (!d)
       return fieldError(key, "must be a number");
     if (!std::isfinite(*d) || *d < 0)
-      return fieldError(key,
-                        llvm::formatv("must not be negative, got {0}", *d));
+      return fieldError(key, "must not be negative, got " + number(*d));
     return *d;
   }
 
@@ -235,8 +241,7 @@ llvm::Expected<PlanAttr> mlir::moe::resolvePlan(MLIRContext *context,
                              "the aux loss coefficient", request.auxLossCoeff},
                          {"the z-loss coefficient", request.zLossCoeff}})
     if (c && (!std::isfinite(*c) || *c < 0))
-      return planError(llvm::formatv("{0} must not be negative, got {1}",
-                                     what, *c));
+      return planError(what + " must not be negative, got " + number(*c));
   if (request.seed && *request.seed < 0)
     return planError(
         llvm::formatv("the seed must not be negative, got {0}", *request.seed));

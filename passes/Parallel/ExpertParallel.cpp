@@ -12,6 +12,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/IRMapping.h"
 #include <random>
 
 using namespace mlir;
@@ -319,7 +320,8 @@ LogicalResult BlockPartitioner::run(MoEBlock &blk) {
     llvm::append_range(reads, blk.shared->getOperands());
   for (Value v : reads)
     if (Operation *def = v.getDefiningOp())
-      if (def->getBlock() == after->getBlock() && after->isBeforeInBlock(def))
+      if (def != dispatch && def->getBlock() == after->getBlock() &&
+          after->isBeforeInBlock(def))
         after = def;
   b.setInsertionPointAfter(after);
 
@@ -353,14 +355,16 @@ LogicalResult BlockPartitioner::run(MoEBlock &blk) {
   SelectionMethod selection = router.getSelection();
   bool batchWide = selection == SelectionMethod::Sinkhorn ||
                    selection == SelectionMethod::ExpertChoice;
-  auto newRouter = cast<RouterOp>(b.clone(*router));
+  bool gathered = batchWide && numTokenRanks > 1;
+  IRMapping routerInputs;
+  routerInputs.map(router.getLogits(),
+                   gathered ? x.gather(loc, logits, tokenAxes, 0) : logits);
+  auto newRouter = cast<RouterOp>(b.clone(*router, routerInputs));
   Value ids, weights;
-  if (batchWide && numTokenRanks > 1) {
-    newRouter->setOperand(0, x.gather(loc, logits, tokenAxes, 0));
+  if (gathered) {
     ids = x.slice(loc, newRouter.getIds(), tokenAxes, 0);
     weights = x.slice(loc, newRouter.getWeights(), tokenAxes, 0);
   } else {
-    newRouter->setOperand(0, logits);
     newRouter.getIds().setType(
         router.getIds().getType().clone({localTokens, k}));
     newRouter.getWeights().setType(
@@ -467,28 +471,47 @@ LogicalResult BlockPartitioner::run(MoEBlock &blk) {
   }
   // Tensor-parallel partial sums (expert and shared expert together).
   out = x.allReduceSum(loc, out, {Axis::TP});
-  blk.result().replaceAllUsesWith(restoreTokens(loc, out));
+  Value result = restoreTokens(loc, out);
+
+  // What else reads the dispatch or the router sees whole-batch values; they
+  // are built before any old op goes, while the insertion point is valid.
+  auto usedOutside = [&](Value v) {
+    return llvm::any_of(v.getUsers(), [&](Operation *user) {
+      return user != experts && user != blk.combine &&
+             user != dispatch.getOperation();
+    });
+  };
+  Value dropped, keptCounts, allIds, allWeights;
+  if (!dispatch.getDropped().use_empty())
+    dropped = x.allReduceSum(loc, localDispatch.getDropped(), tokenAxes);
+  if (usedOutside(dispatch.getCounts()))
+    keptCounts = allGather ? x.allReduceSum(
+                                 loc, x.gather(loc, counts, {Axis::EP}, 0),
+                                 dataAxes)
+                           : x.allReduceSum(loc, counts, tokenAxes);
+  // A batch-wide router already holds every token's choice.
+  bool whole = gathered && !perm;
+  if (usedOutside(router.getIds()))
+    allIds = whole ? newRouter.getIds() : restoreTokens(loc, ids);
+  if (usedOutside(router.getWeights()))
+    allWeights = whole ? newRouter.getWeights() : restoreTokens(loc, weights);
+
+  blk.result().replaceAllUsesWith(result);
   if (blk.sharedAdd) {
     blk.sharedAdd->erase();
     blk.shared->erase();
   }
   blk.combine->erase();
   experts->erase();
-
-  // What else read the dispatch or the router sees whole-batch values.
-  if (!dispatch.getDropped().use_empty())
-    dispatch.getDropped().replaceAllUsesWith(
-        x.allReduceSum(loc, localDispatch.getDropped(), tokenAxes));
-  if (!dispatch.getCounts().use_empty())
-    dispatch.getCounts().replaceAllUsesWith(
-        allGather ? x.allReduceSum(loc, x.gather(loc, counts, {Axis::EP}, 0),
-                                   dataAxes)
-                  : x.allReduceSum(loc, counts, tokenAxes));
+  if (dropped)
+    dispatch.getDropped().replaceAllUsesWith(dropped);
+  if (keptCounts)
+    dispatch.getCounts().replaceAllUsesWith(keptCounts);
   dispatch->erase();
-  if (!router.getIds().use_empty())
-    router.getIds().replaceAllUsesWith(restoreTokens(loc, ids));
-  if (!router.getWeights().use_empty())
-    router.getWeights().replaceAllUsesWith(restoreTokens(loc, weights));
+  if (allIds)
+    router.getIds().replaceAllUsesWith(allIds);
+  if (allWeights)
+    router.getWeights().replaceAllUsesWith(allWeights);
   router->erase();
   return success();
 }
