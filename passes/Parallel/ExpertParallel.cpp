@@ -247,24 +247,29 @@ BlockPartitioner::localSharedExpert(SharedExpertOp shared, Value input) {
     }
     return shardOverDp(loc, v);
   };
-  FailureOr<Value> fc1 = local(shared.getFc1Weight(), 0, paired,
-                               "the shared expert's fc1");
-  FailureOr<Value> fc1b = local(shared.getFc1Bias(), 0, paired,
-                                "the shared expert's fc1 bias");
-  FailureOr<Value> fc3 = local(shared.getFc3Weight(), 0, false,
-                               "the shared expert's fc3");
-  FailureOr<Value> fc3b = local(shared.getFc3Bias(), 0, false,
-                                "the shared expert's fc3 bias");
-  FailureOr<Value> fc2 = local(shared.getFc2Weight(), 1, false,
-                               "the shared expert's fc2");
-  if (failed(fc1) || failed(fc1b) || failed(fc3) || failed(fc3b) ||
-      failed(fc2))
+  Value fc1, fc1b, fc3, fc3b, fc2;
+  auto localInto = [&](Value w, int64_t tpDim, bool halves, StringRef what,
+                       Value &into) {
+    FailureOr<Value> v = local(w, tpDim, halves, what);
+    into = succeeded(v) ? *v : Value();
+    return success(succeeded(v));
+  };
+  if (failed(localInto(shared.getFc1Weight(), 0, paired,
+                       "the shared expert's fc1", fc1)) ||
+      failed(localInto(shared.getFc1Bias(), 0, paired,
+                       "the shared expert's fc1 bias", fc1b)) ||
+      failed(localInto(shared.getFc3Weight(), 0, false,
+                       "the shared expert's fc3", fc3)) ||
+      failed(localInto(shared.getFc3Bias(), 0, false,
+                       "the shared expert's fc3 bias", fc3b)) ||
+      failed(localInto(shared.getFc2Weight(), 1, false,
+                       "the shared expert's fc2", fc2)))
     return failure();
   auto inType = cast<RankedTensorType>(input.getType());
   auto outType = shared.getOutput().getType().clone(
       {inType.getDimSize(0), shared.getOutput().getType().getDimSize(1)});
   return SharedExpertOp::create(
-      b, loc, outType, input, *fc1, *fc1b, *fc3, *fc3b, *fc2,
+      b, loc, outType, input, fc1, fc1b, fc3, fc3b, fc2,
       onFirstTpRank(loc, shared.getFc2Bias()), shared.getGate(),
       shared.getActivationAttr());
 }
@@ -378,22 +383,24 @@ LogicalResult BlockPartitioner::run(MoEBlock &blk) {
   ActivationAttr act = experts.getActivation();
   bool paired = act.getKind() == ActivationKind::SwiGLU &&
                 act.getLayout() == SwiGLULayout::Concatenated;
-  FailureOr<Value> fc1 = expertWeight(experts, experts.getFc1Weight(), 1,
-                                      paired, "fc1");
-  FailureOr<Value> fc1b = expertWeight(experts, experts.getFc1Bias(), 1,
-                                       paired, "the fc1 bias");
-  FailureOr<Value> fc3 = expertWeight(experts, experts.getFc3Weight(), 1,
-                                      false, "fc3");
-  FailureOr<Value> fc3b = expertWeight(experts, experts.getFc3Bias(), 1,
-                                       false, "the fc3 bias");
-  FailureOr<Value> fc2 = expertWeight(experts, experts.getFc2Weight(), 2,
-                                      false, "fc2");
-  FailureOr<Value> fc2b = expertWeight(experts, experts.getFc2Bias(), -1,
-                                       false, "the fc2 bias");
-  if (failed(fc1) || failed(fc1b) || failed(fc3) || failed(fc3b) ||
-      failed(fc2) || failed(fc2b))
+  Value fc1, fc1b, fc3, fc3b, fc2, fc2b;
+  auto localWeight = [&](Value w, int64_t tpDim, bool halves, StringRef what,
+                         Value &into) {
+    FailureOr<Value> v = expertWeight(experts, w, tpDim, halves, what);
+    into = succeeded(v) ? *v : Value();
+    return success(succeeded(v));
+  };
+  if (failed(localWeight(experts.getFc1Weight(), 1, paired, "fc1", fc1)) ||
+      failed(localWeight(experts.getFc1Bias(), 1, paired, "the fc1 bias",
+                         fc1b)) ||
+      failed(localWeight(experts.getFc3Weight(), 1, false, "fc3", fc3)) ||
+      failed(localWeight(experts.getFc3Bias(), 1, false, "the fc3 bias",
+                         fc3b)) ||
+      failed(localWeight(experts.getFc2Weight(), 2, false, "fc2", fc2)) ||
+      failed(localWeight(experts.getFc2Bias(), -1, false, "the fc2 bias",
+                         fc2b)))
     return failure();
-  Value fc2Bias = onFirstTpRank(loc, *fc2b);
+  Value fc2Bias = onFirstTpRank(loc, fc2b);
 
   // Dispatch: with the all-gather dispatcher over the EP group's tokens and
   // this rank's experts, otherwise over this rank's tokens and every expert.
@@ -446,7 +453,7 @@ LogicalResult BlockPartitioner::run(MoEBlock &blk) {
   outShape.back() = M;
   Value expertOut = ExpertsOp::create(
       b, experts.getLoc(), receivedType.clone(outShape), received,
-      receivedCounts, *fc1, *fc1b, *fc3, *fc3b, *fc2, fc2Bias,
+      receivedCounts, fc1, fc1b, fc3, fc3b, fc2, fc2Bias,
       experts.getActivationAttr());
   Value back = expertOut;
   if (ragged) {
