@@ -78,6 +78,10 @@ struct DispatchPlan {
   Value input, ids;
   int64_t numExperts;
   std::optional<int64_t> capacity;
+  /// Capacity: rows per expert block (C, or fewer for a shard's buffer).
+  int64_t blockRows = 0;
+  /// Capacity on a shard: pairs routed to each expert before this shard.
+  Value before = nullptr;
   /// Dropless: where each expert's rows start.
   Value offsets = nullptr;
   /// `probs` policy: how many pairs outrank each pair.
@@ -92,11 +96,15 @@ enum DispatchState { Rows, Slots, Placed, Dropped };
 /// Whether a pair routed to an expert that already holds `placed` rows fits
 /// in its capacity; null when dropless (every routed pair fits).
 static Value fitsCapacity(OpBuilder &b, Location loc, const DispatchPlan &plan,
-                          ValueRange pair, Value placed) {
+                          ValueRange pair, Value expert, Value placed) {
   if (!plan.capacity)
     return Value();
-  // `position` keeps the first C pairs.
+  // `position` keeps the first C pairs of the whole batch. A kept pair's
+  // position on this shard is `placed`, so it never passes the block.
   Value capacity = scalarConst(b, loc, b.getI32Type(), *plan.capacity);
+  if (plan.before)
+    placed = arith::AddIOp::create(
+        b, loc, placed, tensor::ExtractOp::create(b, loc, plan.before, expert));
   Value fits = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, placed,
                                      capacity);
   if (!plan.ranks)
@@ -115,7 +123,7 @@ static Value expertBase(OpBuilder &b, Location loc, const DispatchPlan &plan,
   if (plan.offsets)
     return tensor::ExtractOp::create(b, loc, plan.offsets, expert);
   return arith::MulIOp::create(
-      b, loc, id, scalarConst(b, loc, b.getI32Type(), *plan.capacity));
+      b, loc, id, scalarConst(b, loc, b.getI32Type(), plan.blockRows));
 }
 
 /// Copies the token row of `pair` to `row` (i32) and records it: `row` is
@@ -156,7 +164,7 @@ static scf::ValueVector dispatchPair(OpBuilder &b, Location loc,
   Value expert = arith::IndexCastOp::create(b, loc, b.getIndexType(), safeId);
   Value placed = tensor::ExtractOp::create(b, loc, state[Placed], expert);
   Value keep = routed, dropped = state[Dropped];
-  if (Value fits = fitsCapacity(b, loc, plan, pair, placed)) {
+  if (Value fits = fitsCapacity(b, loc, plan, pair, expert, placed)) {
     keep = arith::AndIOp::create(b, loc, routed, fits);
     Value lost = arith::XOrIOp::create(b, loc, routed, keep);
     dropped = arith::AddIOp::create(
@@ -189,6 +197,10 @@ struct DispatchOpLowering : public OpConversionPattern<DispatchOp> {
     Location loc = op.getLoc();
     DispatchPlan plan{adaptor.getInput(), adaptor.getIds(), op.getNumExperts(),
                       op.getCapacity()};
+    if (plan.capacity) {
+      plan.blockRows = op.getRows().getType().getDimSize(1);
+      plan.before = adaptor.getOffsets();
+    }
     if (op.getDropPolicy() == DropPolicy::Probs) {
       if (!adaptor.getWeights())
         return rewriter.notifyMatchFailure(op, "probs policy without weights");
@@ -201,7 +213,7 @@ struct DispatchOpLowering : public OpConversionPattern<DispatchOp> {
     ArrayRef<int64_t> pairs = tensorType(plan.ids).getShape();
     // Capacity rows are built as flat `[E*C, H]` and expanded at the end.
     int64_t numRows =
-        plan.capacity ? plan.numExperts * *plan.capacity : pairs[0] * pairs[1];
+        plan.capacity ? plan.numExperts * plan.blockRows : pairs[0] * pairs[1];
     auto rowsType = RankedTensorType::get({numRows, inputType.getDimSize(1)},
                                           inputType.getElementType());
     Value init[] = {filledTensor(rewriter, loc, rowsType, 0.0),
@@ -350,9 +362,88 @@ struct AllToAllOpLowering : public OpConversionPattern<AllToAllOp> {
 };
 } // namespace
 
+//===----------------------------------------------------------------------===//
+// moe.expert_counts / moe.gather_rows / moe.prefix_sum
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// counts[e] = #{(t, j) : ids[t, j] == e}, a reduction over loops (t, j, e).
+struct ExpertCountsOpLowering : public OpConversionPattern<ExpertCountsOp> {
+  using OpConversionPattern::OpConversionPattern;
+
+  LogicalResult
+  matchAndRewrite(ExpertCountsOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Value counts = reduce(
+        rewriter, op.getLoc(), adaptor.getIds(),
+        loopsTo(rewriter, 3, {0, 1}), op.getCounts().getType(), 0.0, {2},
+        [](OpBuilder &b, Location loc, ValueRange args) {
+          Value isExpert = arith::CmpIOp::create(
+              b, loc, arith::CmpIPredicate::eq, args[0],
+              loopIndexI32(b, loc, 2));
+          return countIf(b, loc, isExpert, args[1]);
+        });
+    rewriter.replaceOp(op, counts);
+    return success();
+  }
+};
+
+/// output[i, h] = input[indices[i], h], zero for an index out of range.
+struct GatherRowsOpLowering : public OpConversionPattern<GatherRowsOp> {
+  using OpConversionPattern::OpConversionPattern;
+
+  LogicalResult
+  matchAndRewrite(GatherRowsOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    RankedTensorType outType = op.getOutput().getType();
+    if (!outType.getElementType().isIntOrIndexOrFloat())
+      return rewriter.notifyMatchFailure(
+          op, "only integer and float rows have a zero to pad with");
+    Value input = adaptor.getInput();
+    int64_t rows = tensorType(input).getDimSize(0);
+    Value output = mapElements(
+        rewriter, op.getLoc(), outType, adaptor.getIndices(),
+        loopsTo(rewriter, 2, {0}),
+        [&](OpBuilder &b, Location loc, ValueRange args) -> Value {
+          Type i32 = b.getI32Type();
+          Value inRange = isBelow(b, loc, args[0], scalarConst(b, loc, i32, rows));
+          Value row = arith::SelectOp::create(b, loc, inRange, args[0],
+                                              scalarConst(b, loc, i32, 0));
+          Value element = tensor::ExtractOp::create(
+              b, loc, input,
+              ValueRange{arith::IndexCastOp::create(b, loc, b.getIndexType(), row),
+                         linalg::IndexOp::create(b, loc, 1)});
+          return arith::SelectOp::create(
+              b, loc, inRange, element,
+              scalarConst(b, loc, outType.getElementType(), 0.0));
+        });
+    rewriter.replaceOp(op, output);
+    return success();
+  }
+};
+
+/// Within a group of one rank nothing comes before this rank: zeros.
+struct PrefixSumOpLowering : public OpConversionPattern<PrefixSumOp> {
+  using OpConversionPattern::OpConversionPattern;
+
+  LogicalResult
+  matchAndRewrite(PrefixSumOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    if (getGroupSize(op, op.getGridAttr(), op.getGridAxes()) != 1)
+      return rewriter.notifyMatchFailure(
+          op, "exchanges between ranks are left to the communication "
+              "lowering");
+    rewriter.replaceOp(op, filledTensor(rewriter, op.getLoc(),
+                                        op.getOutput().getType(), 0.0));
+    return success();
+  }
+};
+} // namespace
+
 void populateDispatchPatterns(RewritePatternSet &patterns) {
-  patterns.add<DispatchOpLowering, CombineOpLowering, AllToAllOpLowering>(
-      patterns.getContext());
+  patterns.add<DispatchOpLowering, CombineOpLowering, AllToAllOpLowering,
+               ExpertCountsOpLowering, GatherRowsOpLowering,
+               PrefixSumOpLowering>(patterns.getContext());
 }
 
 } // namespace mlir::moe::lowering

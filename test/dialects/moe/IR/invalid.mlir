@@ -1091,3 +1091,69 @@ func.func @missing_coeff(%l: tensor<4x4xf32>) {
   %z = moe.z_loss %l : tensor<4x4xf32> -> tensor<f32>
   return
 }
+
+// -----
+
+// expected-error @below {{plan dp_shard 3 does not divide dp 4}}
+module attributes {moe.plan = #moe.plan<dp = 4, dp_shard = 3>} {}
+
+// -----
+
+// expected-error @below {{plan aux_loss_coeff must be finite and not negative, got -1}}
+module attributes {moe.plan = #moe.plan<aux_loss_coeff = -1.0>} {}
+
+// -----
+
+// expected-error @below {{plan degree ep must be at least 1, got 0}}
+module attributes {moe.plan = #moe.plan<ep = 0>} {}
+
+// -----
+
+// expected-error @below {{unknown plan field 'experts'}}
+module attributes {moe.plan = #moe.plan<experts = 4>} {}
+
+// -----
+
+// expected-error @below {{plan field 'ep' is given twice}}
+module attributes {moe.plan = #moe.plan<ep = 2, ep = 4>} {}
+
+// -----
+
+// expected-error @below {{unknown dispatcher 'broadcast'}}
+module attributes {moe.plan = #moe.plan<dispatcher = broadcast>} {}
+
+// -----
+
+func.func @offsets_without_capacity(%x: tensor<4x8xf32>, %ids: tensor<4x2xi32>, %b: tensor<4xi32>) {
+  // expected-error @below {{offsets need a capacity}}
+  %rows, %slots, %counts, %dropped = moe.dispatch %x, %ids after %b
+      : (tensor<4x8xf32>, tensor<4x2xi32>, tensor<4xi32>)
+     -> (tensor<8x8xf32>, tensor<4x2xi32>, tensor<4xi32>, tensor<i64>)
+  return
+}
+
+// -----
+
+func.func @offsets_buffer(%x: tensor<4x8xf32>, %ids: tensor<4x2xi32>, %b: tensor<4xi32>) {
+  // expected-error @below {{rows must be [4, 3, 8], got [4, 5, 8]}}
+  %rows, %slots, %counts, %dropped = moe.dispatch %x, %ids capacity 3 drop position after %b
+      : (tensor<4x8xf32>, tensor<4x2xi32>, tensor<4xi32>)
+     -> (tensor<4x5x8xf32>, tensor<4x2xi32>, tensor<4xi32>, tensor<i64>)
+  return
+}
+
+// -----
+
+func.func @gather_rows_shape(%x: tensor<4x8xf32>, %i: tensor<6xi32>) {
+  // expected-error @below {{result must be [6, 8], got [4, 8]}}
+  %y = moe.gather_rows %x[%i] : (tensor<4x8xf32>, tensor<6xi32>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @prefix_sum_grid(%c: tensor<4xi32>) {
+  // expected-error @below {{no shard.grid named @nowhere}}
+  %y = moe.prefix_sum %c on @nowhere grid_axes = [0] : tensor<4xi32>
+  return
+}
