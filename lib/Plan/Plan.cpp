@@ -248,7 +248,7 @@ llvm::Expected<PlanAttr> mlir::moe::resolvePlan(MLIRContext *context,
   return PlanAttr::get(
       context, pp, dp, dpShard, ep, tp,
       request.dispatcher.value_or(defaults.getDispatcher()),
-      request.tokenShuffle.value_or(false),
+      request.tokenShuffle.value_or(defaults.getTokenShuffle()),
       request.loadBalancing.value_or(defaults.getLoadBalancing()),
       request.auxLossCoeff ? llvm::APFloat(*request.auxLossCoeff)
                            : defaults.getAuxLossCoeff(),

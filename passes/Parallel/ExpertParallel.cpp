@@ -70,6 +70,13 @@ FailureOr<MoEBlock> matchBlock(CombineOp combine, std::string &why) {
   return blk;
 }
 
+/// Whether fc1 stacks a concatenated SwiGLU's [gate; linear] halves, which a
+/// tp split must cut separately.
+bool holdsHalves(ActivationAttr act) {
+  return act.getKind() == ActivationKind::SwiGLU &&
+         act.getLayout() == SwiGLULayout::Concatenated;
+}
+
 /// Fisher-Yates with an explicit generator, so that every platform builds
 /// the same permutation from a seed.
 SmallVector<int32_t> shuffled(int64_t n, uint64_t seed) {
@@ -96,8 +103,9 @@ private:
   Value unshuffle(Location loc, Value rows);
   Value restoreTokens(Location loc, Value local);
   // Weights.
-  FailureOr<Value> expertWeight(Operation *at, Value w, int64_t tpDim,
-                                bool pairedHalves, StringRef what);
+  LogicalResult localWeight(Operation *at, Value w, bool perExpert,
+                            int64_t tpDim, bool pairedHalves, StringRef what,
+                            Value &into);
   FailureOr<Value> tpSlice(Operation *at, Value w, int64_t dim,
                            bool pairedHalves, StringRef what);
   Value onFirstTpRank(Location loc, Value bias);
@@ -168,8 +176,9 @@ Value BlockPartitioner::shardOverDp(Location loc, Value w) {
   if (n == 1)
     return w;
   auto type = cast<RankedTensorType>(w.getType());
-  // Shard along the first dimension that splits evenly; FSDP flattens, but a
-  // tensor dimension keeps the shards tensors.
+  // Shard along the first dimension that splits evenly (FSDP flattens, but a
+  // tensor dimension keeps the shards tensors); a weight with no such
+  // dimension stays whole on every rank, which costs memory, not results.
   for (int64_t d = 0; d < type.getRank(); ++d)
     if (type.getDimSize(d) % n == 0)
       return x.gather(loc, x.slice(loc, w, {Axis::DPShard}, d),
@@ -177,20 +186,26 @@ Value BlockPartitioner::shardOverDp(Location loc, Value w) {
   return w;
 }
 
-FailureOr<Value> BlockPartitioner::expertWeight(Operation *at, Value w,
-                                                int64_t tpDim,
-                                                bool pairedHalves,
-                                                StringRef what) {
+/// This rank's share of `w` (null stays null): its experts' block when
+/// `perExpert`, its hidden units along `tpDim` (none for -1), kept sharded
+/// over dp_shard. Fails, with the error emitted, when tp does not divide.
+LogicalResult BlockPartitioner::localWeight(Operation *at, Value w,
+                                            bool perExpert, int64_t tpDim,
+                                            bool pairedHalves, StringRef what,
+                                            Value &into) {
+  into = w;
   if (!w)
-    return Value();
-  Value local = x.slice(at->getLoc(), w, {Axis::EP}, 0);
+    return success();
+  if (perExpert)
+    into = x.slice(at->getLoc(), into, {Axis::EP}, 0);
   if (plan.getTp() > 1 && tpDim >= 0) {
-    FailureOr<Value> sliced = tpSlice(at, local, tpDim, pairedHalves, what);
+    FailureOr<Value> sliced = tpSlice(at, into, tpDim, pairedHalves, what);
     if (failed(sliced))
       return failure();
-    local = *sliced;
+    into = *sliced;
   }
-  return shardOverDp(at->getLoc(), local);
+  into = shardOverDp(at->getLoc(), into);
+  return success();
 }
 
 Value BlockPartitioner::onFirstTpRank(Location loc, Value bias) {
@@ -231,39 +246,18 @@ FailureOr<SharedExpertOp>
 BlockPartitioner::localSharedExpert(SharedExpertOp shared, Value input) {
   Operation *at = shared;
   Location loc = shared.getLoc();
-  bool paired = shared.getActivation().getKind() == ActivationKind::SwiGLU &&
-                shared.getActivation().getLayout() ==
-                    SwiGLULayout::Concatenated;
-  auto local = [&](Value w, int64_t tpDim, bool halves,
-                   StringRef what) -> FailureOr<Value> {
-    if (!w)
-      return Value();
-    Value v = w;
-    if (plan.getTp() > 1 && tpDim >= 0) {
-      FailureOr<Value> sliced = tpSlice(at, v, tpDim, halves, what);
-      if (failed(sliced))
-        return failure();
-      v = *sliced;
-    }
-    return shardOverDp(loc, v);
-  };
+  bool paired = holdsHalves(shared.getActivation());
   Value fc1, fc1b, fc3, fc3b, fc2;
-  auto localInto = [&](Value w, int64_t tpDim, bool halves, StringRef what,
-                       Value &into) {
-    FailureOr<Value> v = local(w, tpDim, halves, what);
-    into = succeeded(v) ? *v : Value();
-    return success(succeeded(v));
-  };
-  if (failed(localInto(shared.getFc1Weight(), 0, paired,
-                       "the shared expert's fc1", fc1)) ||
-      failed(localInto(shared.getFc1Bias(), 0, paired,
-                       "the shared expert's fc1 bias", fc1b)) ||
-      failed(localInto(shared.getFc3Weight(), 0, false,
-                       "the shared expert's fc3", fc3)) ||
-      failed(localInto(shared.getFc3Bias(), 0, false,
-                       "the shared expert's fc3 bias", fc3b)) ||
-      failed(localInto(shared.getFc2Weight(), 1, false,
-                       "the shared expert's fc2", fc2)))
+  if (failed(localWeight(at, shared.getFc1Weight(), false, 0, paired,
+                         "the shared expert's fc1", fc1)) ||
+      failed(localWeight(at, shared.getFc1Bias(), false, 0, paired,
+                         "the shared expert's fc1 bias", fc1b)) ||
+      failed(localWeight(at, shared.getFc3Weight(), false, 0, false,
+                         "the shared expert's fc3", fc3)) ||
+      failed(localWeight(at, shared.getFc3Bias(), false, 0, false,
+                         "the shared expert's fc3 bias", fc3b)) ||
+      failed(localWeight(at, shared.getFc2Weight(), false, 1, false,
+                         "the shared expert's fc2", fc2)))
     return failure();
   auto inType = cast<RankedTensorType>(input.getType());
   auto outType = shared.getOutput().getType().clone(
@@ -380,25 +374,20 @@ LogicalResult BlockPartitioner::run(MoEBlock &blk) {
 
   // This rank's experts.
   ExpertsOp experts = blk.experts;
-  ActivationAttr act = experts.getActivation();
-  bool paired = act.getKind() == ActivationKind::SwiGLU &&
-                act.getLayout() == SwiGLULayout::Concatenated;
+  bool paired = holdsHalves(experts.getActivation());
   Value fc1, fc1b, fc3, fc3b, fc2, fc2b;
-  auto localWeight = [&](Value w, int64_t tpDim, bool halves, StringRef what,
-                         Value &into) {
-    FailureOr<Value> v = expertWeight(experts, w, tpDim, halves, what);
-    into = succeeded(v) ? *v : Value();
-    return success(succeeded(v));
-  };
-  if (failed(localWeight(experts.getFc1Weight(), 1, paired, "fc1", fc1)) ||
-      failed(localWeight(experts.getFc1Bias(), 1, paired, "the fc1 bias",
-                         fc1b)) ||
-      failed(localWeight(experts.getFc3Weight(), 1, false, "fc3", fc3)) ||
-      failed(localWeight(experts.getFc3Bias(), 1, false, "the fc3 bias",
-                         fc3b)) ||
-      failed(localWeight(experts.getFc2Weight(), 2, false, "fc2", fc2)) ||
-      failed(localWeight(experts.getFc2Bias(), -1, false, "the fc2 bias",
-                         fc2b)))
+  if (failed(localWeight(experts, experts.getFc1Weight(), true, 1, paired,
+                         "fc1", fc1)) ||
+      failed(localWeight(experts, experts.getFc1Bias(), true, 1, paired,
+                         "the fc1 bias", fc1b)) ||
+      failed(localWeight(experts, experts.getFc3Weight(), true, 1, false,
+                         "fc3", fc3)) ||
+      failed(localWeight(experts, experts.getFc3Bias(), true, 1, false,
+                         "the fc3 bias", fc3b)) ||
+      failed(localWeight(experts, experts.getFc2Weight(), true, 2, false,
+                         "fc2", fc2)) ||
+      failed(localWeight(experts, experts.getFc2Bias(), true, -1, false,
+                         "the fc2 bias", fc2b)))
     return failure();
   Value fc2Bias = onFirstTpRank(loc, fc2b);
 

@@ -122,12 +122,14 @@ PlanAttr PlanAttr::getDefault(MLIRContext *context) {
 
 Attribute PlanAttr::parse(AsmParser &parser, Type) {
   PlanAttr defaults = getDefault(parser.getContext());
-  int64_t pp = 1, dp = 1, dpShard = 1, ep = 1, tp = 1,
-          seed = defaults.getSeed();
+  int64_t pp = defaults.getPp(), dp = defaults.getDp(),
+          dpShard = defaults.getDpShard(), ep = defaults.getEp(),
+          tp = defaults.getTp(), seed = defaults.getSeed();
   TokenDispatcher dispatcher = defaults.getDispatcher();
-  bool tokenShuffle = false;
+  bool tokenShuffle = defaults.getTokenShuffle();
   LoadBalancing balancing = defaults.getLoadBalancing();
-  double aux = 1e-3, z = 1e-3;
+  double aux = defaults.getAuxLossCoeff().convertToDouble(),
+         z = defaults.getZLossCoeff().convertToDouble();
   llvm::SmallSet<StringRef, 12> seen;
   SMLoc start = parser.getCurrentLocation();
 
