@@ -37,6 +37,23 @@ def MoEDecomposePass : Pass<"moe-decompose"> {
   let dependentDialects = ["::mlir::arith::ArithDialect"];
 }
 
+def MoEEmitEntryPass : Pass<"moe-emit-entry", "::mlir::ModuleOp"> {
+  let summary = "Add the `moe_entry(void **args)` wrapper that moe-run calls";
+  let description = [{
+    Runs on the LLVM dialect, after functions take bare pointers and buffer
+    results became out-parameters. Adds `llvm.func @<entry>(%args: !llvm.ptr)`
+    that loads `args[i]` for every parameter of `function` and calls it, so
+    that every compiled model has the same C entry point.
+  }];
+  let options = [
+    Option<"function", "function", "std::string", "\"main_graph\"",
+           "The program's function">,
+    Option<"entry", "entry", "std::string", "\"moe_entry\"",
+           "Name of the wrapper">
+  ];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
+}
+
 def MoEEraseDeadGridsPass : Pass<"moe-erase-dead-grids", "::mlir::ModuleOp"> {
   let summary = "Erase shard.grid symbols that nothing refers to";
   let description = [{
@@ -46,6 +63,58 @@ def MoEEraseDeadGridsPass : Pass<"moe-erase-dead-grids", "::mlir::ModuleOp"> {
     the LLVM lowering and `mlir-runner` accept. Grids that are still
     referenced are kept.
   }];
+}
+
+def MoEExternalizeWeightsPass
+    : Pass<"moe-externalize-weights", "::mlir::ModuleOp"> {
+  let summary = "Move weights out of the code into per-rank globals";
+  let description = [{
+    Every float constant with at least `min-elements` elements, together with
+    the chain of `shard.all_slice` ops that narrows it to this rank's piece,
+    becomes a public, uninitialized `memref.global` of the local shape, read
+    through `memref.get_global` and `bufferization.to_tensor`:
+
+    ```mlir
+    %w = arith.constant dense_resource<fc1> : tensor<4x32x16xf32>
+    %l = shard.all_slice %w on @world grid_axes = [3] slice_axis = 0
+        : tensor<4x32x16xf32> -> tensor<2x32x16xf32>
+    ```
+    becomes
+    ```mlir
+    memref.global @moe_weight_0 : memref<2x32x16xf32> = uninitialized
+        {alignment = 64, moe.weight_source = dense_resource<fc1> : ...,
+         moe.weight_grid = array<i64: 1, 1, 1, 2, 1>,
+         moe.weight_slices = [{axes = array<i16: 3>, dim = 0 : index} ]}
+    %m = memref.get_global @moe_weight_0 : memref<2x32x16xf32>
+    %l = bufferization.to_tensor %m restrict : ...
+    ```
+    `moe-compile` packs each rank's piece from the source and the slices,
+    then drops the source: the code holds no weights, and each rank loads
+    only its own.
+  }];
+  let options = [
+    Option<"minElements", "min-elements", "int64_t", "64",
+           "Smallest constant (in elements) that counts as a weight">
+  ];
+  let dependentDialects = ["::mlir::bufferization::BufferizationDialect",
+                           "::mlir::memref::MemRefDialect"];
+}
+
+def MoEInstrumentLayersPass
+    : Pass<"moe-instrument-layers", "::mlir::ModuleOp"> {
+  let summary = "Record per-layer statistics through the runtime";
+  let description = [{
+    Numbers the MoE layers (the i-th router, dispatch and combine belong to
+    layer i) and adds runtime calls: `moert_layer_begin` before the router,
+    `moert_layer_tokens` with its expert ids, `moert_layer_dropped` with the
+    dispatch's dropped count, `moert_layer_end` after the combine. The
+    `moe.replicas` axes of routers and dispatches say which ranks hold copies,
+    so that each token is counted once. `moe-run --stats` prints the result.
+  }];
+  let dependentDialects = ["::mlir::bufferization::BufferizationDialect",
+                           "::mlir::func::FuncDialect",
+                           "::mlir::LLVM::LLVMDialect",
+                           "::mlir::memref::MemRefDialect"];
 }
 
 def MoERaisePass : Pass<"moe-raise"> {
@@ -165,6 +234,51 @@ def MoESetPlanPass : Pass<"moe-set-plan", "::mlir::ModuleOp"> {
 //===----------------------------------------------------------------------===//
 // Conversions
 //===----------------------------------------------------------------------===//
+
+def ConvertCommToRuntimePass
+    : Pass<"convert-comm-to-runtime", "::mlir::ModuleOp"> {
+  let summary = "Lower exchanges between ranks to moert runtime calls";
+  let description = [{
+    The shard collectives that `moe-partition` emits (`all_slice`,
+    `all_gather`, `all_reduce` and `reduce_scatter` sums, `all_to_all` along
+    dim 0, `send`, `recv`, `broadcast`, `process_multi_index`) and
+    `moe.all_to_all` / `moe.prefix_sum` between more than one rank become
+    calls into the CPU runtime (runtime/include/moert/moert.h) on buffers:
+    inputs through read-only `bufferization.to_buffer`, results in new
+    buffers returned by `bufferization.to_tensor`. Ranks find their
+    coordinates from `moert_rank()` and the static grid shape. Grid axes are
+    passed as an ordered list (nibble i = axis + 1). What the runtime has no
+    call for (dynamic shapes, reductions other than sum) is an error.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::bufferization::BufferizationDialect",
+    "::mlir::func::FuncDialect",
+    "::mlir::LLVM::LLVMDialect",
+    "::mlir::memref::MemRefDialect",
+    "::mlir::tensor::TensorDialect",
+  ];
+}
+
+def ConvertMatmulToRuntimePass
+    : Pass<"convert-matmul-to-runtime", "::mlir::ModuleOp"> {
+  let summary = "Lower f32 linalg contractions on buffers to tuned BLAS calls";
+  let description = [{
+    Every f32 linalg contraction on buffers with one m, one n and one k loop
+    (named or generic; batch loops become scf.for around the call) becomes
+    `moert_matmul_f32` with each operand's base pointer and its strides along
+    m, n and k, which the runtime passes to sgemm (transposed operands need
+    no copies). Matmuls marked `moe.expert_gemm` by the expert lowering are
+    counted as expert GEMMs in `moe-run --stats`.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::func::FuncDialect",
+    "::mlir::LLVM::LLVMDialect",
+    "::mlir::memref::MemRefDialect",
+    "::mlir::scf::SCFDialect",
+  ];
+}
 
 def ConvertMoEToLinalgPass : Pass<"convert-moe-to-linalg"> {
   let summary = "Lower moe ops to linalg, tensor, arith, math and scf";

@@ -13,10 +13,27 @@ struct LowerToLLVMOptions : public PassPipelineOptions<LowerToLLVMOptions> {
   PassOptions::Option<bool> decompose{
       *this, "decompose",
       llvm::cl::desc("Expand moe.layer before lowering"), llvm::cl::init(true)};
+  PassOptions::Option<bool> runtime{
+      *this, "runtime",
+      llvm::cl::desc("Target the moert runtime (what moe-compile builds): "
+                     "exchanges between ranks and f32 matmuls become runtime "
+                     "calls, functions take bare pointers, results become "
+                     "out-parameters and `moe_entry` wraps the program"),
+      llvm::cl::init(false)};
+  PassOptions::Option<bool> instrument{
+      *this, "instrument",
+      llvm::cl::desc("Record per-layer statistics (with runtime)"),
+      llvm::cl::init(false)};
+  PassOptions::Option<std::string> entry{
+      *this, "entry",
+      llvm::cl::desc("The program's function, wrapped by moe_entry (with "
+                     "runtime)"),
+      llvm::cl::init("main_graph")};
 };
 
 /// moe ops through their linalg reference lowering, bufferization and the
-/// LLVM dialect: the CPU path that mlir-runner and the numeric tests run.
+/// LLVM dialect: the CPU path that mlir-runner and the numeric tests run,
+/// and with `runtime`, the one that moe-compile builds native code from.
 void buildLowerToLLVMPipeline(OpPassManager &pm,
                               const LowerToLLVMOptions &options);
 

@@ -20,6 +20,11 @@ void moe::buildLowerToLLVMPipeline(OpPassManager &pm,
   // The fused block has no lowering of its own.
   if (options.decompose)
     pm.addPass(moe::createMoEDecomposePass());
+  if (options.runtime) {
+    if (options.instrument)
+      pm.addPass(moe::createMoEInstrumentLayersPass());
+    pm.addPass(moe::createConvertCommToRuntimePass());
+  }
   pm.addPass(moe::createConvertMoEToLinalgPass());
   // Imported models: the onnx ops around their raised MoE blocks.
   pm.addPass(moe::createConvertONNXToLinalgPass());
@@ -34,11 +39,23 @@ void moe::buildLowerToLLVMPipeline(OpPassManager &pm,
   // tests can hand tensors to the runner's print functions.
   bufferization::OneShotBufferizePassOptions bufferize;
   bufferize.bufferizeFunctionBoundaries = true;
+  if (options.runtime) {
+    // Dense arguments and results: the entry point takes plain pointers.
+    bufferize.functionBoundaryTypeConversion =
+        bufferization::LayoutMapOption::IdentityLayoutMap;
+  }
   pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
+  if (options.runtime) {
+    bufferization::BufferResultsToOutParamsPassOptions outParams;
+    outParams.modifyPublicFunctions = true;
+    pm.addPass(bufferization::createBufferResultsToOutParamsPass(outParams));
+  }
   // Free what bufferization allocated.
   bufferization::buildBufferDeallocationPipeline(pm);
   // The deallocation pipeline's clones and deallocs become memref ops.
   pm.addPass(createConvertBufferizationToMemRefPass());
+  if (options.runtime)
+    pm.addPass(moe::createConvertMatmulToRuntimePass());
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
   pm.addPass(createSCFToControlFlowPass());
   // Subviews of the per-group slices become plain descriptors.
@@ -50,8 +67,15 @@ void moe::buildLowerToLLVMPipeline(OpPassManager &pm,
   pm.addPass(createFinalizeMemRefToLLVMConversionPass());
   pm.addPass(createArithToLLVMConversionPass());
   pm.addPass(createConvertControlFlowToLLVMPass());
-  pm.addPass(createConvertFuncToLLVMPass());
+  ConvertFuncToLLVMPassOptions funcToLLVM;
+  funcToLLVM.useBarePtrCallConv = options.runtime;
+  pm.addPass(createConvertFuncToLLVMPass(funcToLLVM));
   pm.addPass(createReconcileUnrealizedCastsPass());
+  if (options.runtime) {
+    moe::MoEEmitEntryPassOptions entry;
+    entry.function = options.entry;
+    pm.addPass(moe::createMoEEmitEntryPass(entry));
+  }
 }
 
 void moe::registerPipelines() {

@@ -359,6 +359,13 @@ LogicalResult BlockPartitioner::run(MoEBlock &blk) {
   routerInputs.map(router.getLogits(),
                    gathered ? x.gather(loc, logits, tokenAxes, 0) : logits);
   auto newRouter = cast<RouterOp>(b.clone(*router, routerInputs));
+  // Each token's choice is computed on every TP rank, and on every token
+  // rank too when the router sees the gathered batch.
+  SmallVector<Axis> routerCopies{Axis::TP};
+  if (gathered)
+    llvm::append_range(routerCopies, tokenAxes);
+  newRouter->setAttr(kReplicasAttrName,
+                     b.getDenseI16ArrayAttr(x.liveAxes(routerCopies)));
   Value ids, weights;
   if (gathered) {
     ids = x.slice(loc, newRouter.getIds(), tokenAxes, 0);
@@ -425,6 +432,8 @@ LogicalResult BlockPartitioner::run(MoEBlock &blk) {
       countsType, dispatch.getDropped().getType(), dispatchTokens, dispatchIds,
       dispatch.getWeights() ? combineWeights : Value(), offsets,
       dispatch.getCapacityAttr(), dispatch.getDropPolicyAttr());
+  localDispatch->setAttr(kReplicasAttrName,
+                         b.getDenseI16ArrayAttr(x.liveAxes({Axis::TP})));
 
   // Exchange rows, run the experts, bring the results back.
   Value rows = localDispatch.getRows(), counts = localDispatch.getCounts();

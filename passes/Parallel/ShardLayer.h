@@ -69,8 +69,10 @@ public:
   Value recv(Location loc, Type type, Axis axis, int64_t source);
   Value broadcast(Location loc, Value value, Axis axis, int64_t root);
 
-private:
+  /// The axes of `axes` with more than one rank, as grid axis numbers.
   SmallVector<int16_t> liveAxes(ArrayRef<Axis> axes) const;
+
+private:
   FlatSymbolRefAttr grid();
 
   OpBuilder &b;

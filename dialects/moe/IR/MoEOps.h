@@ -24,6 +24,11 @@ namespace mlir::moe {
 /// the product overflows.
 int64_t getGroupSize(Operation *op, FlatSymbolRefAttr grid,
                      ArrayRef<int16_t> axes);
+
+/// Discardable attribute (DenseI16ArrayAttr) that moe-partition puts on
+/// routers and dispatches: the grid axes over which ranks hold copies of the
+/// same data, so that statistics count each token once.
+inline constexpr StringLiteral kReplicasAttrName = "moe.replicas";
 } // namespace mlir::moe
 
 #endif // MOE_DIALECTS_MOE_IR_MOEOPS_H

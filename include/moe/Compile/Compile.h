@@ -1,0 +1,49 @@
+//===- Compile.h - a model file to a runnable bundle ------------*- C++ -*-===//
+//
+// What moe-compile does, as a library: import (ONNX, TorchScript or MLIR),
+// raise MoE blocks, attach the parallel plan, partition into the per-rank
+// program, move the weights out into per-rank pieces, lower to LLVM and
+// native code, and write the bundle that moe-run loads:
+//
+//   OUT/model.so     the program, entry `moe_entry(void **args)`
+//   OUT/weights.bin  every rank's weight pieces
+//   OUT/model.json   the manifest (runtime/README.md)
+//
+// `emit` stops after any stage and writes that stage's text or object.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOE_COMPILE_COMPILE_H
+#define MOE_COMPILE_COMPILE_H
+
+#include "moe/Import/Import.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Support/LLVM.h"
+
+#include <optional>
+#include <string>
+
+namespace mlir::moe {
+
+enum class EmitStage { Import, MoE, SPMD, LLVM, Object, Library };
+
+struct CompileOptions {
+  std::string modelPath;
+  std::string outputPath;
+  EmitStage emit = EmitStage::Library;
+  ImportOptions import;
+  /// The plan as moe-set-plan options ("ep=2 dp=2 smp-config=..."); the
+  /// world size is their product unless given.
+  std::string planOptions;
+  unsigned optLevel = 3;
+};
+
+/// Registers the dialects and translations that compileModel uses.
+void registerCompileDialects(DialectRegistry &registry);
+
+/// Runs the whole pipeline; diagnostics go to `context`'s handler.
+LogicalResult compileModel(MLIRContext &context, const CompileOptions &options);
+
+} // namespace mlir::moe
+
+#endif // MOE_COMPILE_COMPILE_H

@@ -1,0 +1,251 @@
+//===- Bundle.cpp - the manifest and weights of a compiled model ----------===//
+
+#include "Bundle.h"
+
+#include "dialects/moe/IR/MoEOps.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+using namespace mlir::moe;
+namespace json = llvm::json;
+
+/// Pieces start at multiples of this, for aligned loads in the globals.
+static constexpr size_t kPieceAlignment = 64;
+
+static std::optional<StringRef> dtypeName(Type type) {
+  if (type.isF32())
+    return StringRef("f32");
+  if (type.isF64())
+    return StringRef("f64");
+  if (type.isInteger(64))
+    return StringRef("i64");
+  if (type.isInteger(32))
+    return StringRef("i32");
+  if (type.isInteger(8))
+    return StringRef("i8");
+  if (type.isInteger(1))
+    return StringRef("bool");
+  return std::nullopt;
+}
+
+static json::Array shapeOf(ArrayRef<int64_t> shape) {
+  json::Array result;
+  for (int64_t d : shape)
+    result.push_back(d);
+  return result;
+}
+
+/// One input or output of the entry function for the manifest.
+static FailureOr<json::Object> describeValue(func::FuncOp entry, Type type,
+                                             DictionaryAttr attrs,
+                                             StringRef fallback) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  if (!tensor || !tensor.hasStaticShape())
+    return entry.emitError("moe-compile: ")
+           << fallback << " has type " << type
+           << "; compiled programs take static shapes (give --input-shape)";
+  std::optional<StringRef> dtype = dtypeName(tensor.getElementType());
+  if (!dtype)
+    return entry.emitError("moe-compile: ")
+           << fallback << " has element type " << tensor.getElementType()
+           << ", which .npy files do not carry";
+  std::string name = fallback.str();
+  if (attrs)
+    if (auto given = attrs.getAs<StringAttr>("onnx.name"))
+      name = given.str();
+  return json::Object{{"name", name},
+                      {"dtype", *dtype},
+                      {"shape", shapeOf(tensor.getShape())}};
+}
+
+FailureOr<Bundle> mlir::moe::describeProgram(ModuleOp module,
+                                             std::string &entryName) {
+  SmallVector<func::FuncOp> entries;
+  for (auto func : module.getOps<func::FuncOp>())
+    if (func.isPublic() && !func.isExternal())
+      entries.push_back(func);
+  if (entries.size() != 1)
+    return module.emitError("moe-compile: the program must have exactly one "
+                            "public function, found ")
+           << entries.size();
+  func::FuncOp entry = entries.front();
+  entryName = entry.getSymName().str();
+
+  Bundle bundle;
+  json::Array inputs, outputs, layers;
+  for (auto [i, type] : llvm::enumerate(entry.getArgumentTypes())) {
+    FailureOr<json::Object> input = describeValue(
+        entry, type, entry.getArgAttrDict(i), "input" + std::to_string(i));
+    if (failed(input))
+      return failure();
+    inputs.push_back(std::move(*input));
+  }
+  for (auto [i, type] : llvm::enumerate(entry.getResultTypes())) {
+    FailureOr<json::Object> output = describeValue(
+        entry, type, entry.getResultAttrDict(i), "output" + std::to_string(i));
+    if (failed(output))
+      return failure();
+    outputs.push_back(std::move(*output));
+  }
+  module.walk([&](RouterOp router) {
+    layers.push_back(json::Object{
+        {"experts", cast<RankedTensorType>(router.getLogits().getType())
+                        .getDimSize(1)}});
+  });
+
+  SmallVector<int64_t> grid(5, 1);
+  for (auto op : module.getOps<shard::GridOp>())
+    grid = llvm::to_vector(op.getShape());
+  int64_t world = 1;
+  for (int64_t extent : grid)
+    world *= extent;
+
+  bundle.manifest = json::Object{
+      {"format", 1},
+      {"library", "model.so"},
+      {"entry", "moe_entry"},
+      {"world_size", world},
+      {"grid", json::Object{{"axes", json::Array{"pp", "dp", "dp_shard", "ep",
+                                                 "tp"}},
+                            {"shape", shapeOf(grid)}}},
+      {"inputs", std::move(inputs)},
+      {"outputs", std::move(outputs)},
+      {"weights_file", "weights.bin"},
+      {"weights", json::Array{}},
+      {"layers", std::move(layers)},
+  };
+  return bundle;
+}
+
+/// The bytes of a weight constant.
+static FailureOr<ArrayRef<char>> rawData(memref::GlobalOp global,
+                                         ElementsAttr source) {
+  if (auto dense = dyn_cast<DenseElementsAttr>(source))
+    return dense.getRawData();
+  if (auto resource = dyn_cast<DenseResourceElementsAttr>(source))
+    if (AsmResourceBlob *blob = resource.getRawHandle().getBlob())
+      return blob->getData();
+  return global.emitError("moe-compile: the data of this weight is not "
+                          "available");
+}
+
+/// Rank `rank`'s piece of `data` (shape `shape`) after the all_slice steps.
+static std::string slicePiece(ArrayRef<char> data, SmallVector<int64_t> shape,
+                              int64_t elementBytes, ArrayAttr steps,
+                              ArrayRef<int64_t> grid, int64_t rank) {
+  std::string piece(data.begin(), data.end());
+  for (Attribute attr : steps) {
+    auto step = cast<DictionaryAttr>(attr);
+    ArrayRef<int16_t> axes =
+        cast<DenseI16ArrayAttr>(step.get("axes")).asArrayRef();
+    int64_t dim = cast<IntegerAttr>(step.get("dim")).getInt();
+    int64_t groupSize = 1, position = 0;
+    for (int16_t axis : axes) {
+      int64_t stride = 1;
+      for (int64_t extent : grid.drop_front(axis + 1))
+        stride *= extent;
+      position = position * grid[axis] + (rank / stride) % grid[axis];
+      groupSize *= grid[axis];
+    }
+    int64_t outer = 1, inner = elementBytes;
+    for (int64_t d = 0; d < dim; ++d)
+      outer *= shape[d];
+    for (int64_t d = dim + 1; d < (int64_t)shape.size(); ++d)
+      inner *= shape[d];
+    int64_t whole = shape[dim], part = whole / groupSize;
+    std::string next;
+    next.reserve(outer * part * inner);
+    for (int64_t o = 0; o < outer; ++o)
+      next.append(piece, (o * whole + position * part) * inner, part * inner);
+    piece = std::move(next);
+    shape[dim] = part;
+  }
+  return piece;
+}
+
+LogicalResult mlir::moe::packWeights(ModuleOp module, Bundle &bundle) {
+  int64_t world = *bundle.manifest.getInteger("world_size");
+  json::Array &weights = *bundle.manifest.getArray("weights");
+  for (auto global : module.getOps<memref::GlobalOp>()) {
+    auto source = global->getAttrOfType<ElementsAttr>("moe.weight_source");
+    if (!source)
+      continue;
+    FailureOr<ArrayRef<char>> data = rawData(global, source);
+    if (failed(data))
+      return failure();
+    auto steps = global->getAttrOfType<ArrayAttr>("moe.weight_slices");
+    auto gridAttr = global->getAttrOfType<DenseI64ArrayAttr>("moe.weight_grid");
+    ArrayRef<int64_t> grid = gridAttr ? gridAttr.asArrayRef() : ArrayRef<int64_t>();
+    MemRefType type = global.getType();
+    int64_t elementBytes = (type.getElementTypeBitWidth() + 7) / 8;
+    std::optional<StringRef> dtype = dtypeName(type.getElementType());
+    if (!dtype)
+      return global.emitError("moe-compile: weights of element type ")
+             << type.getElementType() << " are not supported";
+    auto sourceShape = llvm::to_vector(
+        cast<ShapedType>(source.getType()).getShape());
+    if ((int64_t)data->size() !=
+        cast<ShapedType>(source.getType()).getNumElements() * elementBytes)
+      return global.emitError("moe-compile: the weight holds ")
+             << data->size() << " bytes, not what its type says";
+
+    // Identical pieces (replicated weights, ranks that agree on the sliced
+    // axes) are stored once.
+    llvm::StringMap<int64_t> stored;
+    json::Array offsets;
+    for (int64_t rank = 0; rank < world; ++rank) {
+      std::string piece = slicePiece(*data, sourceShape, elementBytes,
+                                     steps ? steps : ArrayAttr(), grid, rank);
+      auto [it, inserted] = stored.try_emplace(piece, 0);
+      if (inserted) {
+        bundle.weights.resize(
+            llvm::alignTo(bundle.weights.size(), kPieceAlignment), '\0');
+        it->second = bundle.weights.size();
+        bundle.weights += piece;
+      }
+      offsets.push_back(it->second);
+    }
+    weights.push_back(json::Object{{"symbol", global.getSymName()},
+                                   {"dtype", *dtype},
+                                   {"shape", shapeOf(type.getShape())},
+                                   {"offsets", std::move(offsets)}});
+    global->removeAttr("moe.weight_source");
+    global->removeAttr("moe.weight_slices");
+    global->removeAttr("moe.weight_grid");
+  }
+  return success();
+}
+
+LogicalResult mlir::moe::writeBundle(const Bundle &bundle, StringRef directory,
+                                     Location loc) {
+  if (std::error_code ec = llvm::sys::fs::create_directories(directory))
+    return emitError(loc) << "moe-compile: cannot create '" << directory
+                          << "': " << ec.message();
+  auto write = [&](StringRef name, auto &&emit) -> LogicalResult {
+    SmallString<256> path(directory);
+    llvm::sys::path::append(path, name);
+    std::error_code ec;
+    llvm::raw_fd_ostream os(path, ec);
+    if (ec)
+      return emitError(loc) << "moe-compile: cannot write '" << path
+                            << "': " << ec.message();
+    emit(os);
+    return success();
+  };
+  if (failed(write("weights.bin",
+                   [&](llvm::raw_ostream &os) { os << bundle.weights; })))
+    return failure();
+  return write("model.json", [&](llvm::raw_ostream &os) {
+    os << llvm::formatv("{0:2}", json::Value(json::Object(bundle.manifest)))
+       << "\n";
+  });
+}

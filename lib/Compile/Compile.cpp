@@ -1,0 +1,141 @@
+//===- Compile.cpp - a model file to a runnable bundle --------------------===//
+
+#include "moe/Compile/Compile.h"
+
+#include "Bundle.h"
+#include "NativeCode.h"
+
+#include "moe/InitAll.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Support/FileUtilities.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+using namespace mlir;
+using namespace mlir::moe;
+
+void mlir::moe::registerCompileDialects(DialectRegistry &registry) {
+  registerAllDialects(registry);
+  registerAllExtensions(registry);
+  registerBuiltinDialectTranslation(registry);
+  registerLLVMDialectTranslation(registry);
+}
+
+/// The model as a module, by the file's extension.
+static OwningOpRef<ModuleOp> loadModel(MLIRContext &context,
+                                       const CompileOptions &options) {
+  StringRef path = options.modelPath;
+  Location loc = FileLineColLoc::get(&context, path, 0, 0);
+  StringRef ext = llvm::sys::path::extension(path);
+  if (ext == ".mlir")
+    return parseSourceFile<ModuleOp>(path, &context);
+  if (ext != ".onnx" && ext != ".pt") {
+    emitError(loc) << "moe-compile: cannot tell the format of '" << path
+                   << "': give a .onnx, .pt or .mlir file";
+    return nullptr;
+  }
+  auto file = llvm::MemoryBuffer::getFile(path);
+  if (!file) {
+    emitError(loc) << "moe-compile: cannot read '" << path
+                   << "': " << file.getError().message();
+    return nullptr;
+  }
+  if (ext == ".onnx")
+    return importOnnx((*file)->getMemBufferRef(), &context, options.import);
+  return importTorchScript((*file)->getMemBufferRef(), &context,
+                           options.import);
+}
+
+/// Runs `pipeline`, a comma-separated list of passes on the module.
+static LogicalResult runPipeline(ModuleOp module, const Twine &pipeline) {
+  PassManager pm(module.getContext(), ModuleOp::getOperationName());
+  std::string error;
+  llvm::raw_string_ostream errorStream(error);
+  if (failed(parsePassPipeline(pipeline.str(), pm, errorStream)))
+    return module.emitError("moe-compile: ") << error;
+  return pm.run(module);
+}
+
+static LogicalResult writeOutput(StringRef path, StringRef data,
+                                 Location loc) {
+  std::string error;
+  std::unique_ptr<llvm::ToolOutputFile> file = openOutputFile(path, &error);
+  if (!file)
+    return emitError(loc) << "moe-compile: " << error;
+  file->os() << data;
+  file->keep();
+  return success();
+}
+
+static LogicalResult writeModule(ModuleOp module, StringRef path) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  module.print(os);
+  return writeOutput(path, text, module.getLoc());
+}
+
+LogicalResult mlir::moe::compileModel(MLIRContext &context,
+                                      const CompileOptions &options) {
+  OwningOpRef<ModuleOp> owned = loadModel(context, options);
+  if (!owned)
+    return failure();
+  ModuleOp module = *owned;
+  StringRef out = options.outputPath;
+  if (options.emit == EmitStage::Import)
+    return writeModule(module, out);
+
+  if (failed(runPipeline(module, "moe-raise,canonicalize")))
+    return failure();
+  if (options.emit == EmitStage::MoE)
+    return writeModule(module, out);
+
+  if (failed(runPipeline(module, "moe-set-plan{" + options.planOptions +
+                                     "},moe-partition,canonicalize")))
+    return failure();
+  if (options.emit == EmitStage::SPMD)
+    return writeModule(module, out);
+
+  std::string entry;
+  FailureOr<Bundle> bundle = describeProgram(module, entry);
+  if (failed(bundle))
+    return failure();
+  // The manifest holds the names now; LLVM has no use for them.
+  for (auto func : module.getOps<func::FuncOp>()) {
+    func.removeArgAttrsAttr();
+    func.removeResAttrsAttr();
+  }
+  if (failed(runPipeline(module, "moe-externalize-weights")) ||
+      failed(packWeights(module, *bundle)) ||
+      failed(runPipeline(module, "moe-lower-to-llvm{runtime=1 instrument=1 "
+                                 "entry=" + entry + "}")))
+    return failure();
+
+  bool text = options.emit == EmitStage::LLVM;
+  FailureOr<std::string> code =
+      emitNativeCode(module, options.optLevel, text);
+  if (failed(code))
+    return failure();
+  if (options.emit != EmitStage::Library)
+    return writeOutput(out, *code, module.getLoc());
+
+  // The bundle directory: the library, its weights and the manifest.
+  if (std::error_code ec = llvm::sys::fs::create_directories(out))
+    return module.emitError("moe-compile: cannot create '")
+           << out << "': " << ec.message();
+  SmallString<256> object(out), library(out);
+  llvm::sys::path::append(object, "model.o");
+  llvm::sys::path::append(library, "model.so");
+  if (failed(writeOutput(object, *code, module.getLoc())) ||
+      failed(linkSharedLibrary(object, library, module.getLoc())))
+    return failure();
+  llvm::sys::fs::remove(object);
+  return writeBundle(*bundle, out, module.getLoc());
+}

@@ -1,0 +1,107 @@
+//===- NativeCode.cpp - LLVM dialect to object code and a library ---------===//
+
+#include "NativeCode.h"
+
+#include "mlir/ExecutionEngine/OptUtils.h"
+#include "mlir/Target/LLVMIR/Export.h"
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/IR/Module.h"
+#include "llvm/MC/TargetRegistry.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/raw_ostream.h"
+#include "llvm/Target/TargetMachine.h"
+#include "llvm/TargetParser/Host.h"
+#include "llvm/TargetParser/SubtargetFeature.h"
+
+using namespace mlir;
+
+/// A target machine for this host, position independent (the code goes
+/// into a shared library).
+static std::unique_ptr<llvm::TargetMachine> hostMachine(unsigned optLevel,
+                                                        std::string &error) {
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  llvm::Triple triple(llvm::sys::getProcessTriple());
+  const llvm::Target *target = llvm::TargetRegistry::lookupTarget(triple, error);
+  if (!target)
+    return nullptr;
+  llvm::SubtargetFeatures features;
+  for (const auto &feature : llvm::sys::getHostCPUFeatures())
+    features.AddFeature(feature.first(), feature.second);
+  llvm::CodeGenOptLevel level = optLevel >= 3   ? llvm::CodeGenOptLevel::Aggressive
+                                : optLevel == 0 ? llvm::CodeGenOptLevel::None
+                                                : llvm::CodeGenOptLevel::Default;
+  return std::unique_ptr<llvm::TargetMachine>(target->createTargetMachine(
+      triple, llvm::sys::getHostCPUName(), features.getString(),
+      llvm::TargetOptions(), llvm::Reloc::PIC_, std::nullopt, level));
+}
+
+FailureOr<std::string> mlir::moe::emitNativeCode(ModuleOp module,
+                                                 unsigned optLevel,
+                                                 bool asText) {
+  std::string error;
+  std::unique_ptr<llvm::TargetMachine> machine = hostMachine(optLevel, error);
+  if (!machine)
+    return module.emitError("moe-compile: no code generator for this host: ")
+           << error;
+  llvm::LLVMContext llvmContext;
+  std::unique_ptr<llvm::Module> llvmModule =
+      translateModuleToLLVMIR(module, llvmContext, "moe-program");
+  if (!llvmModule)
+    return module.emitError("moe-compile: translation to LLVM IR failed");
+  llvmModule->setTargetTriple(machine->getTargetTriple());
+  llvmModule->setDataLayout(machine->createDataLayout());
+  if (llvm::Error err = makeOptimizingTransformer(optLevel, /*sizeLevel=*/0,
+                                                  machine.get())(
+          llvmModule.get()))
+    return module.emitError("moe-compile: LLVM optimization failed: ")
+           << llvm::toString(std::move(err));
+
+  std::string result;
+  llvm::raw_string_ostream os(result);
+  if (asText) {
+    llvmModule->print(os, nullptr);
+    return result;
+  }
+  llvm::SmallVector<char, 0> object;
+  llvm::raw_svector_ostream objectStream(object);
+  llvm::legacy::PassManager codegen;
+  if (machine->addPassesToEmitFile(codegen, objectStream, nullptr,
+                                   llvm::CodeGenFileType::ObjectFile))
+    return module.emitError("moe-compile: this host's code generator cannot "
+                            "emit object files");
+  codegen.run(*llvmModule);
+  return std::string(object.begin(), object.end());
+}
+
+LogicalResult mlir::moe::linkSharedLibrary(StringRef object,
+                                           StringRef library, Location loc) {
+  // Debian names lld by version; the unversioned name is an alternative.
+  std::string linker;
+  for (StringRef name : {"ld.lld-22", "ld.lld"}) {
+    if (auto found = llvm::sys::findProgramByName(name)) {
+      linker = *found;
+      break;
+    }
+    if (auto found =
+            llvm::sys::findProgramByName(name, {"/usr/lib/llvm-22/bin"})) {
+      linker = *found;
+      break;
+    }
+  }
+  if (linker.empty())
+    return emitError(loc) << "moe-compile: no ld.lld found to link '"
+                          << library << "' (install lld-22)";
+  // moert_* and libm resolve against moe-run when it loads the library.
+  SmallVector<StringRef> args{linker, "-shared", "--as-needed", "-O1",
+                              "-o", library, object};
+  std::string error;
+  int status = llvm::sys::ExecuteAndWait(linker, args, std::nullopt, {}, 0, 0,
+                                         &error);
+  if (status != 0)
+    return emitError(loc) << "moe-compile: linking '" << library
+                          << "' failed"
+                          << (error.empty() ? "" : ": " + error);
+  return success();
+}

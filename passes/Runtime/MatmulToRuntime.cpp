@@ -1,0 +1,148 @@
+//===- MatmulToRuntime.cpp - f32 contractions as tuned BLAS calls ---------===//
+//
+// On buffers, every f32 linalg contraction with one m, one n and one k loop
+// (the expert FFNs' matmuls, ONNX MatMul and Gemm, batched or not) becomes
+// moert_matmul_f32 on strided views, which the runtime hands to sgemm. Batch
+// loops stay as scf.for around the call. Each operand's stride along a loop
+// comes from its indexing map and its strided metadata, so transposed and
+// broadcast operands need no copies. Matmuls that the expert lowering marked
+// `moe.expert_gemm` are recorded as expert GEMMs for `moe-run --stats`.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Passes.h"
+#include "passes/Runtime/RuntimeCalls.h"
+
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+namespace mlir::moe {
+#define GEN_PASS_DEF_CONVERTMATMULTORUNTIMEPASS
+#include "passes/Passes.h.inc"
+
+using namespace runtime;
+
+namespace {
+
+/// One operand's base pointer, element offset and stride along each loop.
+struct StridedOperand {
+  Value pointer;
+  Value offset;                  // index
+  SmallVector<Value> loopStride; // index, one per loop (0 when absent)
+};
+
+StridedOperand describe(OpBuilder &b, Location loc, Value memref,
+                        AffineMap map) {
+  auto metadata = memref::ExtractStridedMetadataOp::create(b, loc, memref);
+  StridedOperand operand;
+  operand.pointer = dataPointer(b, loc, metadata.getBaseBuffer());
+  operand.offset = metadata.getOffset();
+  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+  operand.loopStride.assign(map.getNumDims(), zero);
+  for (auto [position, expr] : llvm::enumerate(map.getResults())) {
+    unsigned loop = cast<AffineDimExpr>(expr).getPosition();
+    operand.loopStride[loop] =
+        arith::AddIOp::create(b, loc, operand.loopStride[loop],
+                              metadata.getStrides()[position]);
+  }
+  return operand;
+}
+
+Value toI64(OpBuilder &b, Location loc, Value index) {
+  return arith::IndexCastOp::create(b, loc, b.getI64Type(), index);
+}
+
+/// The pointer to the element at `offset` (index) past `pointer`.
+Value advance(OpBuilder &b, Location loc, Value pointer, Value offset) {
+  return LLVM::GEPOp::create(b, loc, pointer.getType(), b.getF32Type(),
+                             pointer, ValueRange{toI64(b, loc, offset)});
+}
+
+struct ContractionToRuntime final
+    : OpInterfaceRewritePattern<linalg::LinalgOp> {
+  using OpInterfaceRewritePattern::OpInterfaceRewritePattern;
+
+  LogicalResult matchAndRewrite(linalg::LinalgOp op,
+                                PatternRewriter &rewriter) const override {
+    if (!op.hasPureBufferSemantics())
+      return rewriter.notifyMatchFailure(op, "runs on buffers only");
+    if (op.getNumDpsInputs() != 2 || op.getNumDpsInits() != 1)
+      return rewriter.notifyMatchFailure(op, "not a two-input contraction");
+    if (!llvm::all_of(op->getOperandTypes(), [](Type type) {
+          return cast<MemRefType>(type).getElementType().isF32();
+        }))
+      return rewriter.notifyMatchFailure(op, "not f32");
+    if (!linalg::isaContractionOpInterface(op))
+      return rewriter.notifyMatchFailure(op, "not a multiply-add contraction");
+    FailureOr<linalg::ContractionDimensions> dims =
+        linalg::inferContractionDims(op);
+    if (failed(dims) || dims->m.size() != 1 || dims->n.size() != 1 ||
+        dims->k.size() != 1)
+      return rewriter.notifyMatchFailure(op, "needs one m, n and k loop");
+    SmallVector<AffineMap> maps = op.getIndexingMapsArray();
+    if (!llvm::all_of(maps, [](AffineMap map) {
+          return llvm::all_of(map.getResults(), llvm::IsaPred<AffineDimExpr>);
+        }))
+      return rewriter.notifyMatchFailure(op, "indexing maps are not plain "
+                                             "loop dims");
+
+    Location loc = op.getLoc();
+    SmallVector<Range> ranges = op.createLoopRanges(rewriter, loc);
+    auto size = [&](unsigned loop) {
+      return getValueOrCreateConstantIndexOp(rewriter, loc, ranges[loop].size);
+    };
+    SmallVector<StridedOperand> operands;
+    for (OpOperand &operand : op->getOpOperands())
+      operands.push_back(describe(rewriter, loc, operand.get(),
+                                  maps[operand.getOperandNumber()]));
+    unsigned m = dims->m.front(), n = dims->n.front(), k = dims->k.front();
+    int32_t site = op->hasAttr("moe.expert_gemm") ? 1 : 0;
+
+    // Batch loops around the call, each moving every operand's offset.
+    SmallVector<Value> offsets = llvm::to_vector(llvm::map_range(
+        operands, [](const StridedOperand &o) { return o.offset; }));
+    OpBuilder::InsertionGuard guard(rewriter);
+    Value one = arith::ConstantIndexOp::create(rewriter, loc, 1);
+    Value zero = arith::ConstantIndexOp::create(rewriter, loc, 0);
+    for (unsigned batch : dims->batch) {
+      auto loop = scf::ForOp::create(rewriter, loc, zero, size(batch), one);
+      rewriter.setInsertionPointToStart(loop.getBody());
+      for (auto [offset, operand] : llvm::zip(offsets, operands))
+        offset = arith::AddIOp::create(
+            rewriter, loc, offset,
+            arith::MulIOp::create(rewriter, loc, loop.getInductionVar(),
+                                  operand.loopStride[batch]));
+    }
+    auto stride = [&](unsigned operand, unsigned loop) {
+      return toI64(rewriter, loc, operands[operand].loopStride[loop]);
+    };
+    auto pointer = [&](unsigned operand) {
+      return advance(rewriter, loc, operands[operand].pointer,
+                     offsets[operand]);
+    };
+    call(rewriter, loc, "moert_matmul_f32",
+         {toI64(rewriter, loc, size(m)), toI64(rewriter, loc, size(n)),
+          toI64(rewriter, loc, size(k)), pointer(0), stride(0, m),
+          stride(0, k), pointer(1), stride(1, k), stride(1, n), pointer(2),
+          stride(2, m), stride(2, n), i32Const(rewriter, loc, site)});
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
+struct ConvertMatmulToRuntimePass
+    : public impl::ConvertMatmulToRuntimePassBase<ConvertMatmulToRuntimePass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    patterns.add<ContractionToRuntime>(&getContext());
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+      signalPassFailure();
+  }
+};
+
+} // namespace
+} // namespace mlir::moe

@@ -1,0 +1,154 @@
+//===- moe-compile.cpp - a model file to a runnable bundle ----------------===//
+//
+//   moe-compile MODEL --target=cpu [--ep N] [--dp N] [--tp N] [--pp N]
+//               [--smp-config FILE] [--emit=import|moe|spmd|llvm|obj|lib]
+//               -o OUT
+//
+// MODEL is .onnx, .pt or .mlir. With --emit=lib (the default) OUT is a
+// directory that `moe-run` (or `mpirun -np N moe-run`) runs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "moe/Compile/Compile.h"
+#include "moe/InitAll.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+namespace cl = llvm::cl;
+
+static cl::OptionCategory category("moe-compile options");
+
+static cl::opt<std::string> model(cl::Positional, cl::Required,
+                                  cl::desc("<model.onnx|.pt|.mlir>"),
+                                  cl::cat(category));
+static cl::opt<std::string> output("o", cl::Required,
+                                   cl::desc("Output (a directory for lib)"),
+                                   cl::value_desc("OUT"), cl::cat(category));
+
+enum class Target { CPU, CUDA };
+static cl::opt<Target> target(
+    "target", cl::desc("Code to generate"),
+    cl::values(clEnumValN(Target::CPU, "cpu", "LLVM code for this host's CPU "
+                                              "with the MPI runtime"),
+               clEnumValN(Target::CUDA, "cuda", "NVIDIA GPUs with NCCL")),
+    cl::init(Target::CPU), cl::cat(category));
+
+static cl::opt<moe::EmitStage> emit(
+    "emit", cl::desc("Stop after this stage"),
+    cl::values(
+        clEnumValN(moe::EmitStage::Import, "import", "the imported program"),
+        clEnumValN(moe::EmitStage::MoE, "moe", "MoE blocks raised to moe ops"),
+        clEnumValN(moe::EmitStage::SPMD, "spmd", "the per-rank program"),
+        clEnumValN(moe::EmitStage::LLVM, "llvm", "optimized LLVM IR"),
+        clEnumValN(moe::EmitStage::Object, "obj", "an object file"),
+        clEnumValN(moe::EmitStage::Library, "lib",
+                   "a bundle directory for moe-run")),
+    cl::init(moe::EmitStage::Library), cl::cat(category));
+
+// The parallel plan: moe-set-plan's options.
+static cl::opt<int64_t> worldSize("world-size",
+                                  cl::desc("Ranks (default: the product of "
+                                           "the degrees)"),
+                                  cl::init(0), cl::cat(category));
+static cl::opt<int64_t> pp("pp", cl::desc("Pipeline-parallel degree"),
+                           cl::init(0), cl::cat(category));
+static cl::opt<int64_t> dp("dp", cl::desc("Data-parallel degree"),
+                           cl::init(0), cl::cat(category));
+static cl::opt<int64_t> dpShard(
+    "dp-shard", cl::desc("Ranks of a data-parallel group that shard weights"),
+    cl::init(0), cl::cat(category));
+static cl::opt<int64_t> ep("ep", cl::desc("Expert-parallel degree"),
+                           cl::init(0), cl::cat(category));
+static cl::opt<int64_t> tp("tp", cl::desc("Tensor-parallel degree"),
+                           cl::init(0), cl::cat(category));
+static cl::opt<std::string> dispatcher(
+    "dispatcher", cl::desc("Token dispatcher: all-to-all or all-gather"),
+    cl::cat(category));
+static cl::opt<bool> tokenShuffle("token-shuffle",
+                                  cl::desc("Shuffle tokens across EP ranks"),
+                                  cl::cat(category));
+static cl::opt<std::string> smpConfig(
+    "smp-config", cl::desc("SageMaker model-parallel config (JSON)"),
+    cl::value_desc("FILE"), cl::cat(category));
+
+static cl::list<std::string> inputShapes(
+    "input-shape",
+    cl::desc("Static shape of a model input, NAME=D0xD1x... (repeatable)"),
+    cl::value_desc("NAME=DIMS"), cl::cat(category));
+static cl::opt<unsigned> optLevel("O", cl::desc("LLVM optimization level"),
+                                  cl::init(3), cl::Prefix, cl::cat(category));
+
+static std::string planOptions() {
+  std::string result;
+  llvm::raw_string_ostream os(result);
+  for (auto [name, value] : {std::pair<const char *, int64_t>{"world-size",
+                                                              worldSize},
+                             {"pp", pp},
+                             {"dp", dp},
+                             {"dp-shard", dpShard},
+                             {"ep", ep},
+                             {"tp", tp}})
+    if (value != 0)
+      os << name << "=" << value << " ";
+  if (!dispatcher.empty())
+    os << "dispatcher=" << dispatcher << " ";
+  if (tokenShuffle)
+    os << "token-shuffle=1 ";
+  if (!smpConfig.empty())
+    os << "smp-config=" << smpConfig;
+  return result;
+}
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  moe::registerAllPasses();
+  cl::HideUnrelatedOptions(category);
+  cl::ParseCommandLineOptions(argc, argv,
+                              "MoE-MLIR compiler: model file to native code\n");
+
+  DialectRegistry registry;
+  moe::registerCompileDialects(registry);
+  MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
+
+  if (target == Target::CUDA) {
+    emitError(UnknownLoc::get(&context))
+        << "moe-compile: --target=cuda is not available in this build";
+    return 1;
+  }
+  for (auto [name, value] : {std::pair<const char *, int64_t>{"--world-size",
+                                                              worldSize},
+                             {"--pp", pp},
+                             {"--dp", dp},
+                             {"--dp-shard", dpShard},
+                             {"--ep", ep},
+                             {"--tp", tp}}) {
+    if (value < 0) {
+      emitError(UnknownLoc::get(&context))
+          << "moe-compile: " << name << " must be at least 1, got " << value;
+      return 1;
+    }
+  }
+
+  moe::CompileOptions options;
+  options.modelPath = model;
+  options.outputPath = output;
+  options.emit = emit;
+  options.planOptions = planOptions();
+  options.optLevel = optLevel;
+  for (const std::string &spec : inputShapes) {
+    std::string error;
+    if (failed(moe::addInputShape(spec, options.import, error))) {
+      emitError(UnknownLoc::get(&context)) << "moe-compile: " << error;
+      return 1;
+    }
+  }
+  return failed(moe::compileModel(context, options)) ? 1 : 0;
+}
