@@ -14,10 +14,10 @@ func.func @block(%x: tensor<16x8xf32>, %logits: tensor<16x8xf32>,
   return %y : tensor<16x8xf32>
 }
 
-// EP2: %[[IDS:.*]], %[[W:.*]] = moe.router softmax topk %{{.*}} : tensor<8x8xf32> -> tensor<8x1xi32>, tensor<8x1xf32>
+// EP2: %[[IDS:.*]], %[[W:.*]] = moe.router softmax topk %{{.*}} {{.*}}: tensor<8x8xf32> -> tensor<8x1xi32>, tensor<8x1xf32>
 // EP2: %[[ROUTED:.*]] = moe.expert_counts %[[IDS]] : tensor<8x1xi32> -> tensor<8xi32>
 // EP2: %[[BEFORE:.*]] = moe.prefix_sum %[[ROUTED]] on @world grid_axes = [3] : tensor<8xi32>
-// EP2: %[[ROWS:.*]], %[[SLOTS:.*]], %[[COUNTS:.*]], %{{.*}} = moe.dispatch %{{.*}}, %[[IDS]] capacity 3 drop position after %[[BEFORE]] : (tensor<8x8xf32>, tensor<8x1xi32>, tensor<8xi32>) -> (tensor<8x3x8xf32>, tensor<8x1xi32>, tensor<8xi32>, tensor<i64>)
+// EP2: %[[ROWS:.*]], %[[SLOTS:.*]], %[[COUNTS:.*]], %{{.*}} = moe.dispatch %{{.*}}, %[[IDS]] capacity 3 drop position after %[[BEFORE]] {{.*}}: (tensor<8x8xf32>, tensor<8x1xi32>, tensor<8xi32>) -> (tensor<8x3x8xf32>, tensor<8x1xi32>, tensor<8xi32>, tensor<i64>)
 // EP2: %[[IN:.*]] = shard.all_to_all %[[ROWS]] on @world grid_axes = [3] split_axis = 0 concat_axis = 0 : tensor<8x3x8xf32> -> tensor<8x3x8xf32>
 // EP2: %[[INC:.*]] = shard.all_to_all %[[COUNTS]] on @world grid_axes = [3] split_axis = 0 concat_axis = 0 : tensor<8xi32> -> tensor<8xi32>
 // EP2: %[[Y:.*]] = moe.experts %[[IN]], %[[INC]] fc1(%{{.*}}) fc2(%{{.*}}) activation <relu> : (tensor<8x3x8xf32>, tensor<8xi32>, tensor<4x16x8xf32>, tensor<4x8x16xf32>) -> tensor<8x3x8xf32>
@@ -32,5 +32,5 @@ func.func @block(%x: tensor<16x8xf32>, %logits: tensor<16x8xf32>,
 
 // Tokens are not split by tp: the whole-batch dispatch is unchanged.
 // TP-NOT: moe.prefix_sum
-// TP: moe.dispatch %arg0, %{{.*}} capacity 3 drop position : {{.*}} -> (tensor<8x3x8xf32>,
+// TP: moe.dispatch %arg0, %{{.*}} capacity 3 drop position {{.*}}: {{.*}} -> (tensor<8x3x8xf32>,
 // TP: shard.all_reduce %{{.*}} on @world grid_axes = [4] : tensor<16x8xf32> -> tensor<16x8xf32>

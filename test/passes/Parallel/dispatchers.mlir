@@ -32,7 +32,7 @@ func.func @capacity(%x: tensor<16x8xf32>, %logits: tensor<16x8xf32>,
 // DROPLESS: arith.muli %[[RANK]], %c4
 // DROPLESS: %[[SHIFTED:.*]] = arith.subi %[[ALLIDS]]
 // DROPLESS: %[[MINE:.*]] = arith.select %{{.*}}, %[[SHIFTED]], %{{.*}} : tensor<16x2xi1>, tensor<16x2xi32>
-// DROPLESS: %[[ROWS:.*]], %[[SLOTS:.*]], %[[COUNTS:.*]], %{{.*}} = moe.dispatch %[[XS]], %[[MINE]] : (tensor<16x8xf32>, tensor<16x2xi32>) -> (tensor<32x8xf32>, tensor<16x2xi32>, tensor<4xi32>, tensor<i64>)
+// DROPLESS: %[[ROWS:.*]], %[[SLOTS:.*]], %[[COUNTS:.*]], %{{.*}} = moe.dispatch %[[XS]], %[[MINE]] {{.*}}: (tensor<16x8xf32>, tensor<16x2xi32>) -> (tensor<32x8xf32>, tensor<16x2xi32>, tensor<4xi32>, tensor<i64>)
 // DROPLESS: %[[Y:.*]] = moe.experts %[[ROWS]], %[[COUNTS]] {{.*}} -> tensor<32x8xf32>
 // DROPLESS: %[[PART:.*]] = moe.combine %[[Y]], %[[SLOTS]], %[[WS]] : {{.*}} -> tensor<16x8xf32>
 // DROPLESS: %[[MY:.*]] = shard.reduce_scatter %[[PART]] on @world grid_axes = [3] scatter_axis = 0 : tensor<16x8xf32> -> tensor<8x8xf32>
@@ -44,6 +44,6 @@ func.func @capacity(%x: tensor<16x8xf32>, %logits: tensor<16x8xf32>,
 // CAPACITY-LABEL: func.func @capacity
 // CAPACITY: %[[ROUTED:.*]] = moe.expert_counts %{{.*}} : tensor<8x2xi32> -> tensor<4xi32>
 // CAPACITY: %[[BEFORE:.*]] = moe.prefix_sum %[[ROUTED]] on @world grid_axes = [1] : tensor<4xi32>
-// CAPACITY: moe.dispatch %{{.*}}, %{{.*}} capacity 4 drop position after %[[BEFORE]] : {{.*}} -> (tensor<4x4x8xf32>, tensor<8x2xi32>, tensor<4xi32>, tensor<i64>)
+// CAPACITY: moe.dispatch %{{.*}}, %{{.*}} capacity 4 drop position after %[[BEFORE]] {{.*}}: {{.*}} -> (tensor<4x4x8xf32>, tensor<8x2xi32>, tensor<4xi32>, tensor<i64>)
 // CAPACITY: shard.reduce_scatter %{{.*}} on @world grid_axes = [3] scatter_axis = 0 : tensor<8x8xf32> -> tensor<4x8xf32>
 // CAPACITY: shard.all_gather %{{.*}} on @world grid_axes = [1, 3] gather_axis = 0 : tensor<4x8xf32> -> tensor<16x8xf32>

@@ -28,13 +28,13 @@
 // CHECK:   %[[W2E:.*]] = tensor.extract_slice %[[W2]][%[[E]], 0, 0] [1, 3, 5] [1, 1, 1] : tensor<2x3x5xf32> to tensor<3x5xf32>
 // CHECK:   %[[B2E:.*]] = tensor.extract_slice %[[B2]][%[[E]], 0]
 // CHECK:   %[[ACC1:.*]] = linalg.broadcast ins(%[[B1E]] : tensor<5xf32>) outs(%{{.*}} : tensor<?x5xf32>) dimensions = [0]
-// CHECK:   %[[H1:.*]] = linalg.matmul indexing_maps = [#[[$LHS]], #[[$RHS_T]], #[[$OUT]]] ins(%[[X]], %[[W1E]] : tensor<?x4xf32>, tensor<5x4xf32>) outs(%[[ACC1]] : tensor<?x5xf32>)
+// CHECK:   %[[H1:.*]] = linalg.matmul indexing_maps = [#[[$LHS]], #[[$RHS_T]], #[[$OUT]]] {moe.expert_gemm} ins(%[[X]], %[[W1E]] : tensor<?x4xf32>, tensor<5x4xf32>) outs(%[[ACC1]] : tensor<?x5xf32>)
 // CHECK:   %[[ACC3:.*]] = linalg.broadcast ins(%[[B3E]] : tensor<5xf32>)
-// CHECK:   %[[H3:.*]] = linalg.matmul indexing_maps = [#[[$LHS]], #[[$RHS_T]], #[[$OUT]]] ins(%[[X]], %[[W3E]] : {{.*}}) outs(%[[ACC3]] : tensor<?x5xf32>)
+// CHECK:   %[[H3:.*]] = linalg.matmul indexing_maps = [#[[$LHS]], #[[$RHS_T]], #[[$OUT]]] {moe.expert_gemm} ins(%[[X]], %[[W3E]] : {{.*}}) outs(%[[ACC3]] : tensor<?x5xf32>)
 // CHECK:   %[[A:.*]] = linalg.generic {{.*}} ins(%[[H1]], %[[H3]] : tensor<?x5xf32>, tensor<?x5xf32>)
 // CHECK:     math.erf
 // CHECK:   %[[ACC2:.*]] = linalg.broadcast ins(%[[B2E]] : tensor<3xf32>)
-// CHECK:   %[[Y:.*]] = linalg.matmul indexing_maps = [#[[$LHS]], #[[$RHS_T]], #[[$OUT]]] ins(%[[A]], %[[W2E]] : tensor<?x5xf32>, tensor<3x5xf32>) outs(%[[ACC2]] : tensor<?x3xf32>)
+// CHECK:   %[[Y:.*]] = linalg.matmul indexing_maps = [#[[$LHS]], #[[$RHS_T]], #[[$OUT]]] {moe.expert_gemm} ins(%[[A]], %[[W2E]] : tensor<?x5xf32>, tensor<3x5xf32>) outs(%[[ACC2]] : tensor<?x3xf32>)
 // CHECK:   %[[NEXT:.*]] = tensor.insert_slice %[[Y]] into %[[ACC]][%[[BEGIN]], 0] [%[[COUNT]], 3] [1, 1] : tensor<?x3xf32> into tensor<6x3xf32>
 // CHECK:   scf.yield %[[NEXT]], %[[END]] : tensor<6x3xf32>, index
 // CHECK: return %[[LOOP]]#0 : tensor<6x3xf32>
@@ -175,12 +175,12 @@ func.func @experts_swiglu_concatenated(
 // CHECK-NOT: moe.
 // CHECK-NOT: scf.for
 // CHECK: %[[ACC1:.*]] = linalg.broadcast ins(%[[B1]] : tensor<6xf32>) outs(%{{.*}} : tensor<5x6xf32>) dimensions = [0]
-// CHECK: %[[H1:.*]] = linalg.matmul indexing_maps = [#[[$LHS]], #[[$RHS_T]], #[[$OUT]]] ins(%[[X]], %[[W1]] : tensor<5x4xf32>, tensor<6x4xf32>) outs(%[[ACC1]] : tensor<5x6xf32>)
+// CHECK: %[[H1:.*]] = linalg.matmul indexing_maps = [#[[$LHS]], #[[$RHS_T]], #[[$OUT]]] {moe.expert_gemm} ins(%[[X]], %[[W1]] : tensor<5x4xf32>, tensor<6x4xf32>) outs(%[[ACC1]] : tensor<5x6xf32>)
 // CHECK: %[[A:.*]] = linalg.generic {indexing_maps = [#[[$ID]], #[[$ID]]], {{.*}}} ins(%[[H1]] : tensor<5x6xf32>)
 // CHECK:   math.tanh
 // CHECK: %[[ZEROS:.*]] = linalg.fill {{.*}} -> tensor<5x3xf32>
-// CHECK: %[[Y:.*]] = linalg.matmul indexing_maps = [#[[$LHS]], #[[$RHS_T]], #[[$OUT]]] ins(%[[A]], %[[W2]] : tensor<5x6xf32>, tensor<3x6xf32>) outs(%[[ZEROS]] : tensor<5x3xf32>)
-// CHECK: %[[LOGIT:.*]] = linalg.matmul indexing_maps = [#[[$LHS]], #[[$RHS_T]], #[[$OUT]]] ins(%[[X]], %[[GATE]] : tensor<5x4xf32>, tensor<1x4xf32>) outs(%{{.*}} : tensor<5x1xf32>)
+// CHECK: %[[Y:.*]] = linalg.matmul indexing_maps = [#[[$LHS]], #[[$RHS_T]], #[[$OUT]]] {moe.expert_gemm} ins(%[[A]], %[[W2]] : tensor<5x6xf32>, tensor<3x6xf32>) outs(%[[ZEROS]] : tensor<5x3xf32>)
+// CHECK: %[[LOGIT:.*]] = linalg.matmul indexing_maps = [#[[$LHS]], #[[$RHS_T]], #[[$OUT]]] {moe.expert_gemm} ins(%[[X]], %[[GATE]] : tensor<5x4xf32>, tensor<1x4xf32>) outs(%{{.*}} : tensor<5x1xf32>)
 // CHECK: %[[OUTPUT:.*]] = linalg.generic {indexing_maps = [#[[$ID]], #[[$ROW]], #[[$ID]]], {{.*}}} ins(%[[Y]], %[[LOGIT]] : tensor<5x3xf32>, tensor<5x1xf32>)
 // CHECK: ^bb0(%[[YV:.*]]: f32, %[[LV:.*]]: f32, %{{.*}}: f32):
 // CHECK:   arith.negf %[[LV]]
