@@ -1,0 +1,100 @@
+/*===- moert.h - C ABI that compiled MoE programs call ------------*- C -*-===//
+ *
+ * Every function here is called by code that moe-compile generates and is
+ * resolved against the moe-run executable when it loads model.so.
+ *
+ * Groups. `axes` encodes an ordered list of grid axes: nibble i (bits
+ * 4i..4i+3) holds axis_i + 1 and the list ends at the first zero nibble. The
+ * group of a rank for `axes` is the set of ranks that share its coordinates on
+ * every axis not listed; its position is the linear index of its coordinates
+ * on the listed axes, in the listed order, last fastest; G is the product of
+ * the listed extents. An empty list makes a group of the rank alone.
+ *
+ * dtype codes: 0 f32, 1 f64, 2 i32, 3 i64.
+ *
+ * Every collective first checks that the whole group calls the same operation
+ * with the same sizes; any misuse (bad axes, sizes that disagree, negative
+ * counts, a too small output) prints `moe-run: error: [rank R] ...` and ends
+ * every rank with a non-zero exit status.
+ *
+ *===----------------------------------------------------------------------===*/
+
+#ifndef MOERT_MOERT_H
+#define MOERT_MOERT_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* World rank of this process (0 without MPI). */
+int64_t moert_rank(void);
+
+/* out = the G inputs of bytesPerRank bytes, concatenated by position. */
+void moert_all_gather(const void *in, void *out, int64_t bytesPerRank,
+                      int64_t axes);
+
+/* out = element-wise sum of `in` over the group. */
+void moert_all_reduce_sum(const void *in, void *out, int64_t count,
+                          int32_t dtype, int64_t axes);
+
+/* in holds G chunks of countPerRank elements; out = sum over the group of
+ * chunk p, where p is this rank's position. */
+void moert_reduce_scatter_sum(const void *in, void *out, int64_t countPerRank,
+                              int32_t dtype, int64_t axes);
+
+/* Chunk p of in goes to position p; chunk s of out comes from position s. */
+void moert_all_to_all(const void *in, void *out, int64_t bytesPerRank,
+                      int64_t axes);
+
+/* Rows of rowBytes bytes, L = groupsPerRank groups of rows per destination.
+ * counts[d*L + l]: rows for destination position d and local group l, laid
+ * out consecutively in `in` in that order. On return outCounts[s*L + l] is
+ * source s's counts[me*L + l] and out holds the rows from source 0, then 1,
+ * ...; rows past the received total are zeroed. Receiving more than outRows
+ * rows, or a negative count, is an error. */
+void moert_ragged_all_to_all(const void *in, const int32_t *counts, void *out,
+                             int32_t *outCounts, int64_t rowBytes,
+                             int64_t groupsPerRank, int64_t outRows,
+                             int64_t axes);
+
+/* out = sum of `in` over the positions before this one (zeros at 0). */
+void moert_exclusive_scan_sum(const void *in, void *out, int64_t count,
+                              int32_t dtype, int64_t axes);
+
+/* Point to point within the group; dest and source are positions. A rank may
+ * send to itself: the message waits for its own moert_recv. */
+void moert_send(const void *in, int64_t bytes, int64_t axes, int64_t dest);
+void moert_recv(void *out, int64_t bytes, int64_t axes, int64_t source);
+
+/* out = root's `in` on every position, root included. */
+void moert_broadcast(const void *in, void *out, int64_t bytes, int64_t axes,
+                     int64_t root);
+
+/* C[m*sCm + n*sCn] += sum_k A[m*sAm + k*sAk] * B[k*sBk + n*sBn]. Goes to
+ * cblas_sgemm whenever every operand has a unit stride, to a plain loop
+ * otherwise. site 1 marks an expert GEMM, whose time and flops --stats
+ * reports; 0 is any other. */
+void moert_matmul_f32(int64_t M, int64_t N, int64_t K, const float *A,
+                      int64_t sAm, int64_t sAk, const float *B, int64_t sBk,
+                      int64_t sBn, float *C, int64_t sCm, int64_t sCn,
+                      int32_t site);
+
+/* Statistics of MoE layer `layer` (ids from 0), always collected.
+ * begin/end bracket the layer's time in a run. moert_layer_tokens counts the
+ * ids in [0, numExperts) (others are ignored) and moert_layer_dropped adds
+ * *dropped, both only on ranks whose coordinate is 0 on every axis of
+ * replicaAxes, so that replicas are counted once. */
+void moert_layer_begin(int64_t layer);
+void moert_layer_end(int64_t layer);
+void moert_layer_tokens(int64_t layer, const int32_t *ids, int64_t numIds,
+                        int64_t numExperts, int64_t replicaAxes);
+void moert_layer_dropped(int64_t layer, const int64_t *dropped,
+                         int64_t replicaAxes);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MOERT_MOERT_H */

@@ -1,0 +1,273 @@
+//===- Npy.cpp - .npy reading and writing ---------------------------------===//
+//
+// The format: "\x93NUMPY", major and minor version bytes, the header length
+// (2 bytes little-endian in 1.0, 4 bytes in 2.0 and 3.0), then a Python dict
+// literal {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), } padded
+// with spaces and a newline, then the raw data.
+//
+//===----------------------------------------------------------------------===//
+
+#include "moert/Npy.h"
+#include "moert/Runtime.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <string_view>
+
+using namespace moert;
+
+static const DType dtypes[] = {
+    {"f32", "<f4", 4}, {"f64", "<f8", 8}, {"i32", "<i4", 4},
+    {"i64", "<i8", 8}, {"i8", "|i1", 1},  {"bool", "|b1", 1},
+};
+
+const DType *moert::findDType(const std::string &name) {
+  for (const DType &t : dtypes)
+    if (name == t.name)
+      return &t;
+  return nullptr;
+}
+
+const DType *moert::findDTypeByDescr(const std::string &descr) {
+  for (const DType &t : dtypes)
+    if (descr == t.descr)
+      return &t;
+  return nullptr;
+}
+
+int64_t moert::numElements(const std::vector<int64_t> &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    if (d < 0 || __builtin_mul_overflow(n, d, &n))
+      return -1;
+  return n;
+}
+
+std::string moert::shapeString(const std::vector<int64_t> &shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+Buffer::Buffer(int64_t bytes) : bytes(bytes) {
+  // aligned_alloc wants a multiple of the alignment, and one line at least
+  // so that data() is never null.
+  size_t rounded = (static_cast<size_t>(bytes) + 63) / 64 * 64;
+  if (rounded == 0)
+    rounded = 64;
+  ptr.reset(static_cast<char *>(std::aligned_alloc(64, rounded)));
+  if (!ptr)
+    fatal("out of memory for a buffer of " + std::to_string(bytes) + " bytes");
+  std::memset(ptr.get(), 0, rounded);
+}
+
+namespace {
+struct FileCloser {
+  void operator()(std::FILE *f) const { std::fclose(f); }
+};
+using File = std::unique_ptr<std::FILE, FileCloser>;
+
+/// Reads the header dict; each parse* returns false on malformed text.
+class HeaderParser {
+public:
+  explicit HeaderParser(std::string_view text) : s(text) {}
+
+  bool parse(std::string &descr, bool &fortran, std::vector<int64_t> &shape) {
+    bool seenDescr = false, seenFortran = false, seenShape = false;
+    if (!consume('{'))
+      return false;
+    while (!consume('}')) {
+      std::string key;
+      if (!parseString(key) || !consume(':'))
+        return false;
+      if (key == "descr")
+        seenDescr = parseString(descr);
+      else if (key == "fortran_order")
+        seenFortran = parseBool(fortran);
+      else if (key == "shape")
+        seenShape = parseShape(shape);
+      else
+        return false;
+      if (!consume(',') && !peek('}'))
+        return false;
+    }
+    return seenDescr && seenFortran && seenShape;
+  }
+
+private:
+  void skipSpace() {
+    while (i < s.size() && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n'))
+      ++i;
+  }
+  bool peek(char c) {
+    skipSpace();
+    return i < s.size() && s[i] == c;
+  }
+  bool consume(char c) {
+    if (!peek(c))
+      return false;
+    ++i;
+    return true;
+  }
+  bool consumeWord(std::string_view w) {
+    skipSpace();
+    if (s.substr(i, w.size()) != w)
+      return false;
+    i += w.size();
+    return true;
+  }
+  bool parseString(std::string &out) {
+    skipSpace();
+    if (i >= s.size() || (s[i] != '\'' && s[i] != '"'))
+      return false;
+    size_t end = s.find(s[i], i + 1);
+    if (end == std::string_view::npos)
+      return false;
+    out = std::string(s.substr(i + 1, end - i - 1));
+    i = end + 1;
+    return true;
+  }
+  bool parseBool(bool &out) {
+    out = consumeWord("True");
+    return out || consumeWord("False");
+  }
+  bool parseShape(std::vector<int64_t> &out) {
+    if (!consume('('))
+      return false;
+    out.clear();
+    while (!consume(')')) {
+      skipSpace();
+      int64_t d = 0;
+      size_t start = i;
+      for (; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i)
+        if (__builtin_mul_overflow(d, 10, &d) ||
+            __builtin_add_overflow(d, s[i] - '0', &d))
+          return false;
+      if (i == start)
+        return false;
+      consumeWord("L"); // Python 2 longs.
+      out.push_back(d);
+      if (!consume(',') && !peek(')'))
+        return false;
+    }
+    return true;
+  }
+
+  std::string_view s;
+  size_t i = 0;
+};
+} // namespace
+
+/// Turns `descr` into NumPy's little-endian spelling ('<f4', '|b1') and
+/// sets its element size. Returns an error message, empty on success.
+static std::string normaliseDescr(std::string &descr, int64_t &size) {
+  size = 0;
+  bool simple =
+      descr.size() >= 3 && descr.size() <= 6 && std::strchr("<>|=", descr[0]);
+  for (size_t i = 2; simple && i < descr.size(); ++i) {
+    simple = descr[i] >= '0' && descr[i] <= '9';
+    size = size * 10 + (descr[i] - '0');
+  }
+  if (!simple)
+    return "unsupported dtype '" + descr + "'";
+  // '=' is this machine's order, which is little-endian.
+  if (size > 1 && descr[0] == '>')
+    return "big-endian data ('" + descr + "') is not supported";
+  descr[0] = size == 1 ? '|' : '<';
+  return "";
+}
+
+std::string moert::readNpy(const std::string &path, Array &array) {
+  File f(std::fopen(path.c_str(), "rb"));
+  if (!f)
+    return "cannot open " + path + ": " + std::strerror(errno);
+  auto bad = [&](const std::string &why) {
+    return path + " is not a valid .npy file: " + why;
+  };
+
+  unsigned char pre[12];
+  if (std::fread(pre, 1, 8, f.get()) != 8 ||
+      std::memcmp(pre, "\x93NUMPY", 6) != 0)
+    return bad("no NumPy magic string");
+  int major = pre[6];
+  if (major < 1 || major > 3)
+    return bad("unknown format version " + std::to_string(major));
+  size_t lenBytes = major == 1 ? 2 : 4;
+  if (std::fread(pre + 8, 1, lenBytes, f.get()) != lenBytes)
+    return bad("truncated header");
+  uint32_t headerLen = 0;
+  for (size_t i = 0; i < lenBytes; ++i)
+    headerLen |= uint32_t(pre[8 + i]) << (8 * i);
+  if (headerLen > (1u << 24))
+    return bad("header of " + std::to_string(headerLen) + " bytes");
+  std::string header(headerLen, '\0');
+  if (std::fread(header.data(), 1, headerLen, f.get()) != headerLen)
+    return bad("truncated header");
+
+  std::string descr;
+  bool fortran = false;
+  if (!HeaderParser(header).parse(descr, fortran, array.shape)) {
+    header.erase(header.find_last_not_of(" \n") + 1);
+    return bad("malformed header " + header);
+  }
+  if (fortran)
+    return path + ": Fortran-order arrays are not supported; save a C-order "
+                  "array (numpy.ascontiguousarray)";
+  int64_t size;
+  array.descr = descr;
+  if (std::string error = normaliseDescr(array.descr, size); !error.empty())
+    return path + ": " + error;
+
+  int64_t count = numElements(array.shape), bytes;
+  if (count < 0 || __builtin_mul_overflow(count, size, &bytes))
+    return bad("shape " + shapeString(array.shape) + " is too large");
+  long dataStart = std::ftell(f.get());
+  if (std::fseek(f.get(), 0, SEEK_END) != 0)
+    return "cannot read " + path + ": " + std::strerror(errno);
+  long fileEnd = std::ftell(f.get());
+  if (fileEnd - dataStart != bytes)
+    return bad("shape " + shapeString(array.shape) + " of " + descr +
+               " needs " + std::to_string(bytes) +
+               " data bytes, the file has " +
+               std::to_string(fileEnd - dataStart));
+  std::fseek(f.get(), dataStart, SEEK_SET);
+  array.data = Buffer(bytes);
+  if (std::fread(array.data.data(), 1, bytes, f.get()) !=
+      static_cast<size_t>(bytes))
+    return "cannot read " + path + ": " + std::strerror(errno);
+  return "";
+}
+
+std::string moert::writeNpy(const std::string &path, const DType &type,
+                            const std::vector<int64_t> &shape,
+                            const void *data) {
+  std::string dict = std::string("{'descr': '") + type.descr +
+                     "', 'fortran_order': False, 'shape': (";
+  for (size_t i = 0; i < shape.size(); ++i)
+    dict += (i ? ", " : "") + std::to_string(shape[i]);
+  dict += shape.size() == 1 ? ",), }" : "), }";
+  // Version 1.0 unless the header needs the 4-byte length; NumPy pads the
+  // whole preamble to a multiple of 64 bytes.
+  bool v2 = dict.size() + 12 > 65535;
+  size_t preamble = 6 + 2 + (v2 ? 4 : 2);
+  size_t total = (preamble + dict.size() + 1 + 63) / 64 * 64;
+  dict.append(total - preamble - dict.size() - 1, ' ');
+  dict += '\n';
+
+  std::string head = "\x93NUMPY";
+  head += static_cast<char>(v2 ? 2 : 1);
+  head += '\0';
+  for (size_t i = 0, n = v2 ? 4 : 2; i < n; ++i)
+    head += static_cast<char>((dict.size() >> (8 * i)) & 0xff);
+  head += dict;
+
+  size_t bytes = static_cast<size_t>(numElements(shape) * type.size);
+  File f(std::fopen(path.c_str(), "wb"));
+  if (!f || std::fwrite(head.data(), 1, head.size(), f.get()) != head.size() ||
+      std::fwrite(data, 1, bytes, f.get()) != bytes ||
+      std::fflush(f.get()) != 0)
+    return "cannot write " + path + ": " + std::strerror(errno);
+  return "";
+}

@@ -1,0 +1,62 @@
+//===- Process.h - Groups and errors shared by the runtime's files -*- C++ -*-//
+//
+// Internal to runtime/lib: the group that an `axes` argument names (its MPI
+// communicator is created on first use and cached) and the error helper.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOERT_LIB_PROCESS_H
+#define MOERT_LIB_PROCESS_H
+
+#include "moert/Runtime.h"
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <deque>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace moert::detail {
+
+/// The group of this rank for one `axes` value.
+struct Group {
+  int size = 1; ///< G
+  int pos = 0;  ///< this rank's position
+  /// Null when size == 1: a group of one never talks to MPI.
+  MPI_Comm comm = MPI_COMM_NULL;
+  /// "(ep, tp)", for messages.
+  std::string name;
+  /// Messages this rank sent to its own position, oldest first.
+  std::deque<std::vector<char>> selfMessages;
+};
+
+/// The group for `axes`; ends every rank when `axes` is malformed. The first
+/// call for an `axes` value is collective over that group only.
+Group &group(int64_t axes, const char *op);
+
+/// This rank's position for `axes`, without creating a communicator.
+int position(int64_t axes, const char *op);
+
+/// fatal() with a message built from streamable parts.
+template <typename... Ts> [[noreturn]] void fail(const Ts &...parts) {
+  std::ostringstream os;
+  (os << ... << parts);
+  fatal(os.str());
+}
+
+/// Adds one expert GEMM (site 1 of moert_matmul_f32) to the statistics.
+void recordGemm(double flops, double seconds);
+
+/// For ranks that saw an error another rank of `comm` reports: waits in a
+/// barrier of `comm` that the reporting rank never joins, until its
+/// MPI_Abort ends this one. Keeps the report the only message.
+[[noreturn]] void awaitAbort(MPI_Comm comm);
+
+/// Converts a byte or element count into the int that MPI takes.
+int toInt(int64_t n, const char *op);
+
+} // namespace moert::detail
+
+#endif // MOERT_LIB_PROCESS_H

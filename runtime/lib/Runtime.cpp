@@ -1,0 +1,216 @@
+//===- Runtime.cpp - Process start, grid, groups and errors ---------------===//
+//
+// Communicators are made with MPI_Comm_create_group, which is collective over
+// the new group only: with pipeline stages, ranks reach their first exchange
+// over an axis at different points of the program, and a split of the whole
+// world would wait for ranks that are busy elsewhere. The result is the
+// communicator that MPI_Comm_split would give (color = coordinates on the
+// other axes, key = position).
+//
+//===----------------------------------------------------------------------===//
+
+#include "Process.h"
+
+#include "moert/Npy.h"
+#include "moert/moert.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+
+using namespace moert;
+using namespace moert::detail;
+
+namespace {
+struct Process {
+  bool mpi = false;
+  int rank = 0;
+  int size = 1;
+  std::vector<int64_t> shape = {1};
+  std::vector<std::string> names = {"world"};
+  MPI_Errhandler errorHandler = MPI_ERRHANDLER_NULL;
+  int tagUpperBound = 32767; // the least MPI guarantees
+  std::map<int64_t, Group> groups;
+};
+Process proc;
+} // namespace
+
+static bool startedByMpirun() {
+  for (const char *var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"})
+    if (std::getenv(var))
+      return true;
+  return false;
+}
+
+// MPI's own errors (a failed peer, a truncated message) end every rank with
+// our message instead of MPI's default abort text alone.
+static void onMpiError(MPI_Comm *, int *code, ...) {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(*code, text, &len);
+  fatal("MPI error: " + std::string(text, len));
+}
+
+void moert::init(int &argc, char **&argv) {
+  if (!startedByMpirun())
+    return;
+  MPI_Init(&argc, &argv);
+  proc.mpi = true;
+  MPI_Comm_rank(MPI_COMM_WORLD, &proc.rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &proc.size);
+  MPI_Comm_create_errhandler(onMpiError, &proc.errorHandler);
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, proc.errorHandler);
+  int *tagUpperBound, found = 0;
+  MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tagUpperBound, &found);
+  if (found)
+    proc.tagUpperBound = *tagUpperBound;
+  proc.shape = {proc.size};
+}
+
+void moert::finalize() {
+  if (!proc.mpi)
+    return;
+  MPI_Finalize();
+  proc.mpi = false;
+}
+
+int moert::worldRank() { return proc.rank; }
+int moert::worldSize() { return proc.size; }
+
+void moert::setGrid(const std::vector<int64_t> &shape,
+                    const std::vector<std::string> &names) {
+  if (numElements(shape) != proc.size || shape.size() != names.size() ||
+      shape.empty())
+    fail("a grid of shape ", shapeString(shape), " and ", names.size(),
+         " axis names does not fit ", proc.size, " ranks");
+  proc.shape = shape;
+  proc.names = names;
+  proc.groups.clear();
+}
+
+void moert::fatal(const std::string &message) {
+  std::fflush(stdout);
+  std::fprintf(stderr, "moe-run: error: [rank %d] %s\n", proc.rank,
+               message.c_str());
+  std::fflush(stderr);
+  if (proc.mpi)
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  std::exit(1);
+}
+
+void moert::failIfAnyRank(const std::string &error) {
+  if (!proc.mpi) {
+    if (!error.empty())
+      fatal(error);
+    return;
+  }
+  int mine = error.empty() ? proc.size : proc.rank, first = 0;
+  MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (first == proc.size)
+    return;
+  if (first == proc.rank)
+    fatal(error);
+  awaitAbort(MPI_COMM_WORLD);
+}
+
+void detail::awaitAbort(MPI_Comm comm) {
+  MPI_Barrier(comm);
+  // Not reached; should it be, end anyway.
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  std::abort();
+}
+
+void moert::barrier() {
+  if (proc.mpi)
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+int detail::toInt(int64_t n, const char *op) {
+  if (n < 0 || n > INT32_MAX)
+    fail(op, ": count ", n, " is outside what one MPI call takes [0, 2^31)");
+  return static_cast<int>(n);
+}
+
+/// The listed axes of `axes`, validated against the grid.
+static std::vector<int> decodeAxes(int64_t axes, const char *op) {
+  std::vector<int> list;
+  for (uint64_t bits = axes; bits & 0xf; bits >>= 4) {
+    int axis = static_cast<int>(bits & 0xf) - 1;
+    if (axis >= static_cast<int>(proc.shape.size()))
+      fail(op, ": axes value 0x", std::hex, axes, std::dec, " names axis ",
+           axis, " of a grid with ", proc.shape.size(), " axes");
+    if (std::count(list.begin(), list.end(), axis))
+      fail(op, ": axes value 0x", std::hex, axes, std::dec, " names axis ",
+           axis, " twice");
+    list.push_back(axis);
+  }
+  return list;
+}
+
+/// Row-major coordinates of world rank `rank`.
+static std::vector<int64_t> coordinates(int64_t rank) {
+  std::vector<int64_t> coords(proc.shape.size());
+  for (size_t i = proc.shape.size(); i-- > 0; rank /= proc.shape[i])
+    coords[i] = rank % proc.shape[i];
+  return coords;
+}
+
+static int positionOf(const std::vector<int> &list,
+                      const std::vector<int64_t> &coords) {
+  int64_t pos = 0;
+  for (int axis : list)
+    pos = pos * proc.shape[axis] + coords[axis];
+  return static_cast<int>(pos);
+}
+
+int detail::position(int64_t axes, const char *op) {
+  return positionOf(decodeAxes(axes, op), coordinates(proc.rank));
+}
+
+Group &detail::group(int64_t axes, const char *op) {
+  auto it = proc.groups.find(axes);
+  if (it != proc.groups.end())
+    return it->second;
+
+  std::vector<int> list = decodeAxes(axes, op);
+  std::vector<int64_t> coords = coordinates(proc.rank);
+  Group g;
+  g.pos = positionOf(list, coords);
+  g.name = "(";
+  for (int axis : list) {
+    g.size *= static_cast<int>(proc.shape[axis]);
+    g.name += (g.name.size() > 1 ? ", " : "") + proc.names[axis];
+  }
+  g.name += ")";
+
+  if (g.size > 1) {
+    // World rank of each position: our coordinates with the listed ones
+    // replaced by the position's digits.
+    std::vector<int> members(g.size);
+    for (int p = 0; p < g.size; ++p) {
+      std::vector<int64_t> c = coords;
+      int64_t rest = p;
+      for (auto axis = list.rbegin(); axis != list.rend(); ++axis) {
+        c[*axis] = rest % proc.shape[*axis];
+        rest /= proc.shape[*axis];
+      }
+      int64_t rank = 0;
+      for (size_t i = 0; i < c.size(); ++i)
+        rank = rank * proc.shape[i] + c[i];
+      members[p] = static_cast<int>(rank);
+    }
+    MPI_Group world, sub;
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    MPI_Group_incl(world, g.size, members.data(), &sub);
+    int tag = static_cast<int>(static_cast<uint64_t>(axes) %
+                               (static_cast<uint64_t>(proc.tagUpperBound) + 1));
+    MPI_Comm_create_group(MPI_COMM_WORLD, sub, tag, &g.comm);
+    MPI_Comm_set_errhandler(g.comm, proc.errorHandler);
+    MPI_Group_free(&sub);
+    MPI_Group_free(&world);
+  }
+  return proc.groups.emplace(axes, std::move(g)).first->second;
+}
+
+int64_t moert_rank(void) { return proc.rank; }

@@ -1,0 +1,117 @@
+//===- Manifest.cpp - Reading and checking model.json ---------------------===//
+
+#include "Manifest.h"
+
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+#include <set>
+
+using namespace llvm;
+using namespace moe_run;
+
+/// An input, output (keyed by "name") or weight (by "symbol", with offsets).
+static bool mapTensor(const json::Value &v, TensorSpec &t, json::Path p,
+                      bool weight) {
+  json::ObjectMapper o(v, p);
+  std::string dtype;
+  if (!o || !(weight ? o.map("symbol", t.name) : o.map("name", t.name)) ||
+      !o.map("dtype", dtype) || !o.map("shape", t.shape) ||
+      (weight && !o.map("offsets", t.offsets)))
+    return false;
+  if (!(t.type = moert::findDType(dtype))) {
+    p.field("dtype").report("expected f32, f64, i32, i64, i8 or bool");
+    return false;
+  }
+  if (moert::numElements(t.shape) < 0) {
+    p.field("shape").report("negative extent or too many elements");
+    return false;
+  }
+  return true;
+}
+
+namespace moe_run {
+struct Grid {
+  std::vector<std::string> axes;
+  std::vector<int64_t> shape;
+};
+
+static bool fromJSON(const json::Value &v, Grid &g, json::Path p) {
+  json::ObjectMapper o(v, p);
+  return o && o.map("axes", g.axes) && o.map("shape", g.shape);
+}
+
+static bool fromJSON(const json::Value &v, TensorSpec &t, json::Path p) {
+  return mapTensor(v, t, p, /*weight=*/false);
+}
+
+static bool fromJSON(const json::Value &v, Manifest &m, json::Path p) {
+  json::ObjectMapper o(v, p);
+  int64_t format = 0;
+  if (!o || !o.map("format", format))
+    return false;
+  if (format != 1) {
+    p.field("format").report("moe-run reads format 1");
+    return false;
+  }
+  Grid grid;
+  if (!o.map("library", m.library) || !o.map("entry", m.entry) ||
+      !o.map("world_size", m.worldSize) || !o.map("grid", grid) ||
+      !o.map("inputs", m.inputs) || !o.map("outputs", m.outputs) ||
+      !o.mapOptional("weights_file", m.weightsFile))
+    return false;
+  m.axes = std::move(grid.axes);
+  m.gridShape = std::move(grid.shape);
+  if (const json::Array *weights = v.getAsObject()->getArray("weights")) {
+    json::Path weightsPath = p.field("weights");
+    for (size_t i = 0; i < weights->size(); ++i)
+      if (!mapTensor((*weights)[i], m.weights.emplace_back(),
+                     weightsPath.index(i), /*weight=*/true))
+        return false;
+  }
+  return true;
+}
+} // namespace moe_run
+
+/// What JSON typing cannot say; empty when the manifest is consistent.
+static std::string check(const Manifest &m) {
+  if (m.worldSize < 1)
+    return formatv("world_size {0} is not positive", m.worldSize);
+  if (m.axes.size() != m.gridShape.size())
+    return formatv("grid has {0} axes and {1} extents", m.axes.size(),
+                   m.gridShape.size());
+  if (moert::numElements(m.gridShape) != m.worldSize)
+    return formatv("grid shape {0} does not match world_size {1}",
+                   moert::shapeString(m.gridShape), m.worldSize);
+  std::set<std::string> names;
+  for (const auto *list : {&m.inputs, &m.outputs})
+    for (const TensorSpec &t : *list)
+      if (!names.insert(t.name).second)
+        return formatv("two inputs or outputs named '{0}'", t.name);
+  if (!m.weights.empty() && m.weightsFile.empty())
+    return "weights without a weights_file";
+  for (const TensorSpec &w : m.weights) {
+    if (static_cast<int64_t>(w.offsets.size()) != m.worldSize)
+      return formatv("weight '{0}' has {1} offsets, world_size is {2}", w.name,
+                     w.offsets.size(), m.worldSize);
+    for (int64_t offset : w.offsets)
+      if (offset < 0)
+        return formatv("weight '{0}' has a negative offset", w.name);
+  }
+  return "";
+}
+
+Expected<Manifest> moe_run::readManifest(const std::string &path) {
+  auto text = MemoryBuffer::getFile(path);
+  if (!text)
+    return createStringError("cannot read " + path + ": " +
+                             text.getError().message());
+  Expected<Manifest> m =
+      json::parse<Manifest>((*text)->getBuffer(), "model.json");
+  if (!m)
+    return createStringError(path + ": " + toString(m.takeError()));
+  if (std::string error = check(*m); !error.empty())
+    return createStringError(path + ": " + error);
+  return m;
+}

@@ -1,0 +1,330 @@
+//===- moe-run.cpp - Runs a compiled MoE bundle ---------------------------===//
+//
+// moe-run OUT --input NAME=FILE.npy ... --output-dir DIR [--stats]
+//         [--repeat N] [--threads N]
+//
+// Started alone, or once per rank by mpirun. Every rank reads the bundle that
+// moe-compile --emit=lib wrote to OUT and the same whole inputs, copies its
+// own piece of each weight into model.so and calls the entry; rank 0 writes
+// the outputs. Errors in the command line, bundle or inputs are reported once,
+// by the lowest rank that finds one, and end every rank.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Manifest.h"
+
+#include "moert/Npy.h"
+#include "moert/Runtime.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstdio>
+#include <dlfcn.h>
+#include <link.h>
+#include <set>
+
+using namespace llvm;
+using namespace moe_run;
+
+namespace {
+struct Options {
+  cl::OptionCategory category{"moe-run options"};
+  cl::opt<std::string> bundleDir{cl::Positional, cl::Required,
+                                 cl::desc("<bundle directory>"),
+                                 cl::cat(category)};
+  cl::list<std::string> inputs{"input", cl::desc("An input of the model"),
+                               cl::value_desc("name=file.npy"),
+                               cl::cat(category)};
+  // Required, but checked in setUp(): cl reports a missing required
+  // option straight to stderr, on every rank.
+  cl::opt<std::string> outputDir{
+      "output-dir", cl::desc("Where rank 0 writes each output as <name>.npy"),
+      cl::value_desc("dir"), cl::cat(category)};
+  cl::opt<bool> stats{
+      "stats",
+      cl::desc("Print the entry's time, each MoE layer's tokens per expert, "
+               "dropped tokens and time, and the expert GEMM rate"),
+      cl::cat(category)};
+  cl::opt<unsigned> repeat{"repeat", cl::init(1),
+                           cl::desc("Calls of the entry (default 1)"),
+                           cl::cat(category)};
+  cl::opt<unsigned> threads{
+      "threads", cl::init(0),
+      cl::desc("Threads for the BLAS (default: OpenBLAS's own)"),
+      cl::cat(category)};
+};
+} // namespace
+
+/// moe-run's options, made on first use: libLLVM.so registers a --stats and
+/// a --threads of its own, which first move aside to --llvm-stats and
+/// --llvm-threads.
+static Options &options() {
+  static Options *opts = [] {
+    for (auto [name, aside] : {std::pair{"stats", "llvm-stats"},
+                               std::pair{"threads", "llvm-threads"}})
+      if (cl::Option *o = cl::getRegisteredOptions().lookup(name))
+        o->setArgStr(aside);
+    return new Options;
+  }();
+  return *opts;
+}
+
+namespace {
+using Entry = void (*)(void **);
+
+struct Session {
+  Manifest manifest;
+  std::vector<moert::Array> inputs;   ///< manifest order
+  std::vector<moert::Buffer> outputs; ///< manifest order
+  std::vector<std::string> outputFiles;
+  Entry entry = nullptr;
+};
+} // namespace
+
+static Error failure(const Twine &message) {
+  return createStringError(message);
+}
+
+static std::string inBundle(StringRef file) {
+  SmallString<128> path(options().bundleDir);
+  sys::path::append(path, file);
+  return std::string(path);
+}
+
+static Error readInputs(Session &s) {
+  const std::vector<TensorSpec> &specs = s.manifest.inputs;
+  s.inputs.resize(specs.size());
+  std::vector<bool> given(specs.size());
+  for (StringRef arg : options().inputs) {
+    StringRef name, file;
+    std::tie(name, file) = arg.split('=');
+    if (file.empty())
+      return failure("--input " + arg + ": expected NAME=FILE.npy");
+    auto spec =
+        find_if(specs, [&](const TensorSpec &t) { return t.name == name; });
+    if (spec == specs.end()) {
+      std::vector<std::string> names;
+      for (const TensorSpec &t : specs)
+        names.push_back(t.name);
+      return failure(formatv("unknown input '{0}'; the model's inputs: {1}",
+                             name, join(names, ", ")));
+    }
+    size_t i = spec - specs.begin();
+    if (given[i])
+      return failure(formatv("input '{0}' given twice", name));
+    given[i] = true;
+
+    moert::Array &array = s.inputs[i];
+    if (std::string error = moert::readNpy(file.str(), array); !error.empty())
+      return failure(formatv("input '{0}': {1}", name, error));
+    if (array.descr != spec->type->descr) {
+      const moert::DType *type = moert::findDTypeByDescr(array.descr);
+      return failure(formatv("input '{0}': {1} holds {2} data, the model "
+                             "expects {3}",
+                             name, file, type ? type->name : array.descr,
+                             spec->type->name));
+    }
+    if (array.shape != spec->shape)
+      return failure(formatv("input '{0}': {1} has shape {2}, the model "
+                             "expects {3}",
+                             name, file, moert::shapeString(array.shape),
+                             moert::shapeString(spec->shape)));
+  }
+  for (size_t i = 0; i < specs.size(); ++i)
+    if (!given[i])
+      return failure(formatv("missing input '{0}' (pass --input "
+                             "{0}=FILE.npy)",
+                             specs[i].name));
+  return Error::success();
+}
+
+/// Output names may be ONNX names ("logits:0", "layer/out"): anything
+/// outside [A-Za-z0-9._-] becomes '_'.
+static std::string outputFileName(StringRef name) {
+  std::string file;
+  for (char c : name)
+    file += isAlnum(c) || StringRef("._-").contains(c) ? c : '_';
+  SmallString<128> path(options().outputDir);
+  sys::path::append(path, file + ".npy");
+  return std::string(path);
+}
+
+static Error prepareOutputs(Session &s) {
+  std::set<std::string> files;
+  for (const TensorSpec &t : s.manifest.outputs) {
+    s.outputs.emplace_back(t.bytes());
+    std::string file = outputFileName(t.name);
+    if (!files.insert(file).second)
+      return failure(formatv("two outputs write {0}", file));
+    s.outputFiles.push_back(file);
+  }
+  // Created now so that a bad directory fails before the run, not after.
+  if (moert::worldRank() == 0)
+    if (std::error_code ec = sys::fs::create_directories(options().outputDir))
+      return failure("cannot create " + options().outputDir + ": " +
+                     ec.message());
+  return Error::success();
+}
+
+/// True when [addr, addr + bytes) lies in memory that stays writable:
+/// a writable PT_LOAD segment outside PT_GNU_RELRO.
+static bool isWritable(const void *addr, int64_t bytes) {
+  struct Query {
+    uintptr_t begin, end;
+    bool writable = false;
+  } query{reinterpret_cast<uintptr_t>(addr),
+          reinterpret_cast<uintptr_t>(addr) + bytes};
+  dl_iterate_phdr(
+      [](dl_phdr_info *info, size_t, void *data) {
+        auto *q = static_cast<Query *>(data);
+        bool inWritable = false, inRelro = false;
+        for (int i = 0; i < info->dlpi_phnum; ++i) {
+          const ElfW(Phdr) &ph = info->dlpi_phdr[i];
+          uintptr_t begin = info->dlpi_addr + ph.p_vaddr;
+          uintptr_t end = begin + ph.p_memsz;
+          if (ph.p_type == PT_LOAD && (ph.p_flags & PF_W) &&
+              q->begin >= begin && q->end <= end)
+            inWritable = true;
+          if (ph.p_type == PT_GNU_RELRO && q->begin < end && q->end > begin)
+            inRelro = true;
+        }
+        q->writable |= inWritable && !inRelro;
+        return 0;
+      },
+      &query);
+  return query.writable;
+}
+
+/// Copies this rank's piece of every weight into its symbol, after checking
+/// that the symbol has exactly the piece's size and may be written.
+static Error loadWeights(const Manifest &m, void *library) {
+  if (m.weights.empty())
+    return Error::success();
+  std::string path = inBundle(m.weightsFile);
+  uint64_t fileSize;
+  if (std::error_code ec = sys::fs::file_size(path, fileSize))
+    return failure("cannot read " + path + ": " + ec.message());
+  std::unique_ptr<std::FILE, int (*)(std::FILE *)> file(
+      std::fopen(path.c_str(), "rb"), std::fclose);
+  if (!file)
+    return failure("cannot open " + path);
+
+  for (const TensorSpec &w : m.weights) {
+    int64_t bytes = w.bytes(), offset = w.offsets[moert::worldRank()];
+    if (static_cast<uint64_t>(offset) + bytes > fileSize)
+      return failure(formatv("{0}: this rank's piece of '{1}' ends at byte "
+                             "{2}, past the end of the file ({3} bytes)",
+                             path, w.name, offset + bytes, fileSize));
+    void *symbol = dlsym(library, w.name.c_str());
+    Dl_info info;
+    void *entry = nullptr;
+    if (!symbol || !dladdr1(symbol, &info, &entry, RTLD_DL_SYMENT) || !entry)
+      return failure(
+          formatv("{0} has no weight symbol '{1}'", m.library, w.name));
+    auto size = static_cast<const ElfW(Sym) *>(entry)->st_size;
+    if (static_cast<int64_t>(size) != bytes)
+      return failure(formatv("weight '{0}' of {1} has {2} bytes, its "
+                             "manifest shape {3} of {4} needs {5}",
+                             w.name, m.library, size,
+                             moert::shapeString(w.shape), w.type->name, bytes));
+    if (!isWritable(symbol, bytes))
+      return failure(
+          formatv("weight '{0}' of {1} is read-only data", w.name, m.library));
+    if (fseeko(file.get(), offset, SEEK_SET) != 0 ||
+        std::fread(symbol, 1, bytes, file.get()) != static_cast<size_t>(bytes))
+      return failure("cannot read " + path);
+  }
+  return Error::success();
+}
+
+static Error loadLibrary(Session &s) {
+  const Manifest &m = s.manifest;
+  // RTLD_NOW: a missing moert_* symbol is an error here, not mid-run.
+  void *library = dlopen(inBundle(m.library).c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!library)
+    return failure(Twine("cannot load the model: ") + dlerror());
+  s.entry = reinterpret_cast<Entry>(dlsym(library, m.entry.c_str()));
+  if (!s.entry)
+    return failure(formatv("{0} has no entry '{1}'", m.library, m.entry));
+  return loadWeights(m, library);
+}
+
+static Error setUp(Session &s) {
+  if (options().outputDir.empty())
+    return failure("missing --output-dir DIR");
+  if (options().repeat < 1)
+    return failure("--repeat must be at least 1");
+  Expected<Manifest> manifest = readManifest(inBundle("model.json"));
+  if (!manifest)
+    return manifest.takeError();
+  s.manifest = std::move(*manifest);
+  int64_t ranks = s.manifest.worldSize;
+  if (ranks != moert::worldSize())
+    return failure(formatv("model compiled for {0} rank{1} but started on "
+                           "{2}; run it {3}",
+                           ranks, ranks == 1 ? "" : "s", moert::worldSize(),
+                           ranks == 1
+                               ? std::string("without mpirun")
+                               : formatv("with mpirun -np {0}", ranks).str()));
+  if (Error error = readInputs(s))
+    return error;
+  if (Error error = prepareOutputs(s))
+    return error;
+  return loadLibrary(s);
+}
+
+static std::string writeOutputs(const Session &s) {
+  const std::vector<TensorSpec> &specs = s.manifest.outputs;
+  for (size_t i = 0; i < specs.size(); ++i)
+    if (std::string error =
+            moert::writeNpy(s.outputFiles[i], *specs[i].type, specs[i].shape,
+                            s.outputs[i].data());
+        !error.empty())
+      return error;
+  return "";
+}
+
+int main(int argc, char **argv) {
+  moert::init(argc, argv);
+
+  Options &opts = options();
+  cl::HideUnrelatedOptions(opts.category);
+  std::string parseErrors;
+  raw_string_ostream errs(parseErrors);
+  bool parsed = cl::ParseCommandLineOptions(
+      argc, argv, "runs a bundle written by moe-compile --emit=lib\n", &errs);
+  // cl prefixes its messages with the program name, which fatal() adds too.
+  StringRef message = StringRef(parseErrors).trim();
+  message.consume_front(sys::path::filename(argv[0]).str() + ": ");
+  if (!parsed && message.empty())
+    message = "invalid command line (see moe-run --help)";
+  moert::failIfAnyRank(parsed ? "" : message.str());
+
+  Session s;
+  moert::failIfAnyRank(toString(setUp(s)));
+  moert::setGrid(s.manifest.gridShape, s.manifest.axes);
+  moert::setThreads(opts.threads);
+
+  std::vector<void *> args;
+  for (moert::Array &input : s.inputs)
+    args.push_back(input.data.data());
+  for (moert::Buffer &output : s.outputs)
+    args.push_back(output.data());
+  for (unsigned run = 0; run < opts.repeat; ++run) {
+    moert::barrier();
+    moert::beginRun();
+    s.entry(args.data());
+    moert::endRun();
+  }
+
+  if (opts.stats)
+    moert::printStats();
+  moert::failIfAnyRank(moert::worldRank() == 0 ? writeOutputs(s) : "");
+  moert::finalize();
+  return 0;
+}
