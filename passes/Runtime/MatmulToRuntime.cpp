@@ -2,8 +2,10 @@
 //
 // On buffers, every f32 linalg contraction with one m, one n and one k loop
 // (the expert FFNs' matmuls, ONNX MatMul and Gemm, batched or not) becomes
-// moert_matmul_f32 on strided views, which the runtime hands to sgemm. Batch
-// loops stay as scf.for around the call. Each operand's stride along a loop
+// moert_matmul_f32 on strided views, which the runtime hands to sgemm. The
+// innermost m, n and k loops are the GEMM's; every other loop (batch, a
+// broadcast operand's extra m dims, extra reduction dims, which accumulate)
+// becomes an scf.for around the call. Each operand's stride along a loop
 // comes from its indexing map and its strided metadata, so transposed and
 // broadcast operands need no copies. Matmuls that the expert lowering marked
 // `moe.expert_gemm` are recorded as expert GEMMs for `moe-run --stats`.
@@ -78,9 +80,8 @@ struct ContractionToRuntime final
       return rewriter.notifyMatchFailure(op, "not a multiply-add contraction");
     FailureOr<linalg::ContractionDimensions> dims =
         linalg::inferContractionDims(op);
-    if (failed(dims) || dims->m.size() != 1 || dims->n.size() != 1 ||
-        dims->k.size() != 1)
-      return rewriter.notifyMatchFailure(op, "needs one m, n and k loop");
+    if (failed(dims) || dims->m.empty() || dims->n.empty() || dims->k.empty())
+      return rewriter.notifyMatchFailure(op, "needs m, n and k loops");
     SmallVector<AffineMap> maps = op.getIndexingMapsArray();
     if (!llvm::all_of(maps, [](AffineMap map) {
           return llvm::all_of(map.getResults(), llvm::IsaPred<AffineDimExpr>);
@@ -97,7 +98,7 @@ struct ContractionToRuntime final
     for (OpOperand &operand : op->getOpOperands())
       operands.push_back(describe(rewriter, loc, operand.get(),
                                   maps[operand.getOperandNumber()]));
-    unsigned m = dims->m.front(), n = dims->n.front(), k = dims->k.front();
+    unsigned m = dims->m.back(), n = dims->n.back(), k = dims->k.back();
     int32_t site = op->hasAttr("moe.expert_gemm") ? 1 : 0;
 
     // Batch loops around the call, each moving every operand's offset.
@@ -106,7 +107,9 @@ struct ContractionToRuntime final
     OpBuilder::InsertionGuard guard(rewriter);
     Value one = arith::ConstantIndexOp::create(rewriter, loc, 1);
     Value zero = arith::ConstantIndexOp::create(rewriter, loc, 0);
-    for (unsigned batch : dims->batch) {
+    for (unsigned batch = 0, e = op.getNumLoops(); batch < e; ++batch) {
+      if (batch == m || batch == n || batch == k)
+        continue;
       auto loop = scf::ForOp::create(rewriter, loc, zero, size(batch), one);
       rewriter.setInsertionPointToStart(loop.getBody());
       for (auto [offset, operand] : llvm::zip(offsets, operands))

@@ -1,0 +1,44 @@
+// RUN: moe-opt %s --convert-matmul-to-runtime | FileCheck %s
+
+// x [m, k] times W^T for W [n, k] (the expert FFN's form): B's strides along
+// k and n are W's 1 and 8; an expert GEMM is site 1.
+// CHECK-LABEL: func.func @expert
+// CHECK-NOT: linalg.matmul
+// CHECK: %[[A:.*]], %[[AOFF:.*]], %{{.*}}:2, %[[AS:.*]]:2 = memref.extract_strided_metadata %arg0
+// CHECK: %[[B:.*]], %[[BOFF:.*]], %{{.*}}:2, %[[BS:.*]]:2 = memref.extract_strided_metadata %arg1
+// CHECK: %[[C:.*]], %[[COFF:.*]], %{{.*}}:2, %[[CS:.*]]:2 = memref.extract_strided_metadata %arg2
+// CHECK: call @moert_matmul_f32(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %c1_i32)
+#lhs = affine_map<(m, n, k) -> (m, k)>
+#rhs_t = affine_map<(m, n, k) -> (n, k)>
+#out = affine_map<(m, n, k) -> (m, n)>
+func.func @expert(%x: memref<?x8xf32, strided<[8, 1], offset: ?>>, %w: memref<16x8xf32>, %y: memref<?x16xf32>) {
+  linalg.matmul indexing_maps = [#lhs, #rhs_t, #out] {moe.expert_gemm}
+      ins(%x, %w : memref<?x8xf32, strided<[8, 1], offset: ?>>, memref<16x8xf32>) outs(%y : memref<?x16xf32>)
+  return
+}
+
+// ONNX MatMul [2, m, k] x [k, n]: the weight has no batch dim (stride 0),
+// one call per batch inside an scf.for; other GEMMs are site 0.
+// CHECK-LABEL: func.func @batched
+// CHECK: scf.for %[[I:.*]] = %c0 to %c2 step %c1
+// CHECK: call @moert_matmul_f32({{.*}}, %c0_i32)
+func.func @batched(%a: memref<2x4x8xf32>, %b: memref<8x3xf32>, %c: memref<2x4x3xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(b, m, n, k) -> (b, m, k)>, affine_map<(b, m, n, k) -> (k, n)>, affine_map<(b, m, n, k) -> (b, m, n)>],
+                  iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%a, %b : memref<2x4x8xf32>, memref<8x3xf32>) outs(%c : memref<2x4x3xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %p = arith.mulf %x, %y : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// Not f32, or not a contraction: left to the loop lowering.
+// CHECK-LABEL: func.func @left
+// CHECK: linalg.matmul
+// CHECK-NOT: moert_matmul_f32
+func.func @left(%a: memref<4x8xf64>, %b: memref<8x3xf64>, %c: memref<4x3xf64>) {
+  linalg.matmul ins(%a, %b : memref<4x8xf64>, memref<8x3xf64>) outs(%c : memref<4x3xf64>)
+  return
+}
