@@ -200,6 +200,21 @@ def MoEPartitionPass : Pass<"moe-partition", "::mlir::ModuleOp"> {
                            "::mlir::tensor::TensorDialect"];
 }
 
+def MoEStaticShapesPass : Pass<"moe-static-shapes", "::mlir::ModuleOp"> {
+  let summary = "Fold the shape computations of onnx programs into static "
+                "types";
+  let description = [{
+    The first stage of `convert-onnx-to-linalg` on its own: shape
+    computations (Shape, Gather of shapes, capacity arithmetic) are folded
+    and result types refined in program order, until every onnx op has
+    static shapes; the op where that fails is reported. Public functions
+    then return the static types. `moe-compile` runs it before
+    `moe-partition`, so that pipeline stages and the compiled entry point
+    have static shapes.
+  }];
+  let dependentDialects = ["::mlir::tensor::TensorDialect"];
+}
+
 def MoESetPlanPass : Pass<"moe-set-plan", "::mlir::ModuleOp"> {
   let summary = "Attach a parallel plan to the module";
   let description = [{

@@ -6,15 +6,16 @@ from lit.llvm import llvm_config
 
 config.name = "MOE"
 config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
-config.suffixes = [".mlir"]
-config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py"]
+config.suffixes = [".mlir", ".test"]
+config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "run_corpus.py"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.moe_obj_root, "test")
 
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.add_tool_substitutions(
-    ["moe-opt", "moe-translate", "mlir-runner"], [config.moe_tools_dir, config.llvm_tools_dir]
+    ["moe-opt", "moe-translate", "moe-compile", "moe-run", "mlir-runner"],
+    [config.moe_tools_dir, config.llvm_tools_dir]
 )
 
 # Runtime libraries that mlir-runner loads for the numeric tests.
@@ -38,3 +39,10 @@ config.substitutions.append(
 config.substitutions.append(
     ("%corpus", os.path.join(config.test_source_root, "corpus"))
 )
+
+# End-to-end runs: the tools directory, and mpirun allowed to start more
+# ranks than cores (CI has two) and to run as root in containers.
+config.substitutions.append(("%moe_bin", config.moe_tools_dir))
+for var in ["OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM",
+            "OMPI_MCA_rmaps_base_oversubscribe"]:
+    config.environment[var] = "1"

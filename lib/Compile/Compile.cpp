@@ -97,7 +97,7 @@ LogicalResult mlir::moe::compileModel(MLIRContext &context,
   if (options.emit == EmitStage::MoE)
     return writeModule(module, out);
 
-  if (failed(runPipeline(module, "moe-set-plan{" + options.planOptions +
+  if (failed(runPipeline(module, "moe-static-shapes,moe-set-plan{" + options.planOptions +
                                      "},moe-partition,canonicalize")))
     return failure();
   if (options.emit == EmitStage::SPMD)

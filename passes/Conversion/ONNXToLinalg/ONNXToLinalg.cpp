@@ -6,6 +6,7 @@
 
 namespace mlir::moe {
 #define GEN_PASS_DEF_CONVERTONNXTOLINALGPASS
+#define GEN_PASS_DEF_MOESTATICSHAPESPASS
 #include "passes/Passes.h.inc"
 
 namespace {
@@ -19,6 +20,37 @@ void populateONNXToLinalgPatterns(RewritePatternSet &patterns) {
   onnx_lowering::populateIndexingPatterns(patterns);
   onnx_lowering::populateEinsumPatterns(patterns);
 }
+
+/// Public functions whose results are `tensor.cast`s of static tensors (the
+/// refinement keeps the signature it was given) return the static tensors
+/// instead: a compiled entry point has static shapes.
+void refinePublicResults(ModuleOp module) {
+  for (auto func : module.getOps<func::FuncOp>()) {
+    if (!func.isPublic() || func.isExternal())
+      continue;
+    SmallVector<Type> results;
+    func.walk([&](func::ReturnOp ret) {
+      for (OpOperand &operand : ret->getOpOperands())
+        if (auto cast = operand.get().getDefiningOp<tensor::CastOp>())
+          if (cast.getSource().getType().hasStaticShape())
+            operand.set(cast.getSource());
+      results = llvm::to_vector(ret.getOperandTypes());
+    });
+    func.setFunctionType(FunctionType::get(module.getContext(),
+                                           func.getArgumentTypes(), results));
+  }
+}
+
+struct MoEStaticShapesPass
+    : public impl::MoEStaticShapesPassBase<MoEStaticShapesPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    if (failed(onnx_lowering::makeShapesStatic(getOperation())))
+      return signalPassFailure();
+    refinePublicResults(getOperation());
+  }
+};
 
 struct ConvertONNXToLinalgPass
     : public impl::ConvertONNXToLinalgPassBase<ConvertONNXToLinalgPass> {

@@ -1,0 +1,166 @@
+#!/usr/bin/python3
+"""Compile a corpus model with moe-compile for every plan form, run it with
+moe-run on 1, 2 and 4 ranks, and check it:
+
+  * every output equals the reference (max abs error <= 1e-4 x the output's
+    scale, its max abs value);
+  * every sharded output equals the one-rank output (same tolerance);
+  * the dropped tokens that `moe-run --stats` counts equal the reference's.
+
+Token shuffle permutes tokens before the capacity check, so with capacity
+it keeps other tokens than the reference (as SageMaker's shuffle does); the
+same number are dropped (zero rows), and the rows kept by both must agree.
+
+    run_corpus.py --bin BUILD/bin --corpus test/corpus --work DIR MODEL [--format onnx|pt]
+
+Prints one line per plan and a summary; exits 1 on any failure.
+"""
+
+import argparse
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+
+# (ranks, moe-compile plan options): every plan form of moe-partition.
+PLANS = [
+    (1, []),
+    (2, ["--ep", "2"]),
+    (2, ["--dp", "2"]),
+    (2, ["--tp", "2"]),
+    (2, ["--pp", "2"]),
+    (2, ["--ep", "2", "--dispatcher", "all-gather"]),
+    (2, ["--ep", "2", "--token-shuffle"]),
+    (2, ["--dp", "2", "--dp-shard", "2"]),
+    (4, ["--ep", "4"]),
+    (4, ["--dp", "2", "--ep", "2"]),
+    (4, ["--ep", "2", "--tp", "2"]),
+    (4, ["--pp", "2", "--ep", "2"]),
+    (4, ["--dp", "4", "--dp-shard", "2"]),
+    (4, ["--dp", "2", "--ep", "2", "--dispatcher", "all-gather"]),
+    (4, ["--ep", "2", "--tp", "2", "--token-shuffle"]),
+]
+TOLERANCE = 1e-4
+TIMEOUT_S = 300
+
+
+def reference_dropped(corpus, model):
+    """Tokens the PyTorch reference drops: the Switch model counts them with
+    its own capacity rule (make_corpus.make_switch); the others are
+    dropless."""
+    if model != "switch":
+        return 0
+    sys.path.insert(0, corpus)
+    import make_corpus  # noqa: E402  (torch, seeded)
+    note = make_corpus.make_switch()[2]
+    return int(re.search(r"dropped (\d+)", note).group(1))
+
+
+def run(cmd, env=None):
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S, env=env)
+    except subprocess.TimeoutExpired:
+        return 124, "timed out after %d s: %s" % (TIMEOUT_S, " ".join(cmd))
+    return done.returncode, done.stdout + done.stderr
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bin", required=True)
+    parser.add_argument("--corpus", required=True)
+    parser.add_argument("--work", required=True)
+    parser.add_argument("--format", default="onnx", choices=["onnx", "pt"])
+    parser.add_argument("--plans", default="all", help="'all' or 'basic' (one and two ranks)")
+    parser.add_argument("model")
+    args = parser.parse_args()
+
+    model_file = os.path.join(args.corpus, "%s.%s" % (args.model, args.format))
+    inputs = sorted(glob.glob(os.path.join(args.corpus, args.model + ".in.*.npy")))
+    outputs = sorted(glob.glob(os.path.join(args.corpus, args.model + ".out.*.npy")))
+    in_names = [os.path.basename(p)[len(args.model) + 4:-4] for p in inputs]
+    references = {os.path.basename(p)[len(args.model) + 5:-4]: np.load(p) for p in outputs}
+    expected_dropped = reference_dropped(args.corpus, args.model)
+
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_rmaps_base_oversubscribe="1")
+    mpirun = shutil.which("mpirun")
+    shutil.rmtree(args.work, ignore_errors=True)
+    plans = PLANS if args.plans == "all" else [p for p in PLANS[:3]]
+    failures, baseline = [], None
+    for ranks, options in plans:
+        label = "%s.%s np=%d [%s]" % (args.model, args.format, ranks, " ".join(options))
+        tag = "np%d%s" % (ranks, "".join(o.strip("-") for o in options))
+        bundle = os.path.join(args.work, tag)
+        out_dir = bundle + ".out"
+        compile_cmd = [os.path.join(args.bin, "moe-compile"), model_file, "-o", bundle] + options
+        for name, path in zip(in_names, inputs):
+            compile_cmd += ["--input-shape", "%s=%s" % (name, "x".join(map(str, np.load(path).shape)))]
+        status, log = run(compile_cmd)
+        if status != 0:
+            failures.append(label)
+            print("FAIL %s: moe-compile: %s" % (label, log.strip()))
+            continue
+        run_cmd = [os.path.join(args.bin, "moe-run"), bundle, "--output-dir", out_dir, "--stats"]
+        for name, path in zip(in_names, inputs):
+            run_cmd += ["--input", "%s=%s" % (name, path)]
+        if ranks > 1:
+            run_cmd = [mpirun, "-np", str(ranks)] + run_cmd
+        status, log = run(run_cmd, env)
+        if status != 0:
+            failures.append(label)
+            print("FAIL %s: moe-run exit %d: %s" % (label, status, log.strip()))
+            continue
+
+        problems, notes = [], []
+        got = {name: np.load(os.path.join(out_dir, name + ".npy")) for name in references}
+        reordered = "--token-shuffle" in options and expected_dropped > 0
+        for name, ref in references.items():
+            scale = max(float(np.abs(ref).max()), 1e-30)
+            out = got[name].astype(np.float64)
+            if reordered:
+                rows_got = out.reshape(-1, out.shape[-1])
+                rows_ref = ref.reshape(-1, ref.shape[-1])
+                zero_got = ~rows_got.any(axis=1)
+                zero_ref = ~rows_ref.any(axis=1)
+                if zero_got.sum() != zero_ref.sum():
+                    problems.append("%s has %d zero (dropped) rows, the reference %d" %
+                                    (name, zero_got.sum(), zero_ref.sum()))
+                both = ~zero_got & ~zero_ref
+                notes.append("%d rows kept by both" % both.sum())
+                err = float(np.abs(rows_got[both] - rows_ref[both]).max())
+                notes.append("%s err %.2e (scale %.3g)" % (name, err, scale))
+                if not err <= TOLERANCE * scale:
+                    problems.append("%s differs from the reference by %.3e" % (name, err))
+                continue
+            err = float(np.abs(out - ref).max())
+            notes.append("%s err %.2e (scale %.3g)" % (name, err, scale))
+            if not err <= TOLERANCE * scale:
+                problems.append("%s differs from the reference by %.3e > %.1e x %.3g" % (name, err, TOLERANCE, scale))
+            if baseline is not None:
+                diff = float(np.abs(got[name].astype(np.float64) - baseline[name]).max())
+                notes.append("vs 1 rank %.2e" % diff)
+                if not diff <= TOLERANCE * scale:
+                    problems.append("%s differs from the one-rank output by %.3e" % (name, diff))
+        dropped = sum(int(d) for d in re.findall(r"dropped (\d+)", log))
+        notes.append("dropped %d (reference %d)" % (dropped, expected_dropped))
+        if dropped != expected_dropped:
+            problems.append("dropped %d tokens, the reference drops %d" % (dropped, expected_dropped))
+        if not re.search(r"^layer 0: tokens per expert", log, re.M):
+            problems.append("--stats printed no layer")
+        if ranks == 1 and not options:
+            baseline = got
+        if problems:
+            failures.append(label)
+            print("FAIL %s: %s" % (label, "; ".join(problems)))
+        else:
+            print("PASS %s: %s" % (label, ", ".join(notes)))
+    print("%s: %d of %d plans passed" % (args.model, len(plans) - len(failures), len(plans)))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
