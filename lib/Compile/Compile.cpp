@@ -82,6 +82,27 @@ static LogicalResult writeModule(ModuleOp module, StringRef path) {
   return writeOutput(path, text, module.getLoc());
 }
 
+/// Compiled programs take static shapes: a dynamic model input needs its
+/// shape on the command line.
+static LogicalResult checkStaticInputs(ModuleOp module) {
+  for (auto func : module.getOps<func::FuncOp>()) {
+    if (!func.isPublic() || func.isExternal())
+      continue;
+    for (auto [i, type] : llvm::enumerate(func.getArgumentTypes())) {
+      auto tensor = dyn_cast<RankedTensorType>(type);
+      if (tensor && tensor.hasStaticShape())
+        continue;
+      auto name = func.getArgAttrOfType<StringAttr>(i, "onnx.name");
+      std::string shown = name ? name.str() : "input" + std::to_string(i);
+      return func.emitError("moe-compile: input '")
+             << shown << "' has type " << type
+             << "; give its shape with --input-shape " << shown
+             << "=D0xD1x...";
+    }
+  }
+  return success();
+}
+
 LogicalResult mlir::moe::compileModel(MLIRContext &context,
                                       const CompileOptions &options) {
   OwningOpRef<ModuleOp> owned = loadModel(context, options);
@@ -91,6 +112,8 @@ LogicalResult mlir::moe::compileModel(MLIRContext &context,
   StringRef out = options.outputPath;
   if (options.emit == EmitStage::Import)
     return writeModule(module, out);
+  if (failed(checkStaticInputs(module)))
+    return failure();
 
   if (failed(runPipeline(module, "moe-raise,canonicalize")))
     return failure();

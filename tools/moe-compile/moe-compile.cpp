@@ -115,6 +115,8 @@ int main(int argc, char **argv) {
   moe::registerCompileDialects(registry);
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
+  // A model's module is too large to print after every error.
+  context.printOpOnDiagnostic(false);
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
 
