@@ -170,15 +170,23 @@ struct AllGatherLowering final : ExchangeLowering<shard::AllGatherOp> {
   }
 };
 
-/// The ABI's dtype code of `op`'s input, or a match failure.
-FailureOr<Value> dtypeOf(Operation *op, Value input,
-                         PatternRewriter &rewriter) {
+/// Replaces `op` (one tensor result) with the runtime's sum `callee` of
+/// `input`: `callee(in, out, count of the result, dtype, axes)`.
+LogicalResult replaceWithSum(Operation *op, Value input, StringRef callee,
+                             const Group &group, PatternRewriter &rewriter) {
   std::optional<int32_t> code =
       dtypeCode(cast<ShapedType>(input.getType()).getElementType());
   if (!code)
     return rewriter.notifyMatchFailure(
-        op, "the runtime reduces f32, f64, i32 and i64 only");
-  return i32Const(rewriter, op->getLoc(), *code);
+        op, "the runtime sums f32, f64, i32 and i64 only");
+  Location loc = op->getLoc();
+  Type resultType = op->getResult(0).getType();
+  Value count =
+      i64Const(rewriter, loc, cast<ShapedType>(resultType).getNumElements());
+  rewriter.replaceOp(op, exchange(rewriter, loc, callee, input, resultType,
+                                  {count, i32Const(rewriter, loc, *code)},
+                                  group));
+  return success();
 }
 
 struct AllReduceLowering final : ExchangeLowering<shard::AllReduceOp> {
@@ -189,16 +197,8 @@ struct AllReduceLowering final : ExchangeLowering<shard::AllReduceOp> {
       return rewriter.notifyMatchFailure(op, "only sums are lowered");
     if (!isa<RankedTensorType>(op.getType()))
       return rewriter.notifyMatchFailure(op, "a buffer, not a tensor");
-    FailureOr<Value> dtype = dtypeOf(op, op.getInput(), rewriter);
-    if (failed(dtype))
-      return failure();
-    Location loc = op.getLoc();
-    Value count = i64Const(
-        rewriter, loc, cast<ShapedType>(op.getType()).getNumElements());
-    rewriter.replaceOp(op, exchange(rewriter, loc, "moert_all_reduce_sum",
-                                    op.getInput(), op.getType(),
-                                    {count, *dtype}, group));
-    return success();
+    return replaceWithSum(op, op.getInput(), "moert_all_reduce_sum", group,
+                          rewriter);
   }
 };
 
@@ -210,16 +210,8 @@ struct ReduceScatterLowering final : ExchangeLowering<shard::ReduceScatterOp> {
       return rewriter.notifyMatchFailure(op, "only sums are lowered");
     if (op.getScatterAxis() != 0)
       return rewriter.notifyMatchFailure(op, "scatters along dim 0 only");
-    FailureOr<Value> dtype = dtypeOf(op, op.getInput(), rewriter);
-    if (failed(dtype))
-      return failure();
-    Location loc = op.getLoc();
-    Value count = i64Const(
-        rewriter, loc, cast<ShapedType>(op.getType()).getNumElements());
-    rewriter.replaceOp(op, exchange(rewriter, loc, "moert_reduce_scatter_sum",
-                                    op.getInput(), op.getType(),
-                                    {count, *dtype}, group));
-    return success();
+    return replaceWithSum(op, op.getInput(), "moert_reduce_scatter_sum", group,
+                          rewriter);
   }
 };
 
@@ -282,16 +274,8 @@ struct PrefixSumLowering final : ExchangeLowering<PrefixSumOp> {
     if (group.size == 1)
       return rewriter.notifyMatchFailure(op, "one rank: zeros, lowered with "
                                              "the other moe ops");
-    FailureOr<Value> dtype = dtypeOf(op, op.getInput(), rewriter);
-    if (failed(dtype))
-      return failure();
-    Location loc = op.getLoc();
-    Value count = i64Const(rewriter, loc,
-                           cast<ShapedType>(op.getType()).getNumElements());
-    rewriter.replaceOp(op, exchange(rewriter, loc, "moert_exclusive_scan_sum",
-                                    op.getInput(), op.getType(),
-                                    {count, *dtype}, group));
-    return success();
+    return replaceWithSum(op, op.getInput(), "moert_exclusive_scan_sum", group,
+                          rewriter);
   }
 };
 
