@@ -64,7 +64,10 @@ void moe::buildLowerToLLVMPipeline(OpPassManager &pm,
   // erf and tanh have no LLVM intrinsic: call libm.
   pm.addPass(createConvertMathToLibmPass());
   pm.addPass(createConvertMathToLLVMPass());
-  pm.addPass(createFinalizeMemRefToLLVMConversionPass());
+  FinalizeMemRefToLLVMConversionPassOptions memrefToLLVM;
+  // The runtime's allocator reuses buffers across calls.
+  memrefToLLVM.useGenericFunctions = options.runtime;
+  pm.addPass(createFinalizeMemRefToLLVMConversionPass(memrefToLLVM));
   pm.addPass(createArithToLLVMConversionPass());
   pm.addPass(createConvertControlFlowToLLVMPass());
   ConvertFuncToLLVMPassOptions funcToLLVM;

@@ -22,6 +22,7 @@
 #ifndef MOERT_MOERT_H
 #define MOERT_MOERT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -92,6 +93,13 @@ void moert_layer_tokens(int64_t layer, const int32_t *ids, int64_t numIds,
                         int64_t numExperts, int64_t replicaAxes);
 void moert_layer_dropped(int64_t layer, const int64_t *dropped,
                          int64_t replicaAxes);
+
+/* The memref lowering's generic allocation functions, which compiled code
+ * calls for its buffers: freed blocks are kept by size and reused by later
+ * calls, so repeated runs do not fault in fresh pages. 64-byte aligned. */
+void *_mlir_memref_to_llvm_alloc(size_t size);
+void *_mlir_memref_to_llvm_aligned_alloc(size_t alignment, size_t size);
+void _mlir_memref_to_llvm_free(void *block);
 
 #ifdef __cplusplus
 }
