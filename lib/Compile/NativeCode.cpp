@@ -13,6 +13,7 @@
 #include "llvm/Target/TargetMachine.h"
 #include "llvm/TargetParser/Host.h"
 #include "llvm/TargetParser/SubtargetFeature.h"
+#include "llvm/TargetParser/Triple.h"
 
 using namespace mlir;
 
@@ -93,9 +94,19 @@ LogicalResult mlir::moe::linkSharedLibrary(StringRef object,
   if (linker.empty())
     return emitError(loc) << "moe-compile: no ld.lld found to link '"
                           << library << "' (install lld-22)";
-  // moert_* and libm resolve against moe-run when it loads the library.
+  // moert_* resolve against moe-run when it loads the library. libm is
+  // linked so that expf and friends bind to their current symbol versions:
+  // left unbound they resolve to the oldest (expf@GLIBC_2.2.5), whose error
+  // handling makes every underflow (masked softmax entries) slow.
+  llvm::Triple host(llvm::sys::getProcessTriple());
+  std::string multiarch =
+      (host.getArchName() + "-" + host.getOSName() + "-gnu").str();
+  if (host.getOS() == llvm::Triple::Linux)
+    multiarch = (host.getArchName() + "-linux-gnu").str();
+  std::string usrLib = "-L/usr/lib/" + multiarch, lib = "-L/lib/" + multiarch;
   SmallVector<StringRef> args{linker, "-shared", "--as-needed", "-O1",
-                              "-o", library, object};
+                              "-o",   library,   object,        usrLib,
+                              lib,    "-L/usr/lib", "-lm"};
   std::string error;
   int status = llvm::sys::ExecuteAndWait(linker, args, std::nullopt, {}, 0, 0,
                                          &error);
