@@ -8,11 +8,13 @@
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
-#include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
+
+#include <map>
+#include <vector>
 
 using namespace mlir;
 using namespace mlir::moe;
@@ -138,36 +140,66 @@ static FailureOr<ArrayRef<char>> rawData(memref::GlobalOp global,
                           "available");
 }
 
-/// Rank `rank`'s piece of `data` (shape `shape`) after the all_slice steps.
-static std::string slicePiece(ArrayRef<char> data, SmallVector<int64_t> shape,
-                              int64_t elementBytes, ArrayAttr steps,
-                              ArrayRef<int64_t> grid, int64_t rank) {
-  std::string piece(data.begin(), data.end());
-  for (Attribute attr : steps) {
-    auto step = cast<DictionaryAttr>(attr);
-    ArrayRef<int16_t> axes =
-        cast<DenseI16ArrayAttr>(step.get("axes")).asArrayRef();
-    int64_t dim = cast<IntegerAttr>(step.get("dim")).getInt();
-    int64_t groupSize = 1, position = 0;
-    for (int16_t axis : axes) {
+namespace {
+/// One shard.all_slice step that narrows a weight: `dim` split over the
+/// group of grid axes `axes`.
+struct SliceStep {
+  SmallVector<int16_t> axes;
+  int64_t dim;
+};
+} // namespace
+
+static SmallVector<SliceStep> sliceSteps(memref::GlobalOp global) {
+  SmallVector<SliceStep> steps;
+  if (auto attr = global->getAttrOfType<ArrayAttr>("moe.weight_slices"))
+    for (auto step : attr.getAsRange<DictionaryAttr>())
+      steps.push_back(
+          {llvm::to_vector(
+               cast<DenseI16ArrayAttr>(step.get("axes")).asArrayRef()),
+           cast<IntegerAttr>(step.get("dim")).getInt()});
+  return steps;
+}
+
+/// Rank `rank`'s position in the group of each step: which piece it holds.
+static std::vector<int64_t> piecePositions(ArrayRef<SliceStep> steps,
+                                           ArrayRef<int64_t> grid,
+                                           int64_t rank) {
+  std::vector<int64_t> positions;
+  for (const SliceStep &step : steps) {
+    int64_t position = 0;
+    for (int16_t axis : step.axes) {
       int64_t stride = 1;
       for (int64_t extent : grid.drop_front(axis + 1))
         stride *= extent;
       position = position * grid[axis] + (rank / stride) % grid[axis];
-      groupSize *= grid[axis];
     }
+    positions.push_back(position);
+  }
+  return positions;
+}
+
+/// The piece of `data` (shape `shape`) at `positions` of the steps.
+static std::string slicePiece(ArrayRef<char> data, SmallVector<int64_t> shape,
+                              int64_t elementBytes, ArrayRef<SliceStep> steps,
+                              ArrayRef<int64_t> grid,
+                              ArrayRef<int64_t> positions) {
+  std::string piece(data.begin(), data.end());
+  for (auto [step, position] : llvm::zip_equal(steps, positions)) {
+    int64_t groupSize = 1;
+    for (int16_t axis : step.axes)
+      groupSize *= grid[axis];
     int64_t outer = 1, inner = elementBytes;
-    for (int64_t d = 0; d < dim; ++d)
+    for (int64_t d = 0; d < step.dim; ++d)
       outer *= shape[d];
-    for (int64_t d = dim + 1; d < (int64_t)shape.size(); ++d)
+    for (int64_t d = step.dim + 1; d < (int64_t)shape.size(); ++d)
       inner *= shape[d];
-    int64_t whole = shape[dim], part = whole / groupSize;
+    int64_t whole = shape[step.dim], part = whole / groupSize;
     std::string next;
     next.reserve(outer * part * inner);
     for (int64_t o = 0; o < outer; ++o)
       next.append(piece, (o * whole + position * part) * inner, part * inner);
     piece = std::move(next);
-    shape[dim] = part;
+    shape[step.dim] = part;
   }
   return piece;
 }
@@ -182,7 +214,7 @@ LogicalResult mlir::moe::packWeights(ModuleOp module, Bundle &bundle) {
     FailureOr<ArrayRef<char>> data = rawData(global, source);
     if (failed(data))
       return failure();
-    auto steps = global->getAttrOfType<ArrayAttr>("moe.weight_slices");
+    SmallVector<SliceStep> steps = sliceSteps(global);
     auto gridAttr = global->getAttrOfType<DenseI64ArrayAttr>("moe.weight_grid");
     ArrayRef<int64_t> grid = gridAttr ? gridAttr.asArrayRef() : ArrayRef<int64_t>();
     MemRefType type = global.getType();
@@ -198,19 +230,19 @@ LogicalResult mlir::moe::packWeights(ModuleOp module, Bundle &bundle) {
       return global.emitError("moe-compile: the weight holds ")
              << data->size() << " bytes, not what its type says";
 
-    // Identical pieces (replicated weights, ranks that agree on the sliced
-    // axes) are stored once.
-    llvm::StringMap<int64_t> stored;
+    // Ranks at the same positions (all of them for a replicated weight)
+    // share one stored piece.
+    std::map<std::vector<int64_t>, int64_t> stored;
     json::Array offsets;
     for (int64_t rank = 0; rank < world; ++rank) {
-      std::string piece = slicePiece(*data, sourceShape, elementBytes,
-                                     steps ? steps : ArrayAttr(), grid, rank);
-      auto [it, inserted] = stored.try_emplace(piece, 0);
+      std::vector<int64_t> positions = piecePositions(steps, grid, rank);
+      auto [it, inserted] = stored.try_emplace(positions, 0);
       if (inserted) {
         bundle.weights.resize(
             llvm::alignTo(bundle.weights.size(), kPieceAlignment), '\0');
         it->second = bundle.weights.size();
-        bundle.weights += piece;
+        bundle.weights += slicePiece(*data, sourceShape, elementBytes, steps,
+                                     grid, positions);
       }
       offsets.push_back(it->second);
     }

@@ -215,6 +215,19 @@ struct ReduceScatterLowering final : ExchangeLowering<shard::ReduceScatterOp> {
   }
 };
 
+/// Replaces `op` (first result of `resultType`) with the uniform exchange of
+/// `input`: equal blocks along dim 0, block p to position p.
+LogicalResult replaceWithAllToAll(Operation *op, Value input, Type resultType,
+                                  const Group &group,
+                                  PatternRewriter &rewriter) {
+  Location loc = op->getLoc();
+  Value bytes = i64Const(rewriter, loc, byteSize(input.getType()) / group.size);
+  Value result = exchange(rewriter, loc, "moert_all_to_all", input, resultType,
+                          bytes, group);
+  rewriter.replaceOp(op, result);
+  return success();
+}
+
 struct AllToAllLowering final : ExchangeLowering<shard::AllToAllOp> {
   using ExchangeLowering::ExchangeLowering;
   LogicalResult lower(shard::AllToAllOp op, const Group &group,
@@ -222,12 +235,8 @@ struct AllToAllLowering final : ExchangeLowering<shard::AllToAllOp> {
     if (op.getSplitAxis() != 0 || op.getConcatAxis() != 0)
       return rewriter.notifyMatchFailure(op,
                                          "splits and concatenates dim 0 only");
-    Location loc = op.getLoc();
-    Value bytes =
-        i64Const(rewriter, loc, byteSize(op.getInput().getType()) / group.size);
-    rewriter.replaceOp(op, exchange(rewriter, loc, "moert_all_to_all",
-                                    op.getInput(), op.getType(), bytes, group));
-    return success();
+    return replaceWithAllToAll(op, op.getInput(), op.getType(), group,
+                               rewriter);
   }
 };
 
@@ -238,15 +247,11 @@ struct RowsAllToAllLowering final : ExchangeLowering<AllToAllOp> {
     if (group.size == 1)
       return rewriter.notifyMatchFailure(op, "one rank: a copy, lowered with "
                                              "the other moe ops");
+    if (!op.getCounts())
+      return replaceWithAllToAll(op, op.getInput(), op.getOutput().getType(),
+                                 group, rewriter);
     Location loc = op.getLoc();
     int64_t inBytes = byteSize(op.getInput().getType());
-    if (!op.getCounts()) {
-      Value bytes = i64Const(rewriter, loc, inBytes / group.size);
-      rewriter.replaceOp(op, exchange(rewriter, loc, "moert_all_to_all",
-                                      op.getInput(), op.getOutput().getType(),
-                                      bytes, group));
-      return success();
-    }
     auto inType = cast<RankedTensorType>(op.getInput().getType());
     auto outType = cast<RankedTensorType>(op.getOutput().getType());
     auto countsType = cast<RankedTensorType>(op.getCounts().getType());
@@ -323,13 +328,11 @@ struct BroadcastLowering final : ExchangeLowering<shard::BroadcastOp> {
     if (!op.getRootDynamic().empty())
       return rewriter.notifyMatchFailure(op, "a dynamic root");
     Location loc = op.getLoc();
-    SmallVector<Value> sizes{
-        i64Const(rewriter, loc, byteSize(op.getType())),
-    };
     Value out = newBuffer(rewriter, loc, cast<RankedTensorType>(op.getType()));
     call(rewriter, loc, "moert_broadcast",
          {readPointer(rewriter, loc, op.getInput()),
-          dataPointer(rewriter, loc, out), sizes.front(),
+          dataPointer(rewriter, loc, out),
+          i64Const(rewriter, loc, byteSize(op.getType())),
           i64Const(rewriter, loc, encodeAxes(group.axes)),
           i64Const(rewriter, loc, linearize(group, op.getRoot()))});
     rewriter.replaceOp(op, asTensor(rewriter, loc, out));

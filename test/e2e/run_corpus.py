@@ -89,7 +89,7 @@ def main():
                OMPI_MCA_rmaps_base_oversubscribe="1")
     mpirun = shutil.which("mpirun")
     shutil.rmtree(args.work, ignore_errors=True)
-    plans = PLANS if args.plans == "all" else [p for p in PLANS[:3]]
+    plans = PLANS if args.plans == "all" else PLANS[:3]
     failures, baseline = [], None
     for ranks, options in plans:
         label = "%s.%s np=%d [%s]" % (args.model, args.format, ranks, " ".join(options))

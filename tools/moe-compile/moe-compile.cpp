@@ -83,16 +83,17 @@ static cl::list<std::string> inputShapes(
 static cl::opt<unsigned> optLevel("O", cl::desc("LLVM optimization level"),
                                   cl::init(3), cl::Prefix, cl::cat(category));
 
+/// The degree options by name, which are also moe-set-plan's option names;
+/// 0 means not given.
+static SmallVector<std::pair<StringRef, int64_t>> degrees() {
+  return {{"world-size", worldSize}, {"pp", pp}, {"dp", dp},
+          {"dp-shard", dpShard},     {"ep", ep}, {"tp", tp}};
+}
+
 static std::string planOptions() {
   std::string result;
   llvm::raw_string_ostream os(result);
-  for (auto [name, value] : {std::pair<const char *, int64_t>{"world-size",
-                                                              worldSize},
-                             {"pp", pp},
-                             {"dp", dp},
-                             {"dp-shard", dpShard},
-                             {"ep", ep},
-                             {"tp", tp}})
+  for (auto [name, value] : degrees())
     if (value != 0)
       os << name << "=" << value << " ";
   if (!dispatcher.empty())
@@ -125,16 +126,10 @@ int main(int argc, char **argv) {
         << "moe-compile: --target=cuda is not available in this build";
     return 1;
   }
-  for (auto [name, value] : {std::pair<const char *, int64_t>{"--world-size",
-                                                              worldSize},
-                             {"--pp", pp},
-                             {"--dp", dp},
-                             {"--dp-shard", dpShard},
-                             {"--ep", ep},
-                             {"--tp", tp}}) {
+  for (auto [name, value] : degrees()) {
     if (value < 0) {
       emitError(UnknownLoc::get(&context))
-          << "moe-compile: " << name << " must be at least 1, got " << value;
+          << "moe-compile: --" << name << " must be at least 1, got " << value;
       return 1;
     }
   }
