@@ -117,6 +117,21 @@ def MoEInstrumentLayersPass
                            "::mlir::memref::MemRefDialect"];
 }
 
+def MoEVectorizableMathPass : Pass<"moe-vectorizable-math"> {
+  let summary = "Relax float arithmetic and expand exp, tanh and erf so that "
+                "the host compiler vectorizes the loops around them";
+  let description = [{
+    Marks float arith and math ops `reassoc contract afn`, so that LLVM's loop
+    vectorizer may reorder float reductions (softmax sums, norms), and expands
+    `math.exp`, `math.tanh` and `math.erf` of f32 into branch-free
+    polynomials that widen to vectors and saturate without libm's slow error
+    path. `ninf` and `nnan` are not set: masked entries stay -inf.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::math::MathDialect",
+                           "::mlir::vector::VectorDialect"];
+}
+
 def MoERaisePass : Pass<"moe-raise"> {
   let summary = "Recognise exported MoE blocks in onnx programs as moe.layer";
   let description = [{

@@ -57,13 +57,16 @@ void moe::buildLowerToLLVMPipeline(OpPassManager &pm,
   if (options.runtime)
     pm.addPass(moe::createConvertMatmulToRuntimePass());
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
+  if (options.runtime)
+    pm.addPass(moe::createMoEVectorizableMathPass());
   pm.addPass(createSCFToControlFlowPass());
   // Subviews of the per-group slices become plain descriptors.
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createLowerAffinePass());
-  // erf and tanh have no LLVM intrinsic: call libm.
-  pm.addPass(createConvertMathToLibmPass());
+  // Intrinsics first (fma and floor must stay instructions); what has none
+  // (erf, tanh outside the runtime path) calls libm.
   pm.addPass(createConvertMathToLLVMPass());
+  pm.addPass(createConvertMathToLibmPass());
   FinalizeMemRefToLLVMConversionPassOptions memrefToLLVM;
   // The runtime's allocator reuses buffers across calls.
   memrefToLLVM.useGenericFunctions = options.runtime;
