@@ -14,7 +14,8 @@ config.test_exec_root = os.path.join(config.moe_obj_root, "test")
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.add_tool_substitutions(
-    ["moe-opt", "moe-translate", "moe-compile", "moe-run", "mlir-runner"],
+    ["moe-opt", "moe-translate", "moe-compile", "moe-run", "moert-cuda-test",
+     "mlir-runner"],
     [config.moe_tools_dir, config.llvm_tools_dir]
 )
 
@@ -46,3 +47,10 @@ config.substitutions.append(("%moe_bin", config.moe_tools_dir))
 for var in ["OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM",
             "OMPI_MCA_rmaps_base_oversubscribe"]:
     config.environment[var] = "1"
+
+# `cuda`: the CUDA backend was built (a CUDA toolkit and NCCL were found).
+# `cuda-gpu`: an NVIDIA GPU and driver are here too, so its code can run.
+if config.moe_have_cuda:
+    config.available_features.add("cuda")
+    if os.path.exists("/dev/nvidiactl") or os.path.exists("/dev/nvidia0"):
+        config.available_features.add("cuda-gpu")

@@ -59,8 +59,13 @@ static bool fromJSON(const json::Value &v, Manifest &m, json::Path p) {
   if (!o.map("library", m.library) || !o.map("entry", m.entry) ||
       !o.map("world_size", m.worldSize) || !o.map("grid", grid) ||
       !o.map("inputs", m.inputs) || !o.map("outputs", m.outputs) ||
-      !o.mapOptional("weights_file", m.weightsFile))
+      !o.mapOptional("weights_file", m.weightsFile) ||
+      !o.mapOptional("target", m.target))
     return false;
+  if (m.target != "cpu" && m.target != "cuda") {
+    p.field("target").report("expected \"cpu\" or \"cuda\"");
+    return false;
+  }
   m.axes = std::move(grid.axes);
   m.gridShape = std::move(grid.shape);
   if (const json::Array *weights = v.getAsObject()->getArray("weights")) {

@@ -30,6 +30,8 @@ struct TensorSpec {
 };
 
 struct Manifest {
+  /// "cpu" or "cuda" (absent: cpu).
+  std::string target = "cpu";
   std::string library;
   std::string entry;
   int64_t worldSize = 1;

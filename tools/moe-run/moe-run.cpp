@@ -15,6 +15,9 @@
 
 #include "moert/Npy.h"
 #include "moert/Runtime.h"
+#ifdef MOE_RUN_HAVE_CUDA
+#include "moert/moert_cuda.h"
+#endif
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
@@ -244,6 +247,16 @@ static Error loadWeights(const Manifest &m, void *library) {
 
 static Error loadLibrary(Session &s) {
   const Manifest &m = s.manifest;
+  // The device first: model.so's constructors load its GPU modules.
+  if (m.target == "cuda") {
+#ifdef MOE_RUN_HAVE_CUDA
+    moert_cuda_init();
+#else
+    return failure("the bundle was compiled with --target=cuda, but this "
+                   "moe-run was built without the CUDA backend (no CUDA "
+                   "toolkit or NCCL at build time)");
+#endif
+  }
   // RTLD_NOW: a missing moert_* symbol is an error here, not mid-run.
   void *library = dlopen(inBundle(m.library).c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!library)

@@ -1,0 +1,128 @@
+/*===- moert_cuda.h - The CUDA runtime's C ABI ----------------*- C -*-===*\
+|*                                                                        *|
+|* What code compiled with --target=cuda calls, on top of moert.h:        *|
+|* the MoE kernels (gating, permutation by expert, grouped GEMM,          *|
+|* weighted un-permute), exchanges over NCCL, and the mgpu* functions     *|
+|* that MLIR's GPU-to-LLVM lowering emits (Debian ships no MLIR CUDA      *|
+|* runtime). Pointers are device pointers unless named host; every call   *|
+|* is ordered on `stream` (null: the runtime's stream). A CUDA, cuBLAS or *|
+|* NCCL error ends every rank with the failing call named.                *|
+|*                                                                        *|
+\*===----------------------------------------------------------------------===*/
+
+#ifndef MOERT_MOERT_CUDA_H
+#define MOERT_MOERT_CUDA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Element types of activations and weights. */
+enum moert_cuda_dtype {
+  MOERT_CUDA_F32 = 0,
+  MOERT_CUDA_F16 = 1,
+  MOERT_CUDA_BF16 = 2
+};
+
+/* Router scoring, as moe.router's `scoring`. */
+enum moert_cuda_scoring {
+  MOERT_CUDA_SOFTMAX_TOPK = 0, /* softmax over all experts, then top-k */
+  MOERT_CUDA_TOPK_SOFTMAX = 1, /* top-k of the logits, softmax over the k */
+  MOERT_CUDA_SIGMOID_TOPK = 2  /* sigmoid of each logit, then top-k */
+};
+
+/* Selects the device (the rank's local index modulo the device count) and
+ * makes the runtime's stream, cuBLAS handle and NCCL state. Ends the process
+ * with a clear error when no device or a too old driver is found. Called
+ * lazily by every other function; moe-run calls it first. */
+void moert_cuda_init(void);
+
+/* The runtime's stream (a cudaStream_t). */
+void *moert_cuda_stream(void);
+
+/* Fused gating: logits [T, E] -> weights [T, k] (f32) and experts [T, k]
+ * (i32, best first, ties to the lower index). normalize != 0 divides the k
+ * weights by their sum (Mixtral's norm_topk_prob). */
+void moert_cuda_topk_gating(const void *logits, int32_t dtype, int64_t tokens,
+                            int64_t experts, int64_t k, int32_t scoring,
+                            int32_t normalize, float *weights,
+                            int32_t *expertIds, void *stream);
+
+/* Permutation by expert, stable in (token, slot) order:
+ *   slotRow[t * k + j] = the row of xPermuted that holds token t for its
+ *                        j-th expert;
+ *   offsets[e] .. offsets[e + 1] = expert e's rows (offsets has E + 1 i64);
+ *   xPermuted [T * k, H] = the rows of x [T, H] in that order.
+ * capacity > 0 keeps at most `capacity` rows per expert (later tokens are
+ * dropped: slotRow -1). hostOffsets (E + 1) and dropped, host pointers that
+ * may be null, receive the offsets and the dropped count: the call waits for
+ * the stream, and fails on expert ids outside [0, E). */
+void moert_cuda_permute(const void *x, int32_t dtype, int64_t tokens,
+                        int64_t hidden, const int32_t *expertIds, int64_t k,
+                        int64_t experts, int64_t capacity, void *xPermuted,
+                        int32_t *slotRow, int64_t *offsets,
+                        int64_t *hostOffsets, int64_t *dropped, void *stream);
+
+/* Grouped GEMM: for each expert e, rows offsets[e] .. offsets[e + 1] of
+ * C [R, N] = rows of A [R, K] x W[e] [K, N] (row-major; weights of all
+ * experts contiguous). hostOffsets are the E + 1 offsets on the host. One
+ * cuBLAS grouped call, f32 accumulation. */
+void moert_cuda_grouped_gemm(int32_t dtype, int64_t experts,
+                             const int64_t *hostOffsets, int64_t K, int64_t N,
+                             const void *A, const void *W, void *C,
+                             void *stream);
+
+/* Weighted un-permute: out[t] = sum_j weights[t, j] * y[slotRow[t * k + j]]
+ * over the slots that were kept (y [R, H], out [T, H]). */
+void moert_cuda_unpermute(const void *y, int32_t dtype, int64_t tokens,
+                          int64_t hidden, int64_t k, const int32_t *slotRow,
+                          const float *weights, void *out, void *stream);
+
+/* Exchanges among the ranks of the group that `axes` names (as moert.h).
+ * NCCL communicators are made on first use from an id that the group's
+ * first rank broadcasts over MPI. */
+void moert_cuda_all_to_all(const void *send, void *recv,
+                           int64_t bytesPerRank, int64_t axes, void *stream);
+/* Ragged: sendBytes and recvBytes are host arrays of one count per rank of
+ * the group; grouped ncclSend/ncclRecv. */
+void moert_cuda_all_to_all_v(const void *send, const int64_t *sendBytes,
+                             void *recv, const int64_t *recvBytes,
+                             int64_t axes, void *stream);
+void moert_cuda_all_reduce_sum(void *buffer, int64_t count, int32_t dtype,
+                               int64_t axes, void *stream);
+void moert_cuda_all_gather(const void *send, void *recv, int64_t bytesPerRank,
+                           int64_t axes, void *stream);
+
+/* The functions MLIR's gpu-to-llvm lowering calls. */
+void *mgpuStreamCreate(void);
+void mgpuStreamDestroy(void *stream);
+void mgpuStreamSynchronize(void *stream);
+void mgpuStreamWaitEvent(void *stream, void *event);
+void *mgpuEventCreate(void);
+void mgpuEventDestroy(void *event);
+void mgpuEventSynchronize(void *event);
+void mgpuEventRecord(void *event, void *stream);
+void *mgpuMemAlloc(uint64_t bytes, void *stream, bool isHostShared);
+void mgpuMemFree(void *ptr, void *stream);
+void mgpuMemcpy(void *dst, void *src, size_t bytes, void *stream);
+void mgpuMemset32(void *dst, uint32_t value, size_t count, void *stream);
+void mgpuMemset16(void *dst, uint16_t value, size_t count, void *stream);
+void *mgpuModuleLoad(void *data, size_t bytes);
+void *mgpuModuleLoadJIT(void *data, int optLevel);
+void mgpuModuleUnload(void *module);
+void *mgpuModuleGetFunction(void *module, const char *name);
+void mgpuLaunchKernel(void *function, intptr_t gridX, intptr_t gridY,
+                      intptr_t gridZ, intptr_t blockX, intptr_t blockY,
+                      intptr_t blockZ, int32_t sharedBytes, void *stream,
+                      void **params, void **extra, size_t paramCount);
+void mgpuSetDefaultDevice(int32_t device);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MOERT_MOERT_CUDA_H */

@@ -1,0 +1,198 @@
+//===- Device.cpp - Device start, errors and the mgpu* functions ----------===//
+//
+// Everything goes through the CUDA runtime API, linked statically: it loads
+// the driver itself, so a machine without one gets cudaErrorInsufficientDriver
+// or cudaErrorNoDevice here, and a clear message, instead of a loader error.
+// Modules that MLIR's GPU lowering embeds are loaded with cudaLibraryLoadData;
+// their kernels (cudaKernel_t) launch through cudaLaunchKernel.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Device.h"
+
+#include "moert/moert_cuda.h"
+
+#include <cstdlib>
+
+using namespace moert;
+using namespace moert::cuda;
+
+/// The process's index among the ranks of its node, as the launcher says.
+static int localRank() {
+  for (const char *var : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
+                          "SLURM_LOCALID", "LOCAL_RANK"})
+    if (const char *value = std::getenv(var))
+      return std::atoi(value);
+  return worldRank();
+}
+
+Device &cuda::device() {
+  static Device dev = [] {
+    Device d;
+    int count = 0;
+    cudaError_t status = cudaGetDeviceCount(&count);
+    if (status == cudaErrorInsufficientDriver)
+      detail::fail("the CUDA driver is missing or older than this build's "
+                   "CUDA runtime (",
+                   CUDART_VERSION / 1000, ".", CUDART_VERSION % 1000 / 10,
+                   "); code compiled with --target=cuda needs an NVIDIA GPU "
+                   "and its driver");
+    if (status == cudaErrorNoDevice || (status == cudaSuccess && count == 0))
+      detail::fail("no CUDA device found; code compiled with --target=cuda "
+                   "runs on NVIDIA GPUs (compile with --target=cpu to run "
+                   "here)");
+    check(status, "cudaGetDeviceCount");
+    d.index = localRank() % count;
+    check(cudaSetDevice(d.index), "cudaSetDevice");
+    check(cudaStreamCreateWithFlags(&d.stream, cudaStreamNonBlocking),
+          "cudaStreamCreate");
+    check(cublasCreate(&d.blas), "cublasCreate");
+    check(cublasSetStream(d.blas, d.stream), "cublasSetStream");
+    return d;
+  }();
+  return dev;
+}
+
+cudaStream_t cuda::streamOr(void *stream) {
+  return stream ? static_cast<cudaStream_t>(stream) : device().stream;
+}
+
+size_t cuda::elementBytes(int32_t dtype, const char *op) {
+  switch (dtype) {
+  case MOERT_CUDA_F32:
+    return 4;
+  case MOERT_CUDA_F16:
+  case MOERT_CUDA_BF16:
+    return 2;
+  }
+  detail::fail(op, ": unknown element type code ", dtype);
+}
+
+void moert_cuda_init() { device(); }
+
+void *moert_cuda_stream() { return device().stream; }
+
+//===----------------------------------------------------------------------===//
+// mgpu*: what gpu-to-llvm emits
+//===----------------------------------------------------------------------===//
+
+void *mgpuStreamCreate() {
+  device();
+  cudaStream_t stream;
+  check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+        "cudaStreamCreate");
+  return stream;
+}
+
+void mgpuStreamDestroy(void *stream) {
+  check(cudaStreamDestroy(static_cast<cudaStream_t>(stream)),
+        "cudaStreamDestroy");
+}
+
+void mgpuStreamSynchronize(void *stream) {
+  check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)),
+        "cudaStreamSynchronize");
+}
+
+void mgpuStreamWaitEvent(void *stream, void *event) {
+  check(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream),
+                            static_cast<cudaEvent_t>(event), 0),
+        "cudaStreamWaitEvent");
+}
+
+void *mgpuEventCreate() {
+  device();
+  cudaEvent_t event;
+  check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming),
+        "cudaEventCreate");
+  return event;
+}
+
+void mgpuEventDestroy(void *event) {
+  check(cudaEventDestroy(static_cast<cudaEvent_t>(event)), "cudaEventDestroy");
+}
+
+void mgpuEventSynchronize(void *event) {
+  check(cudaEventSynchronize(static_cast<cudaEvent_t>(event)),
+        "cudaEventSynchronize");
+}
+
+void mgpuEventRecord(void *event, void *stream) {
+  check(cudaEventRecord(static_cast<cudaEvent_t>(event),
+                        static_cast<cudaStream_t>(stream)),
+        "cudaEventRecord");
+}
+
+void *mgpuMemAlloc(uint64_t bytes, void *stream, bool isHostShared) {
+  device();
+  void *ptr = nullptr;
+  if (bytes == 0)
+    return ptr;
+  if (isHostShared)
+    check(cudaMallocManaged(&ptr, bytes), "cudaMallocManaged");
+  else
+    check(cudaMallocAsync(&ptr, bytes, streamOr(stream)), "cudaMallocAsync");
+  return ptr;
+}
+
+void mgpuMemFree(void *ptr, void *stream) {
+  if (!ptr)
+    return;
+  cudaPointerAttributes attributes;
+  check(cudaPointerGetAttributes(&attributes, ptr), "cudaPointerGetAttributes");
+  if (attributes.type == cudaMemoryTypeManaged)
+    check(cudaFree(ptr), "cudaFree");
+  else
+    check(cudaFreeAsync(ptr, streamOr(stream)), "cudaFreeAsync");
+}
+
+void mgpuMemcpy(void *dst, void *src, size_t bytes, void *stream) {
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, streamOr(stream)),
+        "cudaMemcpyAsync");
+}
+
+void mgpuMemset32(void *dst, uint32_t value, size_t count, void *stream);
+void mgpuMemset16(void *dst, uint16_t value, size_t count, void *stream);
+
+void *mgpuModuleLoad(void *data, size_t /*bytes*/) {
+  device();
+  cudaLibrary_t library;
+  check(cudaLibraryLoadData(&library, data, nullptr, nullptr, 0, nullptr,
+                            nullptr, 0),
+        "cudaLibraryLoadData (the bundle's GPU code; was it built for this "
+        "GPU's architecture?)");
+  return library;
+}
+
+void *mgpuModuleLoadJIT(void *data, int /*optLevel*/) {
+  return mgpuModuleLoad(data, 0);
+}
+
+void mgpuModuleUnload(void *module) {
+  check(cudaLibraryUnload(static_cast<cudaLibrary_t>(module)),
+        "cudaLibraryUnload");
+}
+
+void *mgpuModuleGetFunction(void *module, const char *name) {
+  cudaKernel_t kernel;
+  cudaError_t status =
+      cudaLibraryGetKernel(&kernel, static_cast<cudaLibrary_t>(module), name);
+  if (status == cudaErrorSymbolNotFound)
+    detail::fail("the bundle's GPU code has no kernel '", name, "'");
+  check(status, "cudaLibraryGetKernel");
+  return kernel;
+}
+
+void mgpuLaunchKernel(void *function, intptr_t gridX, intptr_t gridY,
+                      intptr_t gridZ, intptr_t blockX, intptr_t blockY,
+                      intptr_t blockZ, int32_t sharedBytes, void *stream,
+                      void **params, void ** /*extra*/, size_t /*count*/) {
+  dim3 grid(gridX, gridY, gridZ), block(blockX, blockY, blockZ);
+  check(cudaLaunchKernel(function, grid, block, params, sharedBytes,
+                         streamOr(stream)),
+        "cudaLaunchKernel");
+}
+
+void mgpuSetDefaultDevice(int32_t index) {
+  check(cudaSetDevice(index), "cudaSetDevice");
+}

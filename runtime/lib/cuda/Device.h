@@ -1,0 +1,48 @@
+//===- Device.h - State and checks shared by the CUDA runtime ---*- C++ -*-===//
+//
+// Internal to runtime/lib/cuda: the device state that moert_cuda_init makes
+// once, and checks that turn a failed CUDA, cuBLAS or NCCL call into an
+// error that ends every rank and names the call.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOERT_LIB_CUDA_DEVICE_H
+#define MOERT_LIB_CUDA_DEVICE_H
+
+#include "../Process.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+namespace moert::cuda {
+
+struct Device {
+  int index = -1;
+  cudaStream_t stream = nullptr;
+  cublasHandle_t blas = nullptr;
+};
+
+/// The device, initialised on first use.
+Device &device();
+
+/// `stream`, or the runtime's stream when null.
+cudaStream_t streamOr(void *stream);
+
+inline void check(cudaError_t status, const char *call) {
+  if (status != cudaSuccess)
+    detail::fail(call, " failed: ", cudaGetErrorName(status), " (",
+                 cudaGetErrorString(status), ")");
+}
+
+inline void check(cublasStatus_t status, const char *call) {
+  if (status != CUBLAS_STATUS_SUCCESS)
+    detail::fail(call, " failed: ", cublasGetStatusName(status), " (",
+                 cublasGetStatusString(status), ")");
+}
+
+/// Bytes of one element of a moert_cuda_dtype; ends the process on others.
+size_t elementBytes(int32_t dtype, const char *op);
+
+} // namespace moert::cuda
+
+#endif // MOERT_LIB_CUDA_DEVICE_H

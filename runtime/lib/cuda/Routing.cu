@@ -1,0 +1,423 @@
+//===- Routing.cu - Gating, permutation by expert and un-permute ----------===//
+//
+// The token-routing kernels of an MoE layer on the GPU, for f32, f16 and
+// bf16 activations (math in f32):
+//   gating     one warp per token: scores, top-k by repeated warp argmax
+//              (ties to the lower expert index, as the CPU path), weights;
+//   permute    a stable counting sort of the T * k assignments by expert:
+//              per-block histograms, a scan over blocks, ranks within a
+//              block, then one block per row copies it, 16 bytes at a time;
+//   unpermute  one block per token sums its k rows, weighted.
+// The permutation is stable so that results equal the CPU path's bit for
+// bit where the arithmetic allows, and capacity drops the same tokens.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Device.h"
+
+#include "moert/moert_cuda.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <vector>
+
+using namespace moert;
+using namespace moert::cuda;
+
+namespace {
+
+constexpr int kWarp = 32;
+constexpr int kBlock = 256;
+
+__device__ inline float toFloat(float v) { return v; }
+__device__ inline float toFloat(__half v) { return __half2float(v); }
+__device__ inline float toFloat(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <typename T> __device__ inline T fromFloat(float v);
+template <> __device__ inline float fromFloat<float>(float v) { return v; }
+template <> __device__ inline __half fromFloat<__half>(float v) {
+  return __float2half_rn(v);
+}
+template <> __device__ inline __nv_bfloat16 fromFloat<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+
+/// Calls `fn` with a null pointer of the element type `dtype` names.
+template <typename Fn> void dispatchType(int32_t dtype, const char *op, Fn fn) {
+  switch (dtype) {
+  case MOERT_CUDA_F32:
+    return fn(static_cast<float *>(nullptr));
+  case MOERT_CUDA_F16:
+    return fn(static_cast<__half *>(nullptr));
+  case MOERT_CUDA_BF16:
+    return fn(static_cast<__nv_bfloat16 *>(nullptr));
+  }
+  detail::fail(op, ": unknown element type code ", dtype);
+}
+
+int blocksFor(int64_t n, int per) { return static_cast<int>((n + per - 1) / per); }
+
+void checkLaunch(const char *kernel) { check(cudaGetLastError(), kernel); }
+
+//===----------------------------------------------------------------------===//
+// Gating
+//===----------------------------------------------------------------------===//
+
+/// Warp-wide argmax of (value, index), ties to the lower index.
+__device__ inline void warpArgmax(float &value, int &index) {
+  for (int offset = kWarp / 2; offset > 0; offset /= 2) {
+    float v = __shfl_xor_sync(0xffffffffu, value, offset);
+    int i = __shfl_xor_sync(0xffffffffu, index, offset);
+    if (v > value || (v == value && i < index)) {
+      value = v;
+      index = i;
+    }
+  }
+}
+
+__device__ inline float warpSum(float v) {
+  for (int offset = kWarp / 2; offset > 0; offset /= 2)
+    v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+__device__ inline float warpMax(float v) {
+  for (int offset = kWarp / 2; offset > 0; offset /= 2)
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
+}
+
+/// Shared memory holds one row of scores per warp.
+template <typename T>
+__global__ void gatingKernel(const T *logits, int64_t tokens, int experts,
+                             int k, int scoring, int normalize,
+                             float *weights, int32_t *expertIds) {
+  extern __shared__ float scores[];
+  int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  int64_t token = static_cast<int64_t>(blockIdx.x) * (blockDim.x / kWarp) + warp;
+  if (token >= tokens)
+    return;
+  float *row = scores + warp * experts;
+  const T *in = logits + token * experts;
+  float rowMax = -INFINITY;
+  for (int e = lane; e < experts; e += kWarp) {
+    row[e] = toFloat(in[e]);
+    rowMax = fmaxf(rowMax, row[e]);
+  }
+  rowMax = warpMax(rowMax);
+  if (scoring == MOERT_CUDA_SOFTMAX_TOPK) {
+    float sum = 0;
+    for (int e = lane; e < experts; e += kWarp) {
+      row[e] = __expf(row[e] - rowMax);
+      sum += row[e];
+    }
+    sum = warpSum(sum);
+    for (int e = lane; e < experts; e += kWarp)
+      row[e] /= sum;
+  } else if (scoring == MOERT_CUDA_SIGMOID_TOPK) {
+    for (int e = lane; e < experts; e += kWarp)
+      row[e] = 1.0f / (1.0f + __expf(-row[e]));
+  }
+  __syncwarp();
+
+  float picked = 0, total = 0;
+  int pickedId = 0;
+  for (int j = 0; j < k; ++j) {
+    float best = -INFINITY;
+    int bestId = experts;
+    // Picked experts are NaN; -inf scores can still be picked.
+    for (int e = lane; e < experts; e += kWarp)
+      if (row[e] > best || (bestId == experts && !isnan(row[e]))) {
+        best = row[e];
+        bestId = e;
+      }
+    warpArgmax(best, bestId);
+    if (lane == j) {
+      picked = best;
+      pickedId = bestId;
+    }
+    if (lane == 0)
+      row[bestId] = NAN;
+    __syncwarp();
+  }
+  // Lanes 0 .. k-1 hold the picks (k <= 32 is checked on the host).
+  if (scoring == MOERT_CUDA_TOPK_SOFTMAX) {
+    float top = __shfl_sync(0xffffffffu, picked, 0);
+    picked = lane < k ? __expf(picked - top) : 0;
+  }
+  total = warpSum(lane < k ? picked : 0);
+  if (lane < k) {
+    bool divide = normalize || scoring == MOERT_CUDA_TOPK_SOFTMAX;
+    weights[token * k + lane] = divide ? picked / total : picked;
+    expertIds[token * k + lane] = pickedId;
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Permutation
+//===----------------------------------------------------------------------===//
+
+/// Counters the host reads back after a permutation.
+struct PermuteReport {
+  unsigned long long dropped;
+  unsigned long long invalid;
+};
+
+/// Per block of kBlock assignments: how many go to each expert.
+__global__ void blockHistogram(const int32_t *expertIds, int64_t n,
+                               int experts, int32_t *blockCounts) {
+  extern __shared__ int32_t counts[];
+  for (int e = threadIdx.x; e < experts; e += blockDim.x)
+    counts[e] = 0;
+  __syncthreads();
+  int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) {
+    int e = expertIds[i];
+    if (e >= 0 && e < experts)
+      atomicAdd(&counts[e], 1);
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < experts; e += blockDim.x)
+    blockCounts[static_cast<int64_t>(blockIdx.x) * experts + e] = counts[e];
+}
+
+/// One thread per expert turns block counts into each block's first rank
+/// within the expert; then offsets (kept rows per expert, scanned) and the
+/// dropped count.
+__global__ void scanBlocks(int32_t *blockCounts, int blocks, int experts,
+                           int64_t capacity, int64_t *offsets,
+                           PermuteReport *report) {
+  extern __shared__ int64_t kept[];
+  for (int e = threadIdx.x; e < experts; e += blockDim.x) {
+    int32_t running = 0;
+    for (int b = 0; b < blocks; ++b) {
+      int32_t c = blockCounts[static_cast<int64_t>(b) * experts + e];
+      blockCounts[static_cast<int64_t>(b) * experts + e] = running;
+      running += c;
+    }
+    kept[e] = capacity > 0 && running > capacity ? capacity : running;
+    if (kept[e] < running)
+      atomicAdd(&report->dropped,
+                static_cast<unsigned long long>(running - kept[e]));
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int64_t sum = 0;
+    for (int e = 0; e < experts; ++e) {
+      offsets[e] = sum;
+      sum += kept[e];
+    }
+    offsets[experts] = sum;
+  }
+}
+
+/// Each assignment's row: its expert's offset, plus the rank of its block,
+/// plus its rank among the block's earlier assignments to the same expert.
+__global__ void placeRows(const int32_t *expertIds, int64_t n, int k,
+                          int experts, int64_t capacity,
+                          const int32_t *blockFirst, const int64_t *offsets,
+                          int32_t *slotRow, int64_t *rowSource,
+                          PermuteReport *report) {
+  __shared__ int32_t ids[kBlock];
+  int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  int e = i < n ? expertIds[i] : -1;
+  ids[threadIdx.x] = e;
+  __syncthreads();
+  if (i >= n)
+    return;
+  if (e < 0 || e >= experts) {
+    slotRow[i] = -1;
+    atomicAdd(&report->invalid, 1ull);
+    return;
+  }
+  int32_t rank = blockFirst[static_cast<int64_t>(blockIdx.x) * experts + e];
+  for (int j = 0; j < static_cast<int>(threadIdx.x); ++j)
+    rank += ids[j] == e;
+  if (capacity > 0 && rank >= capacity) {
+    slotRow[i] = -1;
+    return;
+  }
+  int64_t row = offsets[e] + rank;
+  slotRow[i] = static_cast<int32_t>(row);
+  rowSource[row] = i / k;
+}
+
+/// One block per row of the permuted buffer; rows past the kept total idle.
+template <typename V>
+__global__ void copyRows(const V *x, int64_t width, const int64_t *rowSource,
+                         const int64_t *offsets, int experts, V *out) {
+  int64_t row = blockIdx.x;
+  if (row >= offsets[experts])
+    return;
+  const V *src = x + rowSource[row] * width;
+  V *dst = out + row * width;
+  for (int64_t c = threadIdx.x; c < width; c += blockDim.x)
+    dst[c] = src[c];
+}
+
+//===----------------------------------------------------------------------===//
+// Un-permute
+//===----------------------------------------------------------------------===//
+
+template <typename T>
+__global__ void unpermuteKernel(const T *y, int64_t hidden, int k,
+                                const int32_t *slotRow, const float *weights,
+                                T *out) {
+  int64_t token = blockIdx.x;
+  for (int64_t h = threadIdx.x; h < hidden; h += blockDim.x) {
+    float acc = 0;
+    for (int j = 0; j < k; ++j) {
+      int32_t row = slotRow[token * k + j];
+      if (row >= 0)
+        acc += weights[token * k + j] * toFloat(y[row * hidden + h]);
+    }
+    out[token * hidden + h] = fromFloat<T>(acc);
+  }
+}
+
+template <typename T>
+__global__ void fillKernel(T *dst, T value, size_t count) {
+  size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (; i < count; i += static_cast<size_t>(gridDim.x) * blockDim.x)
+    dst[i] = value;
+}
+
+/// Device scratch that grows and is kept: permutation bookkeeping.
+struct Scratch {
+  void *ptr = nullptr;
+  size_t bytes = 0;
+  void *get(size_t want, cudaStream_t stream) {
+    if (want <= bytes)
+      return ptr;
+    if (ptr)
+      check(cudaFreeAsync(ptr, stream), "cudaFreeAsync");
+    check(cudaMallocAsync(&ptr, want, stream), "cudaMallocAsync");
+    bytes = want;
+    return ptr;
+  }
+};
+
+size_t alignUp(size_t n) { return (n + 255) / 256 * 256; }
+
+} // namespace
+
+void moert_cuda_topk_gating(const void *logits, int32_t dtype, int64_t tokens,
+                            int64_t experts, int64_t k, int32_t scoring,
+                            int32_t normalize, float *weights,
+                            int32_t *expertIds, void *stream) {
+  if (k < 1 || k > kWarp || k > experts || experts > 4096)
+    detail::fail("moert_cuda_topk_gating: top-", k, " of ", experts,
+                 " experts is not supported (1 <= k <= min(32, E), E <= 4096)");
+  if (scoring < MOERT_CUDA_SOFTMAX_TOPK || scoring > MOERT_CUDA_SIGMOID_TOPK)
+    detail::fail("moert_cuda_topk_gating: unknown scoring code ", scoring);
+  if (tokens == 0)
+    return;
+  int warps = experts > 1024 ? 1 : 4;
+  size_t shared = sizeof(float) * warps * experts;
+  cudaStream_t s = streamOr(stream);
+  dispatchType(dtype, "moert_cuda_topk_gating", [&](auto *type) {
+    using T = std::remove_pointer_t<decltype(type)>;
+    gatingKernel<T><<<blocksFor(tokens, warps), warps * kWarp, shared, s>>>(
+        static_cast<const T *>(logits), tokens, static_cast<int>(experts),
+        static_cast<int>(k), scoring, normalize, weights, expertIds);
+  });
+  checkLaunch("gating kernel");
+}
+
+void moert_cuda_permute(const void *x, int32_t dtype, int64_t tokens,
+                        int64_t hidden, const int32_t *expertIds, int64_t k,
+                        int64_t experts, int64_t capacity, void *xPermuted,
+                        int32_t *slotRow, int64_t *offsets,
+                        int64_t *hostOffsets, int64_t *dropped, void *stream) {
+  int64_t n = tokens * k;
+  if (experts < 1 || experts > 16384 || n > INT32_MAX)
+    detail::fail("moert_cuda_permute: ", experts, " experts and ", n,
+                 " assignments are out of range");
+  cudaStream_t s = streamOr(stream);
+  int blocks = std::max(1, blocksFor(n, kBlock));
+  static Scratch scratch;
+  size_t countsBytes = alignUp(sizeof(int32_t) * blocks * experts);
+  size_t sourceBytes = alignUp(sizeof(int64_t) * std::max<int64_t>(n, 1));
+  auto *base = static_cast<char *>(scratch.get(
+      countsBytes + sourceBytes + alignUp(sizeof(PermuteReport)), s));
+  auto *blockCounts = reinterpret_cast<int32_t *>(base);
+  auto *rowSource = reinterpret_cast<int64_t *>(base + countsBytes);
+  auto *report =
+      reinterpret_cast<PermuteReport *>(base + countsBytes + sourceBytes);
+  check(cudaMemsetAsync(report, 0, sizeof(PermuteReport), s), "cudaMemsetAsync");
+
+  int e = static_cast<int>(experts);
+  blockHistogram<<<blocks, kBlock, sizeof(int32_t) * e, s>>>(expertIds, n, e,
+                                                             blockCounts);
+  checkLaunch("permute histogram kernel");
+  scanBlocks<<<1, std::min(e, 1024), sizeof(int64_t) * e, s>>>(
+      blockCounts, blocks, e, capacity, offsets, report);
+  checkLaunch("permute scan kernel");
+  placeRows<<<blocks, kBlock, 0, s>>>(expertIds, n, static_cast<int>(k), e,
+                                      capacity, blockCounts, offsets, slotRow,
+                                      rowSource, report);
+  checkLaunch("permute place kernel");
+  size_t rowBytes = hidden * elementBytes(dtype, "moert_cuda_permute");
+  if (n > 0 && rowBytes > 0) {
+    // 16-byte moves where the rows allow, else the element size.
+    if (rowBytes % 16 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+        reinterpret_cast<uintptr_t>(xPermuted) % 16 == 0)
+      copyRows<<<n, 128, 0, s>>>(static_cast<const int4 *>(x), rowBytes / 16,
+                                 rowSource, offsets, e,
+                                 static_cast<int4 *>(xPermuted));
+    else
+      copyRows<<<n, 128, 0, s>>>(static_cast<const char *>(x), rowBytes,
+                                 rowSource, offsets, e,
+                                 static_cast<char *>(xPermuted));
+    checkLaunch("permute copy kernel");
+  }
+
+  // The grouped GEMM needs the offsets on the host, and bad expert ids must
+  // fail here rather than corrupt memory later.
+  PermuteReport counters;
+  std::vector<int64_t> local(experts + 1);
+  int64_t *host = hostOffsets ? hostOffsets : local.data();
+  check(cudaMemcpyAsync(&counters, report, sizeof counters,
+                        cudaMemcpyDeviceToHost, s),
+        "cudaMemcpyAsync");
+  check(cudaMemcpyAsync(host, offsets, sizeof(int64_t) * (experts + 1),
+                        cudaMemcpyDeviceToHost, s),
+        "cudaMemcpyAsync");
+  check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+  if (counters.invalid)
+    detail::fail("moert_cuda_permute: ", counters.invalid,
+                 " expert ids outside [0, ", experts, ")");
+  if (dropped)
+    *dropped = static_cast<int64_t>(counters.dropped);
+}
+
+void moert_cuda_unpermute(const void *y, int32_t dtype, int64_t tokens,
+                          int64_t hidden, int64_t k, const int32_t *slotRow,
+                          const float *weights, void *out, void *stream) {
+  if (tokens == 0 || hidden == 0)
+    return;
+  cudaStream_t s = streamOr(stream);
+  dispatchType(dtype, "moert_cuda_unpermute", [&](auto *type) {
+    using T = std::remove_pointer_t<decltype(type)>;
+    unpermuteKernel<T><<<tokens, 256, 0, s>>>(
+        static_cast<const T *>(y), hidden, static_cast<int>(k), slotRow,
+        weights, static_cast<T *>(out));
+  });
+  checkLaunch("unpermute kernel");
+}
+
+void mgpuMemset32(void *dst, uint32_t value, size_t count, void *stream) {
+  if (!count)
+    return;
+  fillKernel<<<std::min<size_t>((count + 255) / 256, 65535), 256, 0,
+               streamOr(stream)>>>(static_cast<uint32_t *>(dst), value, count);
+  checkLaunch("memset kernel");
+}
+
+void mgpuMemset16(void *dst, uint16_t value, size_t count, void *stream) {
+  if (!count)
+    return;
+  fillKernel<<<std::min<size_t>((count + 255) / 256, 65535), 256, 0,
+               streamOr(stream)>>>(static_cast<uint16_t *>(dst), value, count);
+  checkLaunch("memset kernel");
+}

@@ -1,0 +1,301 @@
+//===- moert-cuda-test.cpp - The CUDA runtime's kernels against the CPU ---===//
+//
+// Runs every MoE kernel of moert_cuda on random inputs and compares it with a
+// plain C++ reference: gating (three scorings), permutation (with and without
+// capacity), grouped GEMM and un-permute, in f32, f16 and bf16, and the
+// exchanges of a group of one. Exit 0 when all agree. Without a GPU it ends
+// with the runtime's error, which the no-GPU lit test checks.
+//
+//===----------------------------------------------------------------------===//
+
+#include "moert/Runtime.h"
+#include "moert/moert_cuda.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <cstdio>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+int failures = 0, checks = 0;
+
+void expect(bool ok, const std::string &what) {
+  ++checks;
+  if (!ok) {
+    ++failures;
+    std::fprintf(stderr, "FAIL: %s\n", what.c_str());
+  }
+}
+
+/// Device buffer of `n` elements of T, optionally filled from the host.
+template <typename T> struct Buffer {
+  T *ptr = nullptr;
+  size_t n;
+  explicit Buffer(size_t n) : n(n) {
+    if (cudaMalloc(reinterpret_cast<void **>(&ptr),
+                   std::max<size_t>(n, 1) * sizeof(T)) != cudaSuccess)
+      moert::fatal("cudaMalloc failed in the test");
+  }
+  Buffer(const std::vector<T> &host) : Buffer(host.size()) { upload(host); }
+  ~Buffer() { cudaFree(ptr); }
+  void upload(const std::vector<T> &host) {
+    cudaMemcpy(ptr, host.data(), n * sizeof(T), cudaMemcpyHostToDevice);
+  }
+  std::vector<T> download() const {
+    cudaDeviceSynchronize();
+    std::vector<T> host(n);
+    cudaMemcpy(host.data(), ptr, n * sizeof(T), cudaMemcpyDeviceToHost);
+    return host;
+  }
+};
+
+/// Host values of one element type: rounding to it and back.
+struct TypeCase {
+  const char *name;
+  int32_t code;
+  float tolerance;
+  size_t bytes;
+};
+const TypeCase kTypes[] = {{"f32", MOERT_CUDA_F32, 1e-5f, 4},
+                           {"f16", MOERT_CUDA_F16, 2e-2f, 2},
+                           {"bf16", MOERT_CUDA_BF16, 6e-2f, 2}};
+
+float roundTo(int32_t code, float v) {
+  if (code == MOERT_CUDA_F16)
+    return __half2float(__float2half_rn(v));
+  if (code == MOERT_CUDA_BF16)
+    return __bfloat162float(__float2bfloat16_rn(v));
+  return v;
+}
+
+/// Raw bytes of `values` in the element type.
+std::vector<char> encode(int32_t code, const std::vector<float> &values) {
+  size_t bytes = code == MOERT_CUDA_F32 ? 4 : 2;
+  std::vector<char> out(values.size() * bytes);
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (code == MOERT_CUDA_F16) {
+      __half h = __float2half_rn(values[i]);
+      std::memcpy(&out[i * 2], &h, 2);
+    } else if (code == MOERT_CUDA_BF16) {
+      __nv_bfloat16 h = __float2bfloat16_rn(values[i]);
+      std::memcpy(&out[i * 2], &h, 2);
+    } else {
+      std::memcpy(&out[i * 4], &values[i], 4);
+    }
+  }
+  return out;
+}
+
+std::vector<float> decode(int32_t code, const std::vector<char> &raw) {
+  size_t bytes = code == MOERT_CUDA_F32 ? 4 : 2;
+  std::vector<float> out(raw.size() / bytes);
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (code == MOERT_CUDA_F16) {
+      __half h;
+      std::memcpy(&h, &raw[i * 2], 2);
+      out[i] = __half2float(h);
+    } else if (code == MOERT_CUDA_BF16) {
+      __nv_bfloat16 h;
+      std::memcpy(&h, &raw[i * 2], 2);
+      out[i] = __bfloat162float(h);
+    } else {
+      std::memcpy(&out[i], &raw[i * 4], 4);
+    }
+  }
+  return out;
+}
+
+float maxRelError(const std::vector<float> &got, const std::vector<float> &want) {
+  float scale = 1e-6f, err = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    scale = std::max(scale, std::fabs(want[i]));
+    err = std::max(err, std::fabs(got[i] - want[i]));
+  }
+  return err / scale;
+}
+
+std::vector<float> randomValues(size_t n, std::mt19937 &rng, float scale = 1) {
+  std::normal_distribution<float> dist(0, scale);
+  std::vector<float> v(n);
+  for (float &x : v)
+    x = dist(rng);
+  return v;
+}
+
+/// The CPU reference of moert_cuda_topk_gating.
+void gatingReference(const std::vector<float> &logits, int64_t T, int64_t E,
+                     int64_t k, int scoring, bool normalize,
+                     std::vector<float> &weights, std::vector<int32_t> &ids) {
+  weights.assign(T * k, 0);
+  ids.assign(T * k, 0);
+  for (int64_t t = 0; t < T; ++t) {
+    std::vector<float> s(logits.begin() + t * E, logits.begin() + (t + 1) * E);
+    if (scoring == MOERT_CUDA_SOFTMAX_TOPK) {
+      float m = *std::max_element(s.begin(), s.end()), sum = 0;
+      for (float &x : s)
+        sum += (x = std::exp(x - m));
+      for (float &x : s)
+        x /= sum;
+    } else if (scoring == MOERT_CUDA_SIGMOID_TOPK) {
+      for (float &x : s)
+        x = 1 / (1 + std::exp(-x));
+    }
+    std::vector<int32_t> order(E);
+    std::iota(order.begin(), order.end(), 0);
+    std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+      return s[a] > s[b] || (s[a] == s[b] && a < b);
+    });
+    float total = 0;
+    for (int64_t j = 0; j < k; ++j) {
+      ids[t * k + j] = order[j];
+      float w = s[order[j]];
+      if (scoring == MOERT_CUDA_TOPK_SOFTMAX)
+        w = std::exp(w - s[order[0]]);
+      weights[t * k + j] = w;
+      total += w;
+    }
+    if (normalize || scoring == MOERT_CUDA_TOPK_SOFTMAX)
+      for (int64_t j = 0; j < k; ++j)
+        weights[t * k + j] /= total;
+  }
+}
+
+void testGating(std::mt19937 &rng) {
+  const int64_t T = 77, E = 40, k = 3;
+  for (const TypeCase &type : kTypes)
+    for (int scoring = 0; scoring < 3; ++scoring)
+      for (bool normalize : {false, true}) {
+        std::vector<float> logits = randomValues(T * E, rng);
+        for (float &x : logits)
+          x = roundTo(type.code, x);
+        Buffer<char> dLogits(encode(type.code, logits));
+        Buffer<float> dWeights(T * k);
+        Buffer<int32_t> dIds(T * k);
+        moert_cuda_topk_gating(dLogits.ptr, type.code, T, E, k, scoring,
+                               normalize, dWeights.ptr, dIds.ptr, nullptr);
+        std::vector<float> weights;
+        std::vector<int32_t> ids;
+        gatingReference(logits, T, E, k, scoring, normalize, weights, ids);
+        std::string what = std::string("gating ") + type.name + " scoring " +
+                           std::to_string(scoring) +
+                           (normalize ? " normalized" : "");
+        expect(dIds.download() == ids, what + ": expert ids");
+        expect(maxRelError(dWeights.download(), weights) < 1e-5f,
+               what + ": weights");
+      }
+}
+
+/// Permutation, grouped GEMM and un-permute of one MoE layer, against a
+/// per-token reference.
+void testLayer(std::mt19937 &rng, const TypeCase &type, int64_t capacity) {
+  const int64_t T = 300, E = 6, k = 2, H = 64, N = 96;
+  std::vector<float> x = randomValues(T * H, rng), w = randomValues(E * H * N, rng, 0.1f);
+  for (float &v : x)
+    v = roundTo(type.code, v);
+  for (float &v : w)
+    v = roundTo(type.code, v);
+  std::uniform_int_distribution<int32_t> pick(0, E - 1);
+  std::vector<int32_t> ids(T * k);
+  for (int64_t t = 0; t < T; ++t) {
+    ids[t * k] = pick(rng);
+    do
+      ids[t * k + 1] = pick(rng);
+    while (ids[t * k + 1] == ids[t * k]);
+  }
+  std::vector<float> gate(T * k);
+  for (float &g : gate)
+    g = std::uniform_real_distribution<float>(0, 1)(rng);
+
+  // Reference: stable order by expert, the first `capacity` kept.
+  std::vector<int64_t> offsets(E + 1, 0), count(E, 0);
+  std::vector<int32_t> slot(T * k, -1);
+  for (int32_t e : ids)
+    ++count[e];
+  for (int64_t e = 0; e < E; ++e) {
+    int64_t kept = capacity > 0 ? std::min(count[e], capacity) : count[e];
+    offsets[e + 1] = offsets[e] + kept;
+  }
+  std::vector<int64_t> seen(E, 0);
+  int64_t dropped = 0;
+  for (int64_t i = 0; i < T * k; ++i) {
+    int32_t e = ids[i];
+    if (capacity > 0 && seen[e] >= capacity) {
+      ++dropped;
+      continue;
+    }
+    slot[i] = static_cast<int32_t>(offsets[e] + seen[e]++);
+  }
+  std::vector<float> out(T * N, 0);
+  for (int64_t i = 0; i < T * k; ++i) {
+    if (slot[i] < 0)
+      continue;
+    int64_t t = i / k, e = ids[i];
+    for (int64_t h = 0; h < N; ++h) {
+      // The expert's output row, then rounded to the element type as the
+      // GEMM stores it, then weighted.
+      float y = 0;
+      for (int64_t c = 0; c < H; ++c)
+        y += x[t * H + c] * w[(e * H + c) * N + h];
+      out[t * N + h] += gate[i] * roundTo(type.code, y);
+    }
+  }
+
+  Buffer<char> dX(encode(type.code, x)), dW(encode(type.code, w));
+  Buffer<int32_t> dIds(ids), dSlot(T * k);
+  Buffer<float> dGate(gate);
+  Buffer<char> dXp(T * k * H * type.bytes), dY(T * k * N * type.bytes),
+      dOut(T * N * type.bytes);
+  Buffer<int64_t> dOffsets(E + 1);
+  std::vector<int64_t> hostOffsets(E + 1);
+  int64_t gotDropped = -1;
+  moert_cuda_permute(dX.ptr, type.code, T, H, dIds.ptr, k, E, capacity,
+                     dXp.ptr, dSlot.ptr, dOffsets.ptr, hostOffsets.data(),
+                     &gotDropped, nullptr);
+  std::string what = std::string("layer ") + type.name + " capacity " +
+                     std::to_string(capacity);
+  expect(dSlot.download() == slot, what + ": slot rows");
+  expect(hostOffsets == offsets && dOffsets.download() == offsets,
+         what + ": expert offsets");
+  expect(gotDropped == dropped, what + ": dropped count");
+  std::vector<float> xp = decode(type.code, dXp.download());
+  bool rows = true;
+  for (int64_t i = 0; i < T * k; ++i)
+    if (slot[i] >= 0)
+      rows &= std::equal(xp.begin() + slot[i] * H, xp.begin() + (slot[i] + 1) * H,
+                         x.begin() + (i / k) * H);
+  expect(rows, what + ": permuted rows");
+
+  moert_cuda_grouped_gemm(type.code, E, hostOffsets.data(), H, N, dXp.ptr,
+                          dW.ptr, dY.ptr, nullptr);
+  moert_cuda_unpermute(dY.ptr, type.code, T, N, k, dSlot.ptr, dGate.ptr,
+                       dOut.ptr, nullptr);
+  float err = maxRelError(decode(type.code, dOut.download()), out);
+  expect(err < std::max(type.tolerance, 1e-4f),
+         what + ": grouped GEMM and un-permute (max rel error " +
+             std::to_string(err) + ")");
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  moert::init(argc, argv);
+  moert_cuda_init();
+  std::mt19937 rng(7);
+  testGating(rng);
+  for (const TypeCase &type : kTypes)
+    for (int64_t capacity : {0, 40})
+      testLayer(rng, type, capacity);
+  std::printf("moert-cuda-test: %d of %d checks passed\n", checks - failures,
+              checks);
+  moert::finalize();
+  return failures ? 1 : 0;
+}
