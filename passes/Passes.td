@@ -132,6 +132,18 @@ def MoEVectorizableMathPass : Pass<"moe-vectorizable-math"> {
                            "::mlir::vector::VectorDialect"];
 }
 
+def MoEManagedMemoryPass : Pass<"moe-managed-memory"> {
+  let summary = "Allocate buffers host-shared, for programs whose kernels "
+                "run on a GPU and whose other code runs on the host";
+  let description = [{
+    Rewrites `memref.alloc` (default memory space) into
+    `gpu.alloc host_shared` and its `memref.dealloc` into `gpu.dealloc`, so
+    that GPU kernels and host code reach the same buffers (CUDA managed
+    memory through the runtime's mgpuMemAlloc).
+  }];
+  let dependentDialects = ["::mlir::gpu::GPUDialect"];
+}
+
 def MoERaisePass : Pass<"moe-raise"> {
   let summary = "Recognise exported MoE blocks in onnx programs as moe.layer";
   let description = [{

@@ -37,7 +37,34 @@ struct LowerToLLVMOptions : public PassPipelineOptions<LowerToLLVMOptions> {
 void buildLowerToLLVMPipeline(OpPassManager &pm,
                               const LowerToLLVMOptions &options);
 
-/// Registers `moe-lower-to-llvm`.
+struct LowerToGPUOptions : public PassPipelineOptions<LowerToGPUOptions> {
+  PassOptions::ListOption<std::string> chips{
+      *this, "chips",
+      llvm::cl::desc("GPU architectures to build kernels for (default "
+                     "sm_80,sm_90)")};
+  PassOptions::Option<std::string> features{
+      *this, "features", llvm::cl::desc("PTX features of the kernels"),
+      llvm::cl::init("+ptx80")};
+  PassOptions::Option<std::string> toolkit{
+      *this, "toolkit",
+      llvm::cl::desc("The CUDA toolkit whose ptxas and fatbinary build the "
+                     "kernels"),
+      llvm::cl::init("/usr/local/cuda")};
+  PassOptions::Option<bool> instrument{
+      *this, "instrument", llvm::cl::desc("Record per-layer statistics"),
+      llvm::cl::init(false)};
+  PassOptions::Option<std::string> entry{
+      *this, "entry", llvm::cl::desc("The program's function"),
+      llvm::cl::init("main_graph")};
+};
+
+/// moe ops through linalg and bufferization; parallel loops become GPU
+/// kernels (NVVM, a fatbin for each chip), buffers are host-shared, the host
+/// side becomes the LLVM dialect with moe_entry: the --target=cuda path.
+void buildLowerToGPUPipeline(OpPassManager &pm,
+                             const LowerToGPUOptions &options);
+
+/// Registers `moe-lower-to-llvm` and `moe-lower-to-gpu`.
 void registerPipelines();
 
 } // namespace moe

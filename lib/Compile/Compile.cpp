@@ -137,8 +137,11 @@ LogicalResult mlir::moe::compileModel(MLIRContext &context,
   }
   if (failed(runPipeline(module, "moe-externalize-weights")) ||
       failed(packWeights(module, *bundle)) ||
-      failed(runPipeline(module, "moe-lower-to-llvm{runtime=1 instrument=1 "
-                                 "entry=" + entry + "}")))
+      failed(runPipeline(module,
+                         (options.cuda ? "moe-lower-to-gpu{instrument=1 entry="
+                                       : "moe-lower-to-llvm{runtime=1 "
+                                         "instrument=1 entry=") +
+                             entry + "}")))
     return failure();
 
   bool text = options.emit == EmitStage::LLVM;
@@ -160,5 +163,6 @@ LogicalResult mlir::moe::compileModel(MLIRContext &context,
       failed(linkSharedLibrary(object, library, module.getLoc())))
     return failure();
   llvm::sys::fs::remove(object);
+  bundle->manifest["target"] = options.cuda ? "cuda" : "cpu";
   return writeBundle(*bundle, out, module.getLoc());
 }

@@ -7,6 +7,8 @@
 #include "mlir/Dialect/Bufferization/Pipelines/Passes.h"
 #include "mlir/Dialect/Bufferization/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
 #include "mlir/Dialect/Linalg/Passes.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Pass/PassManager.h"
@@ -15,13 +17,16 @@
 
 using namespace mlir;
 
-void moe::buildLowerToLLVMPipeline(OpPassManager &pm,
-                                   const LowerToLLVMOptions &options) {
+/// moe and onnx ops through linalg and bufferization to buffers: the part
+/// that the CPU and GPU paths share. `runtime`: the moert runtime's calls,
+/// dense function boundaries and results as out-parameters.
+static void buildBufferizedPipeline(OpPassManager &pm, bool decompose,
+                                    bool runtime, bool instrument) {
   // The fused block has no lowering of its own.
-  if (options.decompose)
+  if (decompose)
     pm.addPass(moe::createMoEDecomposePass());
-  if (options.runtime) {
-    if (options.instrument)
+  if (runtime) {
+    if (instrument)
       pm.addPass(moe::createMoEInstrumentLayersPass());
     pm.addPass(moe::createConvertCommToRuntimePass());
   }
@@ -39,13 +44,13 @@ void moe::buildLowerToLLVMPipeline(OpPassManager &pm,
   // tests can hand tensors to the runner's print functions.
   bufferization::OneShotBufferizePassOptions bufferize;
   bufferize.bufferizeFunctionBoundaries = true;
-  if (options.runtime) {
+  if (runtime) {
     // Dense arguments and results: the entry point takes plain pointers.
     bufferize.functionBoundaryTypeConversion =
         bufferization::LayoutMapOption::IdentityLayoutMap;
   }
   pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
-  if (options.runtime) {
+  if (runtime) {
     bufferization::BufferResultsToOutParamsPassOptions outParams;
     outParams.modifyPublicFunctions = true;
     pm.addPass(bufferization::createBufferResultsToOutParamsPass(outParams));
@@ -54,6 +59,12 @@ void moe::buildLowerToLLVMPipeline(OpPassManager &pm,
   bufferization::buildBufferDeallocationPipeline(pm);
   // The deallocation pipeline's clones and deallocs become memref ops.
   pm.addPass(createConvertBufferizationToMemRefPass());
+}
+
+void moe::buildLowerToLLVMPipeline(OpPassManager &pm,
+                                   const LowerToLLVMOptions &options) {
+  buildBufferizedPipeline(pm, options.decompose, options.runtime,
+                          options.instrument);
   if (options.runtime)
     pm.addPass(moe::createConvertMatmulToRuntimePass());
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
@@ -84,10 +95,66 @@ void moe::buildLowerToLLVMPipeline(OpPassManager &pm,
   }
 }
 
+void moe::buildLowerToGPUPipeline(OpPassManager &pm,
+                                   const LowerToGPUOptions &options) {
+  buildBufferizedPipeline(pm, /*decompose=*/true, /*runtime=*/true,
+                          options.instrument);
+  pm.addPass(moe::createMoEManagedMemoryPass());
+  // Parallel loops become kernels, one thread per iteration of the mapped
+  // dimensions; what stays sequential runs on the host.
+  pm.addNestedPass<func::FuncOp>(createConvertLinalgToParallelLoopsPass());
+  pm.addNestedPass<func::FuncOp>(createGpuMapParallelLoopsPass());
+  pm.addNestedPass<func::FuncOp>(createConvertParallelLoopToGpuPass());
+  pm.addPass(createGpuKernelOutliningPass());
+  pm.addPass(createLowerAffinePass());
+  pm.addPass(createSCFToControlFlowPass());
+  SmallVector<std::string> chips(options.chips.begin(), options.chips.end());
+  if (chips.empty())
+    chips = {"sm_80", "sm_90"};
+  for (const std::string &chip : chips) {
+    GpuNVVMAttachTargetOptions target;
+    target.chip = chip;
+    target.features = options.features;
+    pm.addPass(createGpuNVVMAttachTarget(target));
+  }
+  pm.addNestedPass<gpu::GPUModuleOp>(createConvertGpuOpsToNVVMOps());
+  pm.addPass(createReconcileUnrealizedCastsPass());
+  GpuModuleToBinaryPassOptions binary;
+  binary.toolkitPath = options.toolkit;
+  binary.compilationTarget = "fatbin";
+  pm.addPass(createGpuModuleToBinaryPass(binary));
+  // The host side, as on the CPU path.
+  pm.addPass(memref::createExpandStridedMetadataPass());
+  pm.addPass(createLowerAffinePass());
+  pm.addPass(createConvertMathToLLVMPass());
+  pm.addPass(createConvertMathToLibmPass());
+  FinalizeMemRefToLLVMConversionPassOptions memrefToLLVM;
+  memrefToLLVM.useGenericFunctions = true;
+  pm.addPass(createFinalizeMemRefToLLVMConversionPass(memrefToLLVM));
+  GpuToLLVMConversionPassOptions gpuToLLVM;
+  gpuToLLVM.hostBarePtrCallConv = true;
+  pm.addPass(createGpuToLLVMConversionPass(gpuToLLVM));
+  pm.addPass(createArithToLLVMConversionPass());
+  pm.addPass(createConvertControlFlowToLLVMPass());
+  ConvertFuncToLLVMPassOptions funcToLLVM;
+  funcToLLVM.useBarePtrCallConv = true;
+  pm.addPass(createConvertFuncToLLVMPass(funcToLLVM));
+  pm.addPass(createReconcileUnrealizedCastsPass());
+  moe::MoEEmitEntryPassOptions entry;
+  entry.function = options.entry;
+  pm.addPass(moe::createMoEEmitEntryPass(entry));
+}
+
 void moe::registerPipelines() {
   PassPipelineRegistration<LowerToLLVMOptions>(
       "moe-lower-to-llvm",
       "Lower moe programs through linalg and bufferization to the LLVM "
       "dialect (the CPU reference path)",
       buildLowerToLLVMPipeline);
+  PassPipelineRegistration<LowerToGPUOptions>(
+      "moe-lower-to-gpu",
+      "Lower moe programs for NVIDIA GPUs: parallel loops become kernels "
+      "compiled to a fatbin, host code goes to the LLVM dialect (what "
+      "moe-compile --target=cuda builds)",
+      buildLowerToGPUPipeline);
 }

@@ -121,11 +121,6 @@ int main(int argc, char **argv) {
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
 
-  if (target == Target::CUDA) {
-    emitError(UnknownLoc::get(&context))
-        << "moe-compile: --target=cuda is not available in this build";
-    return 1;
-  }
   for (auto [name, value] : degrees()) {
     if (value < 0) {
       emitError(UnknownLoc::get(&context))
@@ -140,6 +135,7 @@ int main(int argc, char **argv) {
   options.emit = emit;
   options.planOptions = planOptions();
   options.optLevel = optLevel;
+  options.cuda = target == Target::CUDA;
   for (const std::string &spec : inputShapes) {
     std::string error;
     if (failed(moe::addInputShape(spec, options.import, error))) {

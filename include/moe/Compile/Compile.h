@@ -36,6 +36,8 @@ struct CompileOptions {
   /// world size is their product unless given.
   std::string planOptions;
   unsigned optLevel = 3;
+  /// NVIDIA GPUs (kernels through NVVM, the CUDA runtime) instead of the CPU.
+  bool cuda = false;
 };
 
 /// Registers the dialects and translations that compileModel uses.

@@ -1,0 +1,61 @@
+//===- ManagedMemory.cpp - Buffers that host and GPU code both reach ------===//
+//
+// With --target=cuda, parallel loops run as GPU kernels while the rest of
+// the program (runtime calls, sequential loops) stays on the host. Until
+// every buffer has one home, each is allocated host-shared (CUDA managed
+// memory, through mgpuMemAlloc), so that both sides may touch it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+namespace mlir::moe {
+#define GEN_PASS_DEF_MOEMANAGEDMEMORYPASS
+#include "passes/Passes.h.inc"
+
+namespace {
+
+struct AllocToManaged : public OpRewritePattern<memref::AllocOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(memref::AllocOp op,
+                                PatternRewriter &rewriter) const override {
+    if (op.getType().getMemorySpace())
+      return rewriter.notifyMatchFailure(op, "has a memory space");
+    auto alloc = gpu::AllocOp::create(
+        rewriter, op.getLoc(), op.getType(), /*asyncToken=*/Type(),
+        /*asyncDependencies=*/ValueRange(), op.getDynamicSizes(),
+        op.getSymbolOperands(), /*hostShared=*/true);
+    rewriter.replaceOp(op, alloc.getMemref());
+    return success();
+  }
+};
+
+struct DeallocToManaged : public OpRewritePattern<memref::DeallocOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(memref::DeallocOp op,
+                                PatternRewriter &rewriter) const override {
+    if (!op.getMemref().getDefiningOp<gpu::AllocOp>())
+      return rewriter.notifyMatchFailure(op, "not a gpu.alloc'ed buffer");
+    gpu::DeallocOp::create(rewriter, op.getLoc(), /*asyncToken=*/Type(),
+                           ValueRange(), op.getMemref());
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
+struct MoEManagedMemoryPass
+    : public impl::MoEManagedMemoryPassBase<MoEManagedMemoryPass> {
+  using Base::Base;
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    patterns.add<AllocToManaged, DeallocToManaged>(&getContext());
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+      return signalPassFailure();
+  }
+};
+
+} // namespace
+} // namespace mlir::moe
