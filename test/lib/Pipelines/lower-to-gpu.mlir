@@ -4,12 +4,12 @@
 // REQUIRES: cuda
 // RUN: moe-opt %s --moe-lower-to-gpu | FileCheck %s
 
-// CHECK: gpu.binary @main_graph_kernel
-// CHECK-SAME: #nvvm.target<chip = "sm_80", features = "+ptx80">
-// CHECK-SAME: #nvvm.target<chip = "sm_90", features = "+ptx80">
 // CHECK: llvm.func @main_graph(
 // CHECK: llvm.call @mgpuMemAlloc
 // CHECK: gpu.launch_func
+// CHECK: gpu.binary @main_graph_kernel
+// CHECK-SAME: #nvvm.target<chip = "sm_80", features = "+ptx80">
+// CHECK-SAME: #nvvm.target<chip = "sm_90", features = "+ptx80">
 // CHECK: llvm.func @moe_entry(
 func.func @main_graph(%a: tensor<64x32xf32>, %b: tensor<64x32xf32>) -> tensor<64x32xf32> {
   %e = tensor.empty() : tensor<64x32xf32>
