@@ -61,6 +61,40 @@ static void buildBufferizedPipeline(OpPassManager &pm, bool decompose,
   pm.addPass(createConvertBufferizationToMemRefPass());
 }
 
+/// Host code on buffers and control flow to the LLVM dialect. `runtime`:
+/// the moert allocator, bare-pointer functions and `moe_entry` wrapping
+/// `entry`; `gpu`: kernel launches and GPU buffers become mgpu* calls.
+static void buildHostToLLVMPipeline(OpPassManager &pm, bool runtime, bool gpu,
+                                    StringRef entry) {
+  // Subviews of the per-group slices become plain descriptors.
+  pm.addPass(memref::createExpandStridedMetadataPass());
+  pm.addPass(createLowerAffinePass());
+  // Intrinsics first (fma and floor must stay instructions); what has none
+  // (erf, tanh outside the runtime path) calls libm.
+  pm.addPass(createConvertMathToLLVMPass());
+  pm.addPass(createConvertMathToLibmPass());
+  FinalizeMemRefToLLVMConversionPassOptions memrefToLLVM;
+  // The runtime's allocator reuses buffers across calls.
+  memrefToLLVM.useGenericFunctions = runtime;
+  pm.addPass(createFinalizeMemRefToLLVMConversionPass(memrefToLLVM));
+  if (gpu) {
+    GpuToLLVMConversionPassOptions gpuToLLVM;
+    gpuToLLVM.hostBarePtrCallConv = runtime;
+    pm.addPass(createGpuToLLVMConversionPass(gpuToLLVM));
+  }
+  pm.addPass(createArithToLLVMConversionPass());
+  pm.addPass(createConvertControlFlowToLLVMPass());
+  ConvertFuncToLLVMPassOptions funcToLLVM;
+  funcToLLVM.useBarePtrCallConv = runtime;
+  pm.addPass(createConvertFuncToLLVMPass(funcToLLVM));
+  pm.addPass(createReconcileUnrealizedCastsPass());
+  if (runtime) {
+    moe::MoEEmitEntryPassOptions entryOptions;
+    entryOptions.function = entry.str();
+    pm.addPass(moe::createMoEEmitEntryPass(entryOptions));
+  }
+}
+
 void moe::buildLowerToLLVMPipeline(OpPassManager &pm,
                                    const LowerToLLVMOptions &options) {
   buildBufferizedPipeline(pm, options.decompose, options.runtime,
@@ -71,28 +105,7 @@ void moe::buildLowerToLLVMPipeline(OpPassManager &pm,
   if (options.runtime)
     pm.addPass(moe::createMoEVectorizableMathPass());
   pm.addPass(createSCFToControlFlowPass());
-  // Subviews of the per-group slices become plain descriptors.
-  pm.addPass(memref::createExpandStridedMetadataPass());
-  pm.addPass(createLowerAffinePass());
-  // Intrinsics first (fma and floor must stay instructions); what has none
-  // (erf, tanh outside the runtime path) calls libm.
-  pm.addPass(createConvertMathToLLVMPass());
-  pm.addPass(createConvertMathToLibmPass());
-  FinalizeMemRefToLLVMConversionPassOptions memrefToLLVM;
-  // The runtime's allocator reuses buffers across calls.
-  memrefToLLVM.useGenericFunctions = options.runtime;
-  pm.addPass(createFinalizeMemRefToLLVMConversionPass(memrefToLLVM));
-  pm.addPass(createArithToLLVMConversionPass());
-  pm.addPass(createConvertControlFlowToLLVMPass());
-  ConvertFuncToLLVMPassOptions funcToLLVM;
-  funcToLLVM.useBarePtrCallConv = options.runtime;
-  pm.addPass(createConvertFuncToLLVMPass(funcToLLVM));
-  pm.addPass(createReconcileUnrealizedCastsPass());
-  if (options.runtime) {
-    moe::MoEEmitEntryPassOptions entry;
-    entry.function = options.entry;
-    pm.addPass(moe::createMoEEmitEntryPass(entry));
-  }
+  buildHostToLLVMPipeline(pm, options.runtime, /*gpu=*/false, options.entry);
 }
 
 void moe::buildLowerToGPUPipeline(OpPassManager &pm,
@@ -123,26 +136,7 @@ void moe::buildLowerToGPUPipeline(OpPassManager &pm,
   binary.toolkitPath = options.toolkit;
   binary.compilationTarget = "fatbin";
   pm.addPass(createGpuModuleToBinaryPass(binary));
-  // The host side, as on the CPU path.
-  pm.addPass(memref::createExpandStridedMetadataPass());
-  pm.addPass(createLowerAffinePass());
-  pm.addPass(createConvertMathToLLVMPass());
-  pm.addPass(createConvertMathToLibmPass());
-  FinalizeMemRefToLLVMConversionPassOptions memrefToLLVM;
-  memrefToLLVM.useGenericFunctions = true;
-  pm.addPass(createFinalizeMemRefToLLVMConversionPass(memrefToLLVM));
-  GpuToLLVMConversionPassOptions gpuToLLVM;
-  gpuToLLVM.hostBarePtrCallConv = true;
-  pm.addPass(createGpuToLLVMConversionPass(gpuToLLVM));
-  pm.addPass(createArithToLLVMConversionPass());
-  pm.addPass(createConvertControlFlowToLLVMPass());
-  ConvertFuncToLLVMPassOptions funcToLLVM;
-  funcToLLVM.useBarePtrCallConv = true;
-  pm.addPass(createConvertFuncToLLVMPass(funcToLLVM));
-  pm.addPass(createReconcileUnrealizedCastsPass());
-  moe::MoEEmitEntryPassOptions entry;
-  entry.function = options.entry;
-  pm.addPass(moe::createMoEEmitEntryPass(entry));
+  buildHostToLLVMPipeline(pm, /*runtime=*/true, /*gpu=*/true, options.entry);
 }
 
 void moe::registerPipelines() {

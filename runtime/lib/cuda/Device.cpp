@@ -151,9 +151,6 @@ void mgpuMemcpy(void *dst, void *src, size_t bytes, void *stream) {
         "cudaMemcpyAsync");
 }
 
-void mgpuMemset32(void *dst, uint32_t value, size_t count, void *stream);
-void mgpuMemset16(void *dst, uint16_t value, size_t count, void *stream);
-
 void *mgpuModuleLoad(void *data, size_t /*bytes*/) {
   device();
   cudaLibrary_t library;

@@ -33,11 +33,10 @@ namespace {
 struct PointerArrays {
   void **host = nullptr, **device = nullptr;
   size_t capacity = 0;
-  void reserve(size_t count, cudaStream_t stream) {
+  /// The caller has waited for the stream: no copy reads the old arrays.
+  void reserve(size_t count) {
     if (count <= capacity)
       return;
-    // The previous staging may still be read by an earlier copy.
-    check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
     if (host) {
       check(cudaFreeHost(host), "cudaFreeHost");
       check(cudaFree(device), "cudaFree");
@@ -88,10 +87,10 @@ void moert_cuda_grouped_gemm(int32_t dtype, int64_t experts,
   if (groups == 0)
     return;
 
-  static PointerArrays arrays;
-  arrays.reserve(3 * static_cast<size_t>(groups), s);
   // An earlier call's copy out of the staging must be done before reuse.
   check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+  static PointerArrays arrays;
+  arrays.reserve(3 * static_cast<size_t>(groups));
   for (int g = 0; g < groups; ++g) {
     arrays.host[g] = const_cast<void *>(a[g]);
     arrays.host[groups + g] = const_cast<void *>(b[g]);
