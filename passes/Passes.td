@@ -132,6 +132,40 @@ def MoEVectorizableMathPass : Pass<"moe-vectorizable-math"> {
                            "::mlir::vector::VectorDialect"];
 }
 
+def MoEFuseElementwisePass : Pass<"moe-fuse-elementwise"> {
+  let summary = "Fuse chains of elementwise linalg ops on tensors, leaving "
+                "contractions whole";
+  let description = [{
+    Merges every elementwise `linalg.generic` whose result has a single use
+    into that user (another elementwise op or a reduction), so that a chain
+    such as attention's scale, mask add and softmax, or a norm's square,
+    mean and scale, runs as one loop nest instead of one pass over memory per
+    op. Contractions are neither fused into nor fused from: with a prologue
+    or an epilogue they would no longer lower to a BLAS call.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect"];
+}
+
+def MoEFuseRowsPass : Pass<"moe-fuse-rows"> {
+  let summary = "Compute softmaxes and norms one row at a time: tile the "
+                "last elementwise op of a chain with reductions by rows and "
+                "fuse its producers into the row loop";
+  let description = [{
+    For each elementwise `linalg` op on tensors whose producers include a
+    reduction (a softmax's max and sum, a norm's mean), tiles every loop but
+    the innermost with size 1 and fuses the producers into that loop, so that
+    each row is read once and its intermediates never leave the cache.
+
+    A producer fuses when its loops line up with its user's (same loop count,
+    the user's operand map equal to the producer's result map), it reduces
+    over the innermost loop only, and all its users are in the chain; a
+    reduction's fill fuses with it. Contractions never fuse. Chains without a
+    reduction are left to `moe-fuse-elementwise`.
+  }];
+  let dependentDialects = ["::mlir::scf::SCFDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 def MoEManagedMemoryPass : Pass<"moe-managed-memory"> {
   let summary = "Allocate buffers host-shared, for programs whose kernels "
                 "run on a GPU and whose other code runs on the host";

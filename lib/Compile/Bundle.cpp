@@ -112,7 +112,9 @@ FailureOr<Bundle> mlir::moe::describeProgram(ModuleOp module,
     world *= extent;
 
   bundle.manifest = json::Object{
-      {"format", 1},
+      // Bumped with every change of the moert_* calls that compiled code
+      // makes, so that moe-run refuses bundles built for another runtime.
+      {"format", 2},
       {"library", "model.so"},
       {"entry", "moe_entry"},
       {"world_size", world},

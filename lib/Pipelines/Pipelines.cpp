@@ -40,6 +40,13 @@ static void buildBufferizedPipeline(OpPassManager &pm, bool decompose,
   pm.addPass(createConvertElementwiseToLinalgPass());
   // Fold the index arithmetic of the lowering before bufferizing.
   pm.addPass(createCanonicalizerPass());
+  // Chains of elementwise ops (attention's scale, mask and softmax, the
+  // norms, residual adds) become one loop nest each instead of one pass over
+  // memory per op.
+  pm.addPass(moe::createMoEFuseElementwisePass());
+  // What elementwise fusion leaves at reductions (softmax, norms) runs one
+  // row at a time.
+  pm.addPass(moe::createMoEFuseRowsPass());
   // Whole-program bufferization, function signatures included, so that
   // tests can hand tensors to the runner's print functions.
   bufferization::OneShotBufferizePassOptions bufferize;

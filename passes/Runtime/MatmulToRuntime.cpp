@@ -7,7 +7,9 @@
 // broadcast operand's extra m dims, extra reduction dims, which accumulate)
 // becomes an scf.for around the call. Each operand's stride along a loop
 // comes from its indexing map and its strided metadata, so transposed and
-// broadcast operands need no copies. Matmuls that the expert lowering marked
+// broadcast operands need no copies. A zero fill of the output just before
+// the contraction is dropped and the call overwrites instead of adding: one
+// pass less over the output. Matmuls that the expert lowering marked
 // `moe.expert_gemm` are recorded as expert GEMMs for `moe-run --stats`.
 //
 //===----------------------------------------------------------------------===//
@@ -16,8 +18,11 @@
 #include "passes/Runtime/RuntimeCalls.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace mlir::moe {
@@ -62,6 +67,28 @@ Value advance(OpBuilder &b, Location loc, Value pointer, Value offset) {
                              pointer, ValueRange{toI64(b, loc, offset)});
 }
 
+/// The zero fill of `op`'s output right before it (nothing with memory
+/// effects in between), which writing the output instead of accumulating
+/// makes redundant; null if there is none or another reduction loop must
+/// accumulate across calls.
+linalg::FillOp redundantZeroFill(linalg::LinalgOp op,
+                                 const linalg::ContractionDimensions &dims) {
+  if (dims.k.size() != 1)
+    return {};
+  Value output = op.getDpsInitOperand(0)->get();
+  for (Operation *prev = op->getPrevNode(); prev; prev = prev->getPrevNode()) {
+    if (auto fill = dyn_cast<linalg::FillOp>(prev)) {
+      if (fill.hasPureBufferSemantics() && fill.getOutputs()[0] == output &&
+          matchPattern(fill.value(), m_AnyZeroFloat()))
+        return fill;
+      return {};
+    }
+    if (!isMemoryEffectFree(prev))
+      return {};
+  }
+  return {};
+}
+
 struct ContractionToRuntime final
     : OpInterfaceRewritePattern<linalg::LinalgOp> {
   using OpInterfaceRewritePattern::OpInterfaceRewritePattern;
@@ -73,9 +100,10 @@ struct ContractionToRuntime final
     if (op.getNumDpsInputs() != 2 || op.getNumDpsInits() != 1)
       return rewriter.notifyMatchFailure(op, "not a two-input contraction");
     if (!llvm::all_of(op->getOperandTypes(), [](Type type) {
-          return cast<MemRefType>(type).getElementType().isF32();
+          auto memref = dyn_cast<MemRefType>(type);
+          return memref && memref.getElementType().isF32();
         }))
-      return rewriter.notifyMatchFailure(op, "not f32");
+      return rewriter.notifyMatchFailure(op, "not f32 buffers");
     if (!linalg::isaContractionOpInterface(op))
       return rewriter.notifyMatchFailure(op, "not a multiply-add contraction");
     FailureOr<linalg::ContractionDimensions> dims =
@@ -100,6 +128,7 @@ struct ContractionToRuntime final
                                   maps[operand.getOperandNumber()]));
     unsigned m = dims->m.back(), n = dims->n.back(), k = dims->k.back();
     int32_t site = op->hasAttr("moe.expert_gemm") ? 1 : 0;
+    linalg::FillOp zeroFill = redundantZeroFill(op, *dims);
 
     // Batch loops around the call, each moving every operand's offset.
     SmallVector<Value> offsets = llvm::to_vector(llvm::map_range(
@@ -129,8 +158,11 @@ struct ContractionToRuntime final
          {toI64(rewriter, loc, size(m)), toI64(rewriter, loc, size(n)),
           toI64(rewriter, loc, size(k)), pointer(0), stride(0, m),
           stride(0, k), pointer(1), stride(1, k), stride(1, n), pointer(2),
-          stride(2, m), stride(2, n), i32Const(rewriter, loc, site)});
+          stride(2, m), stride(2, n), i32Const(rewriter, loc, zeroFill ? 0 : 1),
+          i32Const(rewriter, loc, site)});
     rewriter.eraseOp(op);
+    if (zeroFill)
+      rewriter.eraseOp(zeroFill);
     return success();
   }
 };

@@ -1,10 +1,14 @@
 //===- Matmul.cpp - Strided f32 matrix multiply-accumulate ----------------===//
 //
-// Compiled code passes operands with arbitrary strides (transposed weights,
-// slices of expert buffers). cblas_sgemm takes a row-major matrix with a
-// leading dimension, transposed or not, so any operand with a unit stride
-// maps onto it; C, which cblas cannot transpose, maps through
-// C^T = B^T A^T. Anything else takes a plain loop.
+// Compiled code passes operands with arbitrary strides (weights read
+// transposed, slices of expert buffers, attention heads). oneDNN's matmul
+// takes any strides directly, so no operand is copied or repacked by us; its
+// brgemm kernels read the `[out, in]` expert weights as they are stored and
+// beat a BLAS sgemm on the skinny expert GEMMs. C += A B is the matmul with
+// a sum post-op; C = A B, where the compiler saw C freshly zeroed, without. Primitives are kept per shape and stride: expert GEMMs see
+// a new row count whenever the routing changes, and building a primitive
+// (JIT included) costs a fraction of a millisecond. A layout oneDNN refuses
+// (a broadcast operand's zero stride) takes a plain loop.
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,80 +16,184 @@
 
 #include "moert/moert.h"
 
-#include <cblas.h>
+#include <oneapi/dnnl/dnnl.h>
 
-#include <algorithm>
+#include <array>
 #include <chrono>
-#include <climits>
+#include <map>
 
 using namespace moert;
+
+// libgomp's, the OpenMP runtime oneDNN runs on (its omp.h is GCC's, not on
+// clang's include path).
+extern "C" void omp_set_num_threads(int);
 
 namespace {
 /// A rows x cols matrix: element (r, c) at r * sRow + c * sCol.
 struct View {
   int64_t rows, cols, sRow, sCol;
-  View t() const { return {cols, rows, sCol, sRow}; }
 };
+
+/// M, N, K, the six strides and whether C accumulates: what a primitive is
+/// built for.
+using Shape = std::array<int64_t, 10>;
+
+/// One matmul primitive and the memory objects it runs on; only their data
+/// handles change from call to call.
+struct Kernel {
+  dnnl_primitive_t primitive = nullptr;
+  dnnl_memory_t a = nullptr, b = nullptr, c = nullptr;
+};
+
+class Matmuls {
+public:
+  Matmuls() {
+    if (dnnl_engine_create(&engine, dnnl_cpu, 0) != dnnl_success ||
+        dnnl_stream_create(&stream, engine, dnnl_stream_default_flags) !=
+            dnnl_success)
+      detail::fail("moert_matmul_f32: oneDNN has no CPU engine");
+  }
+
+  /// The primitive for `shape`, or null when oneDNN has none for it.
+  const Kernel *get(const Shape &shape, const View &a, const View &b,
+                    const View &c, bool accumulate) {
+    // Row counts follow the routing, so a long run meets many shapes; keep
+    // the primitives of recent ones only.
+    if (kernels.size() >= kMaxKernels && !kernels.count(shape))
+      clear();
+    auto [it, inserted] = kernels.try_emplace(shape);
+    if (inserted)
+      it->second = build(a, b, c, accumulate);
+    return it->second.primitive ? &it->second : nullptr;
+  }
+
+  void run(const Kernel &k, const float *A, const float *B, float *C) {
+    dnnl_memory_set_data_handle(k.a, const_cast<float *>(A));
+    dnnl_memory_set_data_handle(k.b, const_cast<float *>(B));
+    dnnl_memory_set_data_handle(k.c, C);
+    dnnl_exec_arg_t args[] = {{DNNL_ARG_SRC, k.a},
+                              {DNNL_ARG_WEIGHTS, k.b},
+                              {DNNL_ARG_DST, k.c}};
+    if (dnnl_primitive_execute(k.primitive, stream, 3, args) != dnnl_success ||
+        dnnl_stream_wait(stream) != dnnl_success)
+      detail::fail("moert_matmul_f32: oneDNN matmul failed");
+  }
+
+private:
+  /// A 2-D descriptor of `v`. A stride along an extent of 1 is never used;
+  /// it becomes one oneDNN accepts.
+  static bool describe(const View &v, dnnl_memory_desc_t &md) {
+    dnnl_dims_t dims = {v.rows, v.cols};
+    dnnl_dims_t strides = {v.rows > 1 ? v.sRow : v.cols * v.sCol,
+                           v.cols > 1 ? v.sCol : 1};
+    if (v.cols == 1 && v.rows == 1)
+      strides[0] = 1;
+    if (strides[0] <= 0 || strides[1] <= 0)
+      return false;
+    return dnnl_memory_desc_init_by_strides(&md, 2, dims, dnnl_f32, strides) ==
+           dnnl_success;
+  }
+
+  static void destroy(Kernel &k) {
+    for (dnnl_memory_t m : {k.a, k.b, k.c})
+      if (m)
+        dnnl_memory_destroy(m);
+    if (k.primitive)
+      dnnl_primitive_destroy(k.primitive);
+    k = Kernel();
+  }
+
+  void clear() {
+    for (auto &entry : kernels)
+      destroy(entry.second);
+    kernels.clear();
+  }
+
+  Kernel build(const View &a, const View &b, const View &c, bool accumulate) {
+    Kernel k;
+    dnnl_memory_desc_t aMd, bMd, cMd;
+    if (!describe(a, aMd) || !describe(b, bMd) || !describe(c, cMd))
+      return k;
+    dnnl_matmul_desc_t desc;
+    dnnl_post_ops_t postOps = nullptr;
+    dnnl_primitive_attr_t attr = nullptr;
+    dnnl_primitive_desc_t pd = nullptr;
+    bool ok = dnnl_matmul_desc_init(&desc, &aMd, &bMd, nullptr, &cMd) ==
+                  dnnl_success &&
+              dnnl_post_ops_create(&postOps) == dnnl_success &&
+              (!accumulate ||
+               dnnl_post_ops_append_sum(postOps, 1.0f) == dnnl_success) &&
+              dnnl_primitive_attr_create(&attr) == dnnl_success &&
+              dnnl_primitive_attr_set_post_ops(attr, postOps) ==
+                  dnnl_success &&
+              dnnl_primitive_desc_create(&pd, &desc, attr, engine, nullptr) ==
+                  dnnl_success &&
+              dnnl_primitive_create(&k.primitive, pd) == dnnl_success &&
+              dnnl_memory_create(&k.a, &aMd, engine, DNNL_MEMORY_NONE) ==
+                  dnnl_success &&
+              dnnl_memory_create(&k.b, &bMd, engine, DNNL_MEMORY_NONE) ==
+                  dnnl_success &&
+              dnnl_memory_create(&k.c, &cMd, engine, DNNL_MEMORY_NONE) ==
+                  dnnl_success;
+    if (pd)
+      dnnl_primitive_desc_destroy(pd);
+    if (attr)
+      dnnl_primitive_attr_destroy(attr);
+    if (postOps)
+      dnnl_post_ops_destroy(postOps);
+    if (!ok)
+      destroy(k);
+    return k;
+  }
+
+  static constexpr size_t kMaxKernels = 1024;
+  dnnl_engine_t engine = nullptr;
+  dnnl_stream_t stream = nullptr;
+  std::map<Shape, Kernel> kernels;
+};
+
+Matmuls &matmuls() {
+  static Matmuls *instance = new Matmuls(); // lives as long as the process
+  return *instance;
+}
 } // namespace
 
-/// True when `v` is a row-major matrix with leading dimension `ld`. Strides
-/// along an extent of 1 are never used, so they do not matter.
-static bool isRowMajor(const View &v, int64_t &ld) {
-  if (v.cols > 1 && v.sCol != 1)
-    return false;
-  ld = v.rows > 1 ? v.sRow : std::max<int64_t>(v.cols, 1);
-  return ld >= std::max<int64_t>(v.cols, 1) && ld <= INT_MAX;
-}
-
-/// How cblas reads `v`: as stored, or as the transpose of what is stored.
-static bool blasLayout(const View &v, CBLAS_TRANSPOSE &trans, int64_t &ld) {
-  trans = CblasNoTrans;
-  if (isRowMajor(v, ld))
-    return true;
-  trans = CblasTrans;
-  return isRowMajor(v.t(), ld);
-}
-
-/// C += A B through cblas_sgemm; false when a layout does not fit.
-static bool gemmBlas(const View &a, const float *A, const View &b,
-                     const float *B, const View &c, float *C) {
-  CBLAS_TRANSPOSE ta, tb, tc;
-  int64_t lda, ldb, ldc;
-  if (!blasLayout(c, tc, ldc))
-    return false;
-  if (tc == CblasTrans)
-    return gemmBlas(b.t(), B, a.t(), A, c.t(), C);
-  if (!blasLayout(a, ta, lda) || !blasLayout(b, tb, ldb) ||
-      std::max({c.rows, c.cols, a.cols}) > INT_MAX)
-    return false;
-  cblas_sgemm(CblasRowMajor, ta, tb, c.rows, c.cols, a.cols, 1.0f, A, lda, B,
-              ldb, 1.0f, C, ldc);
-  return true;
-}
-
 static void gemmLoop(const View &a, const float *A, const View &b,
-                     const float *B, const View &c, float *C) {
+                     const float *B, const View &c, float *C,
+                     bool accumulate) {
   for (int64_t m = 0; m < c.rows; ++m)
     for (int64_t n = 0; n < c.cols; ++n) {
       float acc = 0;
       for (int64_t k = 0; k < a.cols; ++k)
         acc += A[m * a.sRow + k * a.sCol] * B[k * b.sRow + n * b.sCol];
-      C[m * c.sRow + n * c.sCol] += acc;
+      float &out = C[m * c.sRow + n * c.sCol];
+      out = accumulate ? out + acc : acc;
     }
 }
 
 void moert_matmul_f32(int64_t M, int64_t N, int64_t K, const float *A,
                       int64_t sAm, int64_t sAk, const float *B, int64_t sBk,
                       int64_t sBn, float *C, int64_t sCm, int64_t sCn,
-                      int32_t site) {
+                      int32_t accumulate, int32_t site) {
   if (M < 0 || N < 0 || K < 0)
     detail::fail("moert_matmul_f32: negative size M=", M, " N=", N, " K=", K);
-  if (M == 0 || N == 0 || K == 0)
+  if (M == 0 || N == 0)
     return;
+  if (K == 0) { // an empty sum: C stays, or becomes 0
+    for (int64_t m = 0; !accumulate && m < M; ++m)
+      for (int64_t n = 0; n < N; ++n)
+        C[m * sCm + n * sCn] = 0;
+    return;
+  }
   auto start = std::chrono::steady_clock::now();
   View a{M, K, sAm, sAk}, b{K, N, sBk, sBn}, c{M, N, sCm, sCn};
-  if (!gemmBlas(a, A, b, B, c, C))
-    gemmLoop(a, A, b, B, c, C);
+  Matmuls &all = matmuls();
+  bool add = accumulate != 0;
+  if (const Kernel *kernel = all.get(
+          {M, N, K, sAm, sAk, sBk, sBn, sCm, sCn, add}, a, b, c, add))
+    all.run(*kernel, A, B, C);
+  else
+    gemmLoop(a, A, b, B, c, C, add);
   if (site == 1)
     detail::recordGemm(
         2.0 * M * N * K,
@@ -95,5 +203,5 @@ void moert_matmul_f32(int64_t M, int64_t N, int64_t K, const float *A,
 
 void moert::setThreads(int threads) {
   if (threads > 0)
-    openblas_set_num_threads(threads);
+    omp_set_num_threads(threads);
 }

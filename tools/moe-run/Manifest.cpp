@@ -51,8 +51,10 @@ static bool fromJSON(const json::Value &v, Manifest &m, json::Path p) {
   int64_t format = 0;
   if (!o || !o.map("format", format))
     return false;
-  if (format != 1) {
-    p.field("format").report("moe-run reads format 1");
+  if (format != 2) {
+    // Format 1 called moert_matmul_f32 without its accumulate flag.
+    p.field("format").report("moe-run reads format 2; recompile the bundle "
+                             "with this version's moe-compile");
     return false;
   }
   Grid grid;

@@ -73,14 +73,15 @@ void moert_recv(void *out, int64_t bytes, int64_t axes, int64_t source);
 void moert_broadcast(const void *in, void *out, int64_t bytes, int64_t axes,
                      int64_t root);
 
-/* C[m*sCm + n*sCn] += sum_k A[m*sAm + k*sAk] * B[k*sBk + n*sBn]. Goes to
- * cblas_sgemm whenever every operand has a unit stride, to a plain loop
- * otherwise. site 1 marks an expert GEMM, whose time and flops --stats
- * reports; 0 is any other. */
+/* C[m*sCm + n*sCn] (+)= sum_k A[m*sAm + k*sAk] * B[k*sBk + n*sBn]: adds to
+ * C when accumulate is non-zero, overwrites it otherwise. Any strides
+ * oneDNN's matmul takes (positive ones) go to it, anything else to a plain
+ * loop. site 1 marks an expert GEMM, whose time and flops --stats reports;
+ * 0 is any other. */
 void moert_matmul_f32(int64_t M, int64_t N, int64_t K, const float *A,
                       int64_t sAm, int64_t sAk, const float *B, int64_t sBk,
                       int64_t sBn, float *C, int64_t sCm, int64_t sCn,
-                      int32_t site);
+                      int32_t accumulate, int32_t site);
 
 /* Statistics of MoE layer `layer` (ids from 0), always collected.
  * begin/end bracket the layer's time in a run. moert_layer_tokens counts the

@@ -1,13 +1,14 @@
 // RUN: moe-opt %s --convert-matmul-to-runtime | FileCheck %s
 
 // x [m, k] times W^T for W [n, k] (the expert FFN's form): B's strides along
-// k and n are W's 1 and 8; an expert GEMM is site 1.
+// k and n are W's 1 and 8; the output is added to (accumulate 1); an expert
+// GEMM is site 1.
 // CHECK-LABEL: func.func @expert
 // CHECK-NOT: linalg.matmul
 // CHECK: %[[A:.*]], %[[AOFF:.*]], %{{.*}}:2, %[[AS:.*]]:2 = memref.extract_strided_metadata %arg0
 // CHECK: %[[B:.*]], %[[BOFF:.*]], %{{.*}}:2, %[[BS:.*]]:2 = memref.extract_strided_metadata %arg1
 // CHECK: %[[C:.*]], %[[COFF:.*]], %{{.*}}:2, %[[CS:.*]]:2 = memref.extract_strided_metadata %arg2
-// CHECK: call @moert_matmul_f32(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %c1_i32)
+// CHECK: call @moert_matmul_f32(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %c1_i32, %c1_i32)
 #lhs = affine_map<(m, n, k) -> (m, k)>
 #rhs_t = affine_map<(m, n, k) -> (n, k)>
 #out = affine_map<(m, n, k) -> (m, n)>
@@ -21,7 +22,7 @@ func.func @expert(%x: memref<?x8xf32, strided<[8, 1], offset: ?>>, %w: memref<16
 // one call per batch inside an scf.for; other GEMMs are site 0.
 // CHECK-LABEL: func.func @batched
 // CHECK: scf.for %[[I:.*]] = %c0 to %c2 step %c1
-// CHECK: call @moert_matmul_f32({{.*}}, %c0_i32)
+// CHECK: call @moert_matmul_f32({{.*}}, %c1_i32, %c0_i32)
 func.func @batched(%a: memref<2x4x8xf32>, %b: memref<8x3xf32>, %c: memref<2x4x3xf32>) {
   linalg.generic {indexing_maps = [affine_map<(b, m, n, k) -> (b, m, k)>, affine_map<(b, m, n, k) -> (k, n)>, affine_map<(b, m, n, k) -> (b, m, n)>],
                   iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
@@ -34,11 +35,64 @@ func.func @batched(%a: memref<2x4x8xf32>, %b: memref<8x3xf32>, %c: memref<2x4x3x
   return
 }
 
+// A zero fill right before the contraction (only side-effect-free ops in
+// between) is dropped: the call overwrites its output (accumulate 0).
+// CHECK-LABEL: func.func @zero_filled
+// CHECK-NOT: linalg.fill
+// CHECK: call @moert_matmul_f32({{.*}}, %c0_i32, %c0_i32)
+func.func @zero_filled(%a: memref<4x8xf32>, %b: memref<8x3xf32>, %c: memref<4x3xf32>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%c : memref<4x3xf32>)
+  %view = memref.subview %a[0, 0] [4, 8] [1, 1] : memref<4x8xf32> to memref<4x8xf32, strided<[8, 1]>>
+  linalg.matmul ins(%view, %b : memref<4x8xf32, strided<[8, 1]>>, memref<8x3xf32>) outs(%c : memref<4x3xf32>)
+  return
+}
+
+// A fill of another value, of another buffer, or one with a write in between
+// stays; the call accumulates onto it.
+// CHECK-LABEL: func.func @fill_kept
+// CHECK: linalg.fill ins(%{{.*}} : f32) outs(%arg2
+// CHECK: call @moert_matmul_f32({{.*}}, %c1_i32, %c0_i32)
+// CHECK: linalg.fill ins(%{{.*}} : f32) outs(%arg3
+// CHECK: call @moert_matmul_f32({{.*}}, %c1_i32, %c0_i32)
+// CHECK: linalg.fill
+// CHECK: memref.store
+// CHECK: call @moert_matmul_f32({{.*}}, %c1_i32, %c0_i32)
+func.func @fill_kept(%a: memref<4x8xf32>, %b: memref<8x3xf32>, %c: memref<4x3xf32>, %d: memref<4x3xf32>) {
+  %one = arith.constant 1.0 : f32
+  %zero = arith.constant 0.0 : f32
+  %i = arith.constant 0 : index
+  linalg.fill ins(%one : f32) outs(%c : memref<4x3xf32>)
+  linalg.matmul ins(%a, %b : memref<4x8xf32>, memref<8x3xf32>) outs(%c : memref<4x3xf32>)
+  linalg.fill ins(%zero : f32) outs(%d : memref<4x3xf32>)
+  linalg.matmul ins(%a, %b : memref<4x8xf32>, memref<8x3xf32>) outs(%c : memref<4x3xf32>)
+  linalg.fill ins(%zero : f32) outs(%c : memref<4x3xf32>)
+  memref.store %one, %a[%i, %i] : memref<4x8xf32>
+  linalg.matmul ins(%a, %b : memref<4x8xf32>, memref<8x3xf32>) outs(%c : memref<4x3xf32>)
+  return
+}
+
 // Not f32, or not a contraction: left to the loop lowering.
 // CHECK-LABEL: func.func @left
 // CHECK: linalg.matmul
 // CHECK-NOT: moert_matmul_f32
 func.func @left(%a: memref<4x8xf64>, %b: memref<8x3xf64>, %c: memref<4x3xf64>) {
   linalg.matmul ins(%a, %b : memref<4x8xf64>, memref<8x3xf64>) outs(%c : memref<4x3xf64>)
+  return
+}
+
+// A scalar operand (a fused scale): not two buffers, left alone.
+// CHECK-LABEL: func.func @scalar_operand
+// CHECK: linalg.generic
+// CHECK-NOT: moert_matmul_f32
+func.func @scalar_operand(%a: memref<4x8xf32>, %s: f32, %c: memref<4xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(m, k) -> (m, k)>, affine_map<(m, k) -> ()>, affine_map<(m, k) -> (m)>],
+                  iterator_types = ["parallel", "reduction"]}
+      ins(%a, %s : memref<4x8xf32>, f32) outs(%c : memref<4xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %p = arith.mulf %x, %y : f32
+    %r = arith.addf %acc, %p : f32
+    linalg.yield %r : f32
+  }
   return
 }
