@@ -141,7 +141,9 @@ def MoEFuseElementwisePass : Pass<"moe-fuse-elementwise"> {
     such as attention's scale, mask add and softmax, or a norm's square,
     mean and scale, runs as one loop nest instead of one pass over memory per
     op. Contractions are neither fused into nor fused from: with a prologue
-    or an epilogue they would no longer lower to a BLAS call.
+    or an epilogue they would no longer lower to a BLAS call. A fill that
+    initialises several contractions (CSE merges identical ones) is cloned
+    for each, so that bufferization does not fill once and copy per user.
   }];
   let dependentDialects = ["::mlir::linalg::LinalgDialect"];
 }

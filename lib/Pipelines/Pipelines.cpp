@@ -56,10 +56,17 @@ static void buildBufferizedPipeline(OpPassManager &pm, bool decompose,
     bufferize.functionBoundaryTypeConversion =
         bufferization::LayoutMapOption::IdentityLayoutMap;
   }
+  // An op whose result is inserted into a slice of a larger tensor (each
+  // expert's output rows) writes that slice directly instead of a buffer
+  // of its own that is then copied.
+  pm.addPass(bufferization::createEmptyTensorEliminationPass());
   pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
   if (runtime) {
     bufferization::BufferResultsToOutParamsPassOptions outParams;
     outParams.modifyPublicFunctions = true;
+    // Results computed in a buffer of static shape are computed in the
+    // caller's output buffer, not copied there.
+    outParams.hoistStaticAllocs = true;
     pm.addPass(bufferization::createBufferResultsToOutParamsPass(outParams));
   }
   // Free what bufferization allocated.

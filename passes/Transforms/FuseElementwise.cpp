@@ -7,6 +7,11 @@
 // with a fused prologue or epilogue is no longer a plain matmul and would
 // lose its BLAS call.
 //
+// Every contraction also gets its own copy of a shared initial fill: CSE
+// merges identical fills of empty tensors, and bufferization would then
+// fill one buffer and copy it for each user, where a fill right before each
+// contraction is a write that the BLAS call absorbs.
+//
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
@@ -14,6 +19,8 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/IRMapping.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace mlir::moe {
@@ -34,9 +41,37 @@ bool shouldFuse(OpOperand *operand) {
          !isContraction(operand->getOwner());
 }
 
+/// Gives each contraction whose init is a fill a fill (and empty tensor) of
+/// its own, right before it; shared originals go once unused.
+void unshareContractionFills(Operation *root) {
+  SmallVector<linalg::LinalgOp> contractions;
+  root->walk([&](linalg::LinalgOp op) {
+    if (isContraction(op) && op.hasPureTensorSemantics())
+      contractions.push_back(op);
+  });
+  for (linalg::LinalgOp op : contractions) {
+    for (OpOperand &init : op.getDpsInitsMutable()) {
+      auto fill = init.get().getDefiningOp<linalg::FillOp>();
+      if (!fill || (fill->hasOneUse() && fill->getNextNode() == op))
+        continue;
+      OpBuilder b(op);
+      auto empty = fill.getOutputs()[0].getDefiningOp<tensor::EmptyOp>();
+      IRMapping mapping;
+      if (empty && empty->getBlock() == op->getBlock())
+        b.clone(*empty, mapping);
+      init.set(b.clone(*fill, mapping)->getResult(0));
+      if (fill->use_empty())
+        fill->erase();
+      if (empty && empty->use_empty())
+        empty->erase();
+    }
+  }
+}
+
 struct MoEFuseElementwisePass
     : public impl::MoEFuseElementwisePassBase<MoEFuseElementwisePass> {
   void runOnOperation() override {
+    unshareContractionFills(getOperation());
     MLIRContext *context = &getContext();
     RewritePatternSet patterns(context);
     linalg::populateElementwiseOpsFusionPatterns(patterns, shouldFuse);

@@ -121,6 +121,7 @@ struct MoEFuseRowsPass : public impl::MoEFuseRowsPassBase<MoEFuseRowsPass> {
     });
     IRRewriter rewriter(&getContext());
     DenseSet<Operation *> erased;
+    SmallVector<Operation *> rowLoops;
     for (linalg::LinalgOp root : llvm::reverse(roots)) {
       if (erased.contains(root) || root->use_empty())
         continue; // fused into a later root's loop, or dead
@@ -148,6 +149,7 @@ struct MoEFuseRowsPass : public impl::MoEFuseRowsPassBase<MoEFuseRowsPass> {
       if (failed(fused))
         continue; // left as it was
       rewriter.replaceOp(root, fused->replacements.lookup(root->getResult(0)));
+      rowLoops.push_back(fused->loops.front());
       // The whole-tensor producers are dead now, users before producers.
       for (bool changed = true; changed;) {
         changed = false;
@@ -167,9 +169,11 @@ struct MoEFuseRowsPass : public impl::MoEFuseRowsPassBase<MoEFuseRowsPass> {
       }
     }
     // Fusion computes a producer again for each of its users in the loop;
-    // the copies are the same ops on the same slices.
+    // the copies are the same ops on the same slices. Only the loops: CSE
+    // elsewhere would merge the fills that contractions must not share.
     DominanceInfo dominance;
-    eliminateCommonSubExpressions(rewriter, dominance, getOperation());
+    for (Operation *loop : rowLoops)
+      eliminateCommonSubExpressions(rewriter, dominance, loop);
   }
 };
 

@@ -40,3 +40,21 @@ func.func @chain(%q: tensor<4x8xf32>, %k: tensor<8x4xf32>, %mask: tensor<4x4xf32
   %out = linalg.matmul ins(%exp, %v : tensor<4x4xf32>, tensor<4x8xf32>) outs(%acc2 : tensor<4x8xf32>) -> tensor<4x8xf32>
   return %out : tensor<4x8xf32>
 }
+
+// One zero fill shared by two contractions (as CSE leaves it): each gets its
+// own, so that bufferization neither shares nor copies it.
+// CHECK-LABEL: func.func @shared_fill
+// CHECK: %[[E1:.*]] = tensor.empty() : tensor<4x4xf32>
+// CHECK: %[[F1:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%[[E1]]
+// CHECK: linalg.matmul ins(%arg0, %arg1 : {{.*}}) outs(%[[F1]]
+// CHECK: %[[E2:.*]] = tensor.empty() : tensor<4x4xf32>
+// CHECK: %[[F2:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%[[E2]]
+// CHECK: linalg.matmul ins(%arg0, %arg2 : {{.*}}) outs(%[[F2]]
+func.func @shared_fill(%a: tensor<4x8xf32>, %b: tensor<8x4xf32>, %c: tensor<8x4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4x4xf32>
+  %acc = linalg.fill ins(%zero : f32) outs(%e : tensor<4x4xf32>) -> tensor<4x4xf32>
+  %x = linalg.matmul ins(%a, %b : tensor<4x8xf32>, tensor<8x4xf32>) outs(%acc : tensor<4x4xf32>) -> tensor<4x4xf32>
+  %y = linalg.matmul ins(%a, %c : tensor<4x8xf32>, tensor<8x4xf32>) outs(%acc : tensor<4x4xf32>) -> tensor<4x4xf32>
+  return %x, %y : tensor<4x4xf32>, tensor<4x4xf32>
+}
