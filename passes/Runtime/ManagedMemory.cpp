@@ -39,8 +39,16 @@ struct DeallocToManaged : public OpRewritePattern<memref::DeallocOp> {
                                 PatternRewriter &rewriter) const override {
     if (!op.getMemref().getDefiningOp<gpu::AllocOp>())
       return rewriter.notifyMatchFailure(op, "not a gpu.alloc'ed buffer");
-    gpu::DeallocOp::create(rewriter, op.getLoc(), /*asyncToken=*/Type(),
-                           ValueRange(), op.getMemref());
+    // gpu-to-llvm lowers only the asynchronous form: free on a fresh
+    // stream, then wait for it.
+    Location loc = op.getLoc();
+    Type token = rewriter.getType<gpu::AsyncTokenType>();
+    Value stream = gpu::WaitOp::create(rewriter, loc, token, ValueRange())
+                       .getAsyncToken();
+    Value freed = gpu::DeallocOp::create(rewriter, loc, token, stream,
+                                         op.getMemref())
+                      .getAsyncToken();
+    gpu::WaitOp::create(rewriter, loc, Type(), freed);
     rewriter.eraseOp(op);
     return success();
   }

@@ -18,6 +18,7 @@ Prints one line per plan and a summary; exits 1 on any failure.
 
 import argparse
 import glob
+import json
 import os
 import re
 import shutil
@@ -75,6 +76,9 @@ def main():
     parser.add_argument("--work", required=True)
     parser.add_argument("--format", default="onnx", choices=["onnx", "pt"])
     parser.add_argument("--plans", default="all", help="'all' or 'basic' (one and two ranks)")
+    parser.add_argument("--target", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--build-only", action="store_true",
+                        help="compile and link each plan, check the bundle, run nothing (no GPU here)")
     parser.add_argument("model")
     args = parser.parse_args()
 
@@ -96,13 +100,23 @@ def main():
         tag = "np%d%s" % (ranks, "".join(o.strip("-") for o in options))
         bundle = os.path.join(args.work, tag)
         out_dir = bundle + ".out"
-        compile_cmd = [os.path.join(args.bin, "moe-compile"), model_file, "-o", bundle] + options
+        compile_cmd = [os.path.join(args.bin, "moe-compile"), model_file, "-o", bundle,
+                       "--target=" + args.target] + options
         for name, path in zip(in_names, inputs):
             compile_cmd += ["--input-shape", "%s=%s" % (name, "x".join(map(str, np.load(path).shape)))]
         status, log = run(compile_cmd)
         if status != 0:
             failures.append(label)
             print("FAIL %s: moe-compile: %s" % (label, log.strip()))
+            continue
+        if args.build_only:
+            with open(os.path.join(bundle, "model.json")) as f:
+                target = json.load(f).get("target")
+            if target != args.target or not os.path.getsize(os.path.join(bundle, "model.so")):
+                failures.append(label)
+                print("FAIL %s: bundle target %s, expected %s" % (label, target, args.target))
+            else:
+                print("BUILT %s --target=%s" % (label, args.target))
             continue
         run_cmd = [os.path.join(args.bin, "moe-run"), bundle, "--output-dir", out_dir, "--stats"]
         for name, path in zip(in_names, inputs):

@@ -2,7 +2,11 @@
 
 // CHECK-LABEL: func.func @buffers
 // CHECK: %[[A:.*]] = gpu.alloc  host_shared () : memref<16xf32>
-// CHECK: gpu.dealloc %[[A]] : memref<16xf32>
+// The free is asynchronous (the only form gpu-to-llvm lowers) on a fresh
+// stream, waited for at once.
+// CHECK: %[[S:.*]] = gpu.wait async
+// CHECK: %[[F:.*]] = gpu.dealloc async [%[[S]]] %[[A]] : memref<16xf32>
+// CHECK: gpu.wait [%[[F]]]
 // A buffer in another memory space is left alone.
 // CHECK: memref.alloc() : memref<4xf32, 3>
 func.func @buffers(%v: f32) {
