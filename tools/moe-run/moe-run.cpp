@@ -58,7 +58,7 @@ struct Options {
                            cl::cat(category)};
   cl::opt<unsigned> threads{
       "threads", cl::init(0),
-      cl::desc("Threads for the BLAS (default: OpenBLAS's own)"),
+      cl::desc("OpenMP threads for the matmuls (default: one per core)"),
       cl::cat(category)};
 };
 } // namespace
