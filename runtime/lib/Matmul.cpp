@@ -55,10 +55,12 @@ public:
   }
 
   /// The primitive for `shape`, or null when oneDNN has none for it.
-  const Kernel *get(const Shape &shape, const View &a, const View &b,
-                    const View &c, bool accumulate) {
-    // Row counts follow the routing, so a long run meets many shapes; keep
-    // the primitives of recent ones only.
+  const Kernel *get(const View &a, const View &b, const View &c,
+                    bool accumulate) {
+    Shape shape = {c.rows, c.cols, a.cols, a.sRow, a.sCol,
+                   b.sRow, b.sCol, c.sRow, c.sCol, accumulate};
+    // Row counts follow the routing, so a long run meets many shapes; once
+    // kMaxKernels are held, start over.
     if (kernels.size() >= kMaxKernels && !kernels.count(shape))
       clear();
     auto [it, inserted] = kernels.try_emplace(shape);
@@ -180,17 +182,17 @@ void moert_matmul_f32(int64_t M, int64_t N, int64_t K, const float *A,
   if (M == 0 || N == 0)
     return;
   if (K == 0) { // an empty sum: C stays, or becomes 0
-    for (int64_t m = 0; !accumulate && m < M; ++m)
-      for (int64_t n = 0; n < N; ++n)
-        C[m * sCm + n * sCn] = 0;
+    if (!accumulate)
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t n = 0; n < N; ++n)
+          C[m * sCm + n * sCn] = 0;
     return;
   }
   auto start = std::chrono::steady_clock::now();
   View a{M, K, sAm, sAk}, b{K, N, sBk, sBn}, c{M, N, sCm, sCn};
   Matmuls &all = matmuls();
   bool add = accumulate != 0;
-  if (const Kernel *kernel = all.get(
-          {M, N, K, sAm, sAk, sBk, sBn, sCm, sCn, add}, a, b, c, add))
+  if (const Kernel *kernel = all.get(a, b, c, add))
     all.run(*kernel, A, B, C);
   else
     gemmLoop(a, A, b, B, c, C, add);
