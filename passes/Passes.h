@@ -4,6 +4,7 @@
 #define MOE_PASSES_PASSES_H
 
 #include "dialects/moe/IR/MoEDialect.h"
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"

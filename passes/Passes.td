@@ -180,6 +180,27 @@ def MoEManagedMemoryPass : Pass<"moe-managed-memory"> {
   let dependentDialects = ["::mlir::gpu::GPUDialect"];
 }
 
+def MoEGPUMapLoopsPass : Pass<"moe-gpu-map-loops"> {
+  let summary = "Map parallel loops onto GPU blocks and threads";
+  let description = [{
+    Collapses every outermost `scf.parallel` into one dimension (the last
+    loop varying fastest, so that neighbouring threads access neighbouring
+    elements) and tiles it by `block-size`: the tile loop is mapped to the
+    grid's x dimension and the loop within a tile to the block's x threads,
+    with a bounds check instead of a partial tile. Parallel loops nested in
+    a mapped loop run sequentially in its thread. `convert-parallel-loops-
+    to-gpu` then turns each mapped loop into a `gpu.launch`.
+  }];
+  let options = [
+    Option<"blockSize", "block-size", "int64_t", "256",
+           "Threads per block, in [1, 1024]">,
+  ];
+  let dependentDialects = ["::mlir::affine::AffineDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::gpu::GPUDialect",
+                           "::mlir::scf::SCFDialect"];
+}
+
 def MoERaisePass : Pass<"moe-raise"> {
   let summary = "Recognise exported MoE blocks in onnx programs as moe.layer";
   let description = [{

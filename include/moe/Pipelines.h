@@ -50,6 +50,10 @@ struct LowerToGPUOptions : public PassPipelineOptions<LowerToGPUOptions> {
       llvm::cl::desc("The CUDA toolkit whose ptxas and fatbinary build the "
                      "kernels"),
       llvm::cl::init("/usr/local/cuda")};
+  PassOptions::Option<int64_t> blockSize{
+      *this, "block-size",
+      llvm::cl::desc("Threads per block of the generated kernels"),
+      llvm::cl::init(256)};
   PassOptions::Option<bool> instrument{
       *this, "instrument", llvm::cl::desc("Record per-layer statistics"),
       llvm::cl::init(false)};

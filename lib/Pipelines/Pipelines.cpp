@@ -19,9 +19,12 @@ using namespace mlir;
 
 /// moe and onnx ops through linalg and bufferization to buffers: the part
 /// that the CPU and GPU paths share. `runtime`: the moert runtime's calls,
-/// dense function boundaries and results as out-parameters.
+/// dense function boundaries and results as out-parameters. `rowLoops`:
+/// softmaxes and norms one row at a time on the host (a GPU runs them as
+/// one kernel over all rows instead).
 static void buildBufferizedPipeline(OpPassManager &pm, bool decompose,
-                                    bool runtime, bool instrument) {
+                                    bool runtime, bool instrument,
+                                    bool rowLoops) {
   // The fused block has no lowering of its own.
   if (decompose)
     pm.addPass(moe::createMoEDecomposePass());
@@ -46,7 +49,8 @@ static void buildBufferizedPipeline(OpPassManager &pm, bool decompose,
   pm.addPass(moe::createMoEFuseElementwisePass());
   // What elementwise fusion leaves at reductions (softmax, norms) runs one
   // row at a time.
-  pm.addPass(moe::createMoEFuseRowsPass());
+  if (rowLoops)
+    pm.addPass(moe::createMoEFuseRowsPass());
   // Whole-program bufferization, function signatures included, so that
   // tests can hand tensors to the runner's print functions.
   bufferization::OneShotBufferizePassOptions bufferize;
@@ -112,7 +116,7 @@ static void buildHostToLLVMPipeline(OpPassManager &pm, bool runtime, bool gpu,
 void moe::buildLowerToLLVMPipeline(OpPassManager &pm,
                                    const LowerToLLVMOptions &options) {
   buildBufferizedPipeline(pm, options.decompose, options.runtime,
-                          options.instrument);
+                          options.instrument, /*rowLoops=*/true);
   if (options.runtime)
     pm.addPass(moe::createConvertMatmulToRuntimePass());
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
@@ -125,12 +129,14 @@ void moe::buildLowerToLLVMPipeline(OpPassManager &pm,
 void moe::buildLowerToGPUPipeline(OpPassManager &pm,
                                    const LowerToGPUOptions &options) {
   buildBufferizedPipeline(pm, /*decompose=*/true, /*runtime=*/true,
-                          options.instrument);
+                          options.instrument, /*rowLoops=*/false);
   pm.addPass(moe::createMoEManagedMemoryPass());
-  // Parallel loops become kernels, one thread per iteration of the mapped
-  // dimensions; what stays sequential runs on the host.
+  // Parallel loops become kernels, one thread per iteration, in blocks of
+  // `blockSize` threads; what stays sequential runs on the host.
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToParallelLoopsPass());
-  pm.addNestedPass<func::FuncOp>(createGpuMapParallelLoopsPass());
+  moe::MoEGPUMapLoopsPassOptions mapLoops;
+  mapLoops.blockSize = options.blockSize;
+  pm.addNestedPass<func::FuncOp>(moe::createMoEGPUMapLoopsPass(mapLoops));
   pm.addNestedPass<func::FuncOp>(createConvertParallelLoopToGpuPass());
   pm.addPass(createGpuKernelOutliningPass());
   pm.addPass(createLowerAffinePass());
