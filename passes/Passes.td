@@ -361,15 +361,23 @@ def ConvertCommToRuntimePass
 
 def ConvertMatmulToRuntimePass
     : Pass<"convert-matmul-to-runtime", "::mlir::ModuleOp"> {
-  let summary = "Lower f32 linalg contractions on buffers to tuned BLAS calls";
+  let summary = "Lower linalg contractions on buffers to tuned BLAS calls";
   let description = [{
-    Every f32 linalg contraction on buffers with one m, one n and one k loop
+    Every linalg contraction on buffers with one m, one n and one k loop
     (named or generic; batch loops become scf.for around the call) becomes
-    `moert_matmul_f32` with each operand's base pointer and its strides along
-    m, n and k, which the runtime passes to sgemm (transposed operands need
-    no copies). Matmuls marked `moe.expert_gemm` by the expert lowering are
-    counted as expert GEMMs in `moe-run --stats`.
+    a runtime call with each operand's base pointer and its strides along
+    m, n and k (transposed operands need no copies): for `target=cpu`,
+    `moert_matmul_f32` on f32 (oneDNN); for `target=cuda`,
+    `moert_cuda_matmul` on f32, f16 or bf16 with the element type's code
+    first (cuBLAS). A zero fill of the output right before the contraction
+    is dropped and the call overwrites the output. Matmuls marked
+    `moe.expert_gemm` by the expert lowering are counted as expert GEMMs in
+    `moe-run --stats`.
   }];
+  let options = [
+    Option<"target", "target", "std::string", "\"cpu\"",
+           "The runtime to call: cpu or cuda">,
+  ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
     "::mlir::func::FuncDialect",

@@ -130,6 +130,10 @@ void moe::buildLowerToGPUPipeline(OpPassManager &pm,
                                    const LowerToGPUOptions &options) {
   buildBufferizedPipeline(pm, /*decompose=*/true, /*runtime=*/true,
                           options.instrument, /*rowLoops=*/false);
+  // Matmuls go to cuBLAS.
+  moe::ConvertMatmulToRuntimePassOptions matmuls;
+  matmuls.target = "cuda";
+  pm.addPass(moe::createConvertMatmulToRuntimePass(matmuls));
   pm.addPass(moe::createMoEManagedMemoryPass());
   // Parallel loops become kernels, one thread per iteration, in blocks of
   // `blockSize` threads; what stays sequential runs on the host.

@@ -1,8 +1,9 @@
-//===- MatmulToRuntime.cpp - f32 contractions as tuned BLAS calls ---------===//
+//===- MatmulToRuntime.cpp - contractions as tuned BLAS calls -------------===//
 //
-// On buffers, every f32 linalg contraction with one m, one n and one k loop
+// On buffers, every linalg contraction with one m, one n and one k loop
 // (the expert FFNs' matmuls, ONNX MatMul and Gemm, batched or not) becomes
-// moert_matmul_f32 on strided views, which the runtime hands to sgemm. The
+// a runtime call on strided views: moert_matmul_f32 (oneDNN) on the CPU,
+// moert_cuda_matmul (cuBLAS; f32, f16 and bf16) with --target=cuda. The
 // innermost m, n and k loops are the GEMM's; every other loop (batch, a
 // broadcast operand's extra m dims, extra reduction dims, which accumulate)
 // becomes an scf.for around the call. Each operand's stride along a loop
@@ -61,10 +62,25 @@ Value toI64(OpBuilder &b, Location loc, Value index) {
   return arith::IndexCastOp::create(b, loc, b.getI64Type(), index);
 }
 
-/// The pointer to the element at `offset` (index) past `pointer`.
-Value advance(OpBuilder &b, Location loc, Value pointer, Value offset) {
-  return LLVM::GEPOp::create(b, loc, pointer.getType(), b.getF32Type(),
-                             pointer, ValueRange{toI64(b, loc, offset)});
+/// The pointer to the `element` at `offset` (index) past `pointer`.
+Value advance(OpBuilder &b, Location loc, Value pointer, Type element,
+              Value offset) {
+  return LLVM::GEPOp::create(b, loc, pointer.getType(), element, pointer,
+                             ValueRange{toI64(b, loc, offset)});
+}
+
+/// The element types each target's call takes, with the code the CUDA
+/// runtime's call is passed (enum moert_cuda_dtype).
+std::optional<int32_t> elementCode(StringRef target, Type element) {
+  if (element.isF32())
+    return 0;
+  if (target != "cuda")
+    return std::nullopt;
+  if (element.isF16())
+    return 1;
+  if (element.isBF16())
+    return 2;
+  return std::nullopt;
 }
 
 /// The zero fill of `op`'s output right before it (nothing with memory
@@ -91,7 +107,8 @@ linalg::FillOp redundantZeroFill(linalg::LinalgOp op,
 
 struct ContractionToRuntime final
     : OpInterfaceRewritePattern<linalg::LinalgOp> {
-  using OpInterfaceRewritePattern::OpInterfaceRewritePattern;
+  ContractionToRuntime(MLIRContext *context, StringRef target)
+      : OpInterfaceRewritePattern(context), target(target) {}
 
   LogicalResult matchAndRewrite(linalg::LinalgOp op,
                                 PatternRewriter &rewriter) const override {
@@ -99,11 +116,15 @@ struct ContractionToRuntime final
       return rewriter.notifyMatchFailure(op, "runs on buffers only");
     if (op.getNumDpsInputs() != 2 || op.getNumDpsInits() != 1)
       return rewriter.notifyMatchFailure(op, "not a two-input contraction");
-    if (!llvm::all_of(op->getOperandTypes(), [](Type type) {
+    Type element = getElementTypeOrSelf(op->getOperand(0).getType());
+    std::optional<int32_t> code = elementCode(target, element);
+    if (!code || !llvm::all_of(op->getOperandTypes(), [&](Type type) {
           auto memref = dyn_cast<MemRefType>(type);
-          return memref && memref.getElementType().isF32();
+          return memref && memref.getElementType() == element;
         }))
-      return rewriter.notifyMatchFailure(op, "not f32 buffers");
+      return rewriter.notifyMatchFailure(
+          op, target == "cuda" ? "not f32, f16 or bf16 buffers of one type"
+                               : "not f32 buffers");
     if (!linalg::isaContractionOpInterface(op))
       return rewriter.notifyMatchFailure(op, "not a multiply-add contraction");
     FailureOr<linalg::ContractionDimensions> dims =
@@ -151,20 +172,27 @@ struct ContractionToRuntime final
       return toI64(rewriter, loc, operands[operand].loopStride[loop]);
     };
     auto pointer = [&](unsigned operand) {
-      return advance(rewriter, loc, operands[operand].pointer,
+      return advance(rewriter, loc, operands[operand].pointer, element,
                      offsets[operand]);
     };
-    call(rewriter, loc, "moert_matmul_f32",
-         {toI64(rewriter, loc, size(m)), toI64(rewriter, loc, size(n)),
-          toI64(rewriter, loc, size(k)), pointer(0), stride(0, m),
-          stride(0, k), pointer(1), stride(1, k), stride(1, n), pointer(2),
-          stride(2, m), stride(2, n), i32Const(rewriter, loc, zeroFill ? 0 : 1),
-          i32Const(rewriter, loc, site)});
+    SmallVector<Value> args = {
+        toI64(rewriter, loc, size(m)), toI64(rewriter, loc, size(n)),
+        toI64(rewriter, loc, size(k)), pointer(0), stride(0, m),
+        stride(0, k), pointer(1), stride(1, k), stride(1, n), pointer(2),
+        stride(2, m), stride(2, n), i32Const(rewriter, loc, zeroFill ? 0 : 1),
+        i32Const(rewriter, loc, site)};
+    if (target == "cuda")
+      args.insert(args.begin(), i32Const(rewriter, loc, *code));
+    call(rewriter, loc,
+         target == "cuda" ? "moert_cuda_matmul" : "moert_matmul_f32", args);
     rewriter.eraseOp(op);
     if (zeroFill)
       rewriter.eraseOp(zeroFill);
     return success();
   }
+
+private:
+  std::string target;
 };
 
 struct ConvertMatmulToRuntimePass
@@ -172,8 +200,14 @@ struct ConvertMatmulToRuntimePass
   using Base::Base;
 
   void runOnOperation() override {
+    if (target != "cpu" && target != "cuda") {
+      emitError(getOperation().getLoc())
+          << "convert-matmul-to-runtime: unknown target '" << target
+          << "' (expected cpu or cuda)";
+      return signalPassFailure();
+    }
     RewritePatternSet patterns(&getContext());
-    patterns.add<ContractionToRuntime>(&getContext());
+    patterns.add<ContractionToRuntime>(&getContext(), target);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

@@ -2,9 +2,10 @@
 //
 // Runs every MoE kernel of moert_cuda on random inputs and compares it with a
 // plain C++ reference: gating (three scorings), permutation (with and without
-// capacity), grouped GEMM and un-permute, in f32, f16 and bf16, and the
-// exchanges of a group of one. Exit 0 when all agree. Without a GPU it ends
-// with the runtime's error, which the no-GPU lit test checks.
+// capacity), grouped GEMM and un-permute, strided matmuls in every layout,
+// in f32, f16 and bf16, and the exchanges of a group of one (no axes).
+// Exit 0 when all agree. Without a GPU it ends with the runtime's error,
+// which the no-GPU lit test checks.
 //
 //===----------------------------------------------------------------------===//
 
@@ -284,6 +285,59 @@ void testLayer(std::mt19937 &rng, const TypeCase &type, int64_t capacity) {
              std::to_string(err) + ")");
 }
 
+/// moert_cuda_matmul on one layout: A [M, K] and B [K, N] row-major or
+/// transposed, B broadcast along K (stride 0: the plain kernel), C
+/// row-major or column-major, written or accumulated.
+void testMatmul(std::mt19937 &rng, const TypeCase &type, bool transA,
+                bool transB, bool broadcastB, bool columnMajorC,
+                bool accumulate) {
+  const int64_t M = 37, N = 29, K = 45;
+  std::vector<float> a = randomValues(M * K, rng), b = randomValues(K * N, rng),
+                     c = randomValues(M * N, rng);
+  for (std::vector<float> *v : {&a, &b, &c})
+    for (float &x : *v)
+      x = roundTo(type.code, x);
+  int64_t sAm = transA ? 1 : K, sAk = transA ? M : 1;
+  int64_t sBk = broadcastB ? 0 : (transB ? 1 : N), sBn = transB ? K : 1;
+  int64_t sCm = columnMajorC ? 1 : N, sCn = columnMajorC ? M : 1;
+  std::vector<float> want(M * N);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      float sum = accumulate ? c[m * sCm + n * sCn] : 0;
+      for (int64_t k = 0; k < K; ++k)
+        sum += a[m * sAm + k * sAk] * b[k * sBk + n * sBn];
+      want[m * sCm + n * sCn] = sum;
+    }
+  Buffer<char> dA(encode(type.code, a)), dB(encode(type.code, b)),
+      dC(encode(type.code, c));
+  moert_cuda_matmul(type.code, M, N, K, dA.ptr, sAm, sAk, dB.ptr, sBk, sBn,
+                    dC.ptr, sCm, sCn, accumulate, 0);
+  float err = maxRelError(decode(type.code, dC.download()), want);
+  expect(err < std::max(type.tolerance, 1e-4f),
+         std::string("matmul ") + type.name + (transA ? " A^T" : " A") +
+             (broadcastB ? " B broadcast" : transB ? " B^T" : " B") +
+             (columnMajorC ? " C col-major" : " C") +
+             (accumulate ? " accumulate" : "") + " (max rel error " +
+             std::to_string(err) + ")");
+}
+
+/// Every exchange within a group of one (no axes) hands its input back.
+void testExchangesOfOne(std::mt19937 &rng) {
+  std::vector<float> x = randomValues(1000, rng);
+  int64_t bytes = x.size() * sizeof(float);
+  Buffer<float> in(x), out(x.size());
+  moert_cuda_all_to_all(in.ptr, out.ptr, bytes, 0, nullptr);
+  expect(out.download() == x, "all_to_all of one");
+  out.upload(std::vector<float>(x.size(), 0));
+  moert_cuda_all_to_all_v(in.ptr, &bytes, out.ptr, &bytes, 0, nullptr);
+  expect(out.download() == x, "all_to_all_v of one");
+  out.upload(std::vector<float>(x.size(), 0));
+  moert_cuda_all_gather(in.ptr, out.ptr, bytes, 0, nullptr);
+  expect(out.download() == x, "all_gather of one");
+  moert_cuda_all_reduce_sum(in.ptr, x.size(), MOERT_CUDA_F32, 0, nullptr);
+  expect(in.download() == x, "all_reduce of one");
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -294,6 +348,13 @@ int main(int argc, char **argv) {
   for (const TypeCase &type : kTypes)
     for (int64_t capacity : {0, 40})
       testLayer(rng, type, capacity);
+  for (const TypeCase &type : kTypes)
+    for (int layout = 0; layout < 16; ++layout)
+      testMatmul(rng, type, layout & 1, layout & 2, false, layout & 4,
+                 layout & 8);
+  for (const TypeCase &type : kTypes)
+    testMatmul(rng, type, false, false, true, false, true);
+  testExchangesOfOne(rng);
   std::printf("moert-cuda-test: %d of %d checks passed\n", checks - failures,
               checks);
   moert::finalize();

@@ -82,6 +82,16 @@ void moert_cuda_unpermute(const void *y, int32_t dtype, int64_t tokens,
                           int64_t hidden, int64_t k, const int32_t *slotRow,
                           const float *weights, void *out, void *stream);
 
+/* C[m*sCm + n*sCn] (+)= sum_k A[m*sAm + k*sAk] * B[k*sBk + n*sBn], as
+ * moert_matmul_f32 (accumulate, site) for f32, f16 and bf16 (A, B and C of
+ * one type, f32 accumulation). Views with a unit stride go to cuBLAS,
+ * others to a plain kernel. Waits for the runtime's stream before it
+ * returns. */
+void moert_cuda_matmul(int32_t dtype, int64_t M, int64_t N, int64_t K,
+                       const void *A, int64_t sAm, int64_t sAk, const void *B,
+                       int64_t sBk, int64_t sBn, void *C, int64_t sCm,
+                       int64_t sCn, int32_t accumulate, int32_t site);
+
 /* Exchanges among the ranks of the group that `axes` names (as moert.h).
  * NCCL communicators are made on first use from an id that the group's
  * first rank broadcasts over MPI. */

@@ -68,6 +68,17 @@ size_t cuda::elementBytes(int32_t dtype, const char *op) {
   detail::fail(op, ": unknown element type code ", dtype);
 }
 
+cudaDataType_t cuda::blasType(int32_t dtype) {
+  switch (dtype) {
+  case MOERT_CUDA_F16:
+    return CUDA_R_16F;
+  case MOERT_CUDA_BF16:
+    return CUDA_R_16BF;
+  default:
+    return CUDA_R_32F;
+  }
+}
+
 void moert_cuda_init() { device(); }
 
 void *moert_cuda_stream() { return device().stream; }
@@ -76,17 +87,15 @@ void *moert_cuda_stream() { return device().stream; }
 // mgpu*: what gpu-to-llvm emits
 //===----------------------------------------------------------------------===//
 
-void *mgpuStreamCreate() {
-  device();
-  cudaStream_t stream;
-  check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
-        "cudaStreamCreate");
-  return stream;
-}
+// Generated kernels, cuBLAS calls and exchanges all run on the runtime's
+// stream, in program order; a stream per launch would cost a create and a
+// destroy each and order nothing better.
+void *mgpuStreamCreate() { return device().stream; }
 
 void mgpuStreamDestroy(void *stream) {
-  check(cudaStreamDestroy(static_cast<cudaStream_t>(stream)),
-        "cudaStreamDestroy");
+  if (stream != device().stream)
+    check(cudaStreamDestroy(static_cast<cudaStream_t>(stream)),
+          "cudaStreamDestroy");
 }
 
 void mgpuStreamSynchronize(void *stream) {

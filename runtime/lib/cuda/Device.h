@@ -43,6 +43,9 @@ inline void check(cublasStatus_t status, const char *call) {
 /// Bytes of one element of a moert_cuda_dtype; ends the process on others.
 size_t elementBytes(int32_t dtype, const char *op);
 
+/// cuBLAS's name for a moert_cuda_dtype (checked by elementBytes).
+cudaDataType_t blasType(int32_t dtype);
+
 } // namespace moert::cuda
 
 #endif // MOERT_LIB_CUDA_DEVICE_H

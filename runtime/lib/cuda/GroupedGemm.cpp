@@ -17,17 +17,6 @@
 using namespace moert;
 using namespace moert::cuda;
 
-static cudaDataType_t blasType(int32_t dtype) {
-  switch (dtype) {
-  case MOERT_CUDA_F16:
-    return CUDA_R_16F;
-  case MOERT_CUDA_BF16:
-    return CUDA_R_16BF;
-  default:
-    return CUDA_R_32F;
-  }
-}
-
 namespace {
 /// Pinned host and device arrays of 3 * groups pointers.
 struct PointerArrays {

@@ -1,17 +1,22 @@
-// The --target=cuda lowering of an elementwise program: the loop nest becomes
-// a kernel in a fatbin for each chip, buffers are host-shared and the host
-// side is bare-pointer LLVM with moe_entry. Needs the CUDA toolkit's ptxas.
+// The --target=cuda lowering: an elementwise loop nest becomes a kernel in a
+// fatbin for each chip, launched in blocks of 256 threads over the collapsed
+// 64 x 32 elements; the matmul becomes a cuBLAS call; buffers are
+// host-shared and the host side is bare-pointer LLVM with moe_entry. Needs
+// the CUDA toolkit's ptxas.
 // REQUIRES: cuda
 // RUN: moe-opt %s --moe-lower-to-gpu | FileCheck %s
 
 // CHECK: llvm.func @main_graph(
+// CHECK-DAG: %[[THREADS:.*]] = llvm.mlir.constant(256 : index) : i64
+// CHECK-DAG: %[[BLOCKS:.*]] = llvm.mlir.constant(8 : index) : i64
 // CHECK: llvm.call @mgpuMemAlloc
-// CHECK: gpu.launch_func
+// CHECK: gpu.launch_func {{ *}}@main_graph_kernel::@main_graph_kernel blocks in (%[[BLOCKS]], %[[ONE:.*]], %[[ONE]]) threads in (%[[THREADS]], %[[ONE]], %[[ONE]])
+// CHECK: llvm.call @moert_cuda_matmul(
 // CHECK: gpu.binary @main_graph_kernel
 // CHECK-SAME: #nvvm.target<chip = "sm_80", features = "+ptx80">
 // CHECK-SAME: #nvvm.target<chip = "sm_90", features = "+ptx80">
 // CHECK: llvm.func @moe_entry(
-func.func @main_graph(%a: tensor<64x32xf32>, %b: tensor<64x32xf32>) -> tensor<64x32xf32> {
+func.func @main_graph(%a: tensor<64x32xf32>, %b: tensor<64x32xf32>, %w: tensor<32x16xf32>) -> tensor<64x16xf32> {
   %e = tensor.empty() : tensor<64x32xf32>
   %0 = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]} ins(%a, %b : tensor<64x32xf32>, tensor<64x32xf32>) outs(%e : tensor<64x32xf32>) {
   ^bb0(%x: f32, %y: f32, %o: f32):
@@ -19,5 +24,9 @@ func.func @main_graph(%a: tensor<64x32xf32>, %b: tensor<64x32xf32>) -> tensor<64
     %t = math.exp %s : f32
     linalg.yield %t : f32
   } -> tensor<64x32xf32>
-  return %0 : tensor<64x32xf32>
+  %zero = arith.constant 0.0 : f32
+  %e2 = tensor.empty() : tensor<64x16xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e2 : tensor<64x16xf32>) -> tensor<64x16xf32>
+  %1 = linalg.matmul ins(%0, %w : tensor<64x32xf32>, tensor<32x16xf32>) outs(%f : tensor<64x16xf32>) -> tensor<64x16xf32>
+  return %1 : tensor<64x16xf32>
 }

@@ -1,0 +1,123 @@
+//===- Matmul.cu - Strided matmuls through cuBLAS -------------------------===//
+//
+// What convert-matmul-to-runtime emits for --target=cuda. cuBLAS is
+// column-major: a strided rows x cols view is a column-major matrix when
+// its row stride is 1, or the transpose of one when its column stride is 1.
+// A row-major C = A B is computed as the column-major C^T = B^T A^T. Views
+// that are neither (broadcast operands with a zero stride, sizes past int32)
+// go to a plain kernel, one thread per element of C. The call waits for its
+// stream: host code and the generated kernels read C next.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Kernels.cuh"
+
+#include <chrono>
+#include <climits>
+#include <optional>
+
+using namespace moert;
+using namespace moert::cuda;
+
+namespace {
+
+/// A rows x cols matrix at `data`, element (r, c) at r * sRow + c * sCol.
+struct View {
+  int64_t rows, cols, sRow, sCol;
+  View transposed() const { return {cols, rows, sCol, sRow}; }
+};
+
+/// How cuBLAS reads a view: as stored (N) or transposed (T), and its
+/// leading dimension.
+struct BlasOperand {
+  cublasOperation_t op;
+  int ld;
+};
+
+bool fitsInt(int64_t v) { return v >= 0 && v <= INT_MAX; }
+
+std::optional<BlasOperand> asBlas(const View &v) {
+  // Column-major: (r, c) at r + c * ld, ld >= rows.
+  if (v.rows == 1 || v.sRow == 1) {
+    int64_t ld = v.cols == 1 ? std::max<int64_t>(v.rows, 1) : v.sCol;
+    if (ld >= std::max<int64_t>(v.rows, 1) && fitsInt(ld))
+      return BlasOperand{CUBLAS_OP_N, static_cast<int>(ld)};
+  }
+  // Its transpose is column-major: (r, c) at c + r * ld, ld >= cols.
+  if (v.cols == 1 || v.sCol == 1) {
+    int64_t ld = v.rows == 1 ? std::max<int64_t>(v.cols, 1) : v.sRow;
+    if (ld >= std::max<int64_t>(v.cols, 1) && fitsInt(ld))
+      return BlasOperand{CUBLAS_OP_T, static_cast<int>(ld)};
+  }
+  return std::nullopt;
+}
+
+/// C = A B (+ C) through cuBLAS where every view allows it and C is
+/// column-major as stored; false otherwise.
+bool blasGemm(cudaDataType_t type, const View &a, const void *A,
+              const View &b, const void *B, const View &c, void *C,
+              bool accumulate) {
+  std::optional<BlasOperand> opA = asBlas(a), opB = asBlas(b), opC = asBlas(c);
+  if (!opA || !opB || !opC || opC->op != CUBLAS_OP_N || !fitsInt(c.rows) ||
+      !fitsInt(c.cols) || !fitsInt(a.cols))
+    return false;
+  float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+  check(cublasGemmEx(device().blas, opA->op, opB->op, static_cast<int>(c.rows),
+                     static_cast<int>(c.cols), static_cast<int>(a.cols), &alpha,
+                     A, type, opA->ld, B, type, opB->ld, &beta, C, type,
+                     opC->ld, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+        "cublasGemmEx");
+  return true;
+}
+
+template <typename T>
+__global__ void stridedGemm(View a, const T *A, View b, const T *B, View c,
+                            T *C, bool accumulate) {
+  int64_t index = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (index >= c.rows * c.cols)
+    return;
+  int64_t m = index / c.cols, n = index % c.cols;
+  float sum = 0;
+  for (int64_t k = 0; k < a.cols; ++k)
+    sum += toFloat(A[m * a.sRow + k * a.sCol]) *
+           toFloat(B[k * b.sRow + n * b.sCol]);
+  T &out = C[m * c.sRow + n * c.sCol];
+  out = fromFloat<T>(accumulate ? toFloat(out) + sum : sum);
+}
+
+} // namespace
+
+void moert_cuda_matmul(int32_t dtype, int64_t M, int64_t N, int64_t K,
+                       const void *A, int64_t sAm, int64_t sAk, const void *B,
+                       int64_t sBk, int64_t sBn, void *C, int64_t sCm,
+                       int64_t sCn, int32_t accumulate, int32_t site) {
+  elementBytes(dtype, "moert_cuda_matmul");
+  if (M < 0 || N < 0 || K < 0)
+    detail::fail("moert_cuda_matmul: negative size M=", M, " N=", N, " K=", K);
+  if (M == 0 || N == 0)
+    return;
+  auto start = std::chrono::steady_clock::now();
+  Device &dev = device();
+  check(cublasSetStream(dev.blas, dev.stream), "cublasSetStream");
+  View a{M, K, sAm, sAk}, b{K, N, sBk, sBn}, c{M, N, sCm, sCn};
+  bool add = accumulate != 0;
+  cudaDataType_t type = blasType(dtype);
+  // C column-major: C = A B; C row-major: C^T = B^T A^T.
+  bool done = K > 0 && (blasGemm(type, a, A, b, B, c, C, add) ||
+                        blasGemm(type, b.transposed(), B, a.transposed(), A,
+                                 c.transposed(), C, add));
+  if (!done)
+    dispatchType(dtype, "moert_cuda_matmul", [&](auto *type) {
+      using T = std::remove_pointer_t<decltype(type)>;
+      stridedGemm<T><<<blocksFor(M * N, kBlock), kBlock, 0, dev.stream>>>(
+          a, static_cast<const T *>(A), b, static_cast<const T *>(B), c,
+          static_cast<T *>(C), add);
+      checkLaunch("moert_cuda_matmul (strided kernel)");
+    });
+  check(cudaStreamSynchronize(dev.stream), "cudaStreamSynchronize");
+  if (site == 1)
+    detail::recordGemm(
+        2.0 * M * N * K,
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count());
+}
