@@ -180,6 +180,20 @@ def MoEManagedMemoryPass : Pass<"moe-managed-memory"> {
   let dependentDialects = ["::mlir::gpu::GPUDialect"];
 }
 
+def MoEDeviceGlobalsPass
+    : Pass<"moe-device-globals", "::mlir::ModuleOp"> {
+  let summary = "Reach globals through managed copies that GPU code can read";
+  let description = [{
+    Runs on the LLVM dialect of code compiled for CUDA. Every
+    `llvm.mlir.addressof` of an `llvm.mlir.global` in a host function (the
+    lowered `memref.get_global` of a weight or constant) is passed through
+    `moert_cuda_global(address, bytes)`, which returns a managed copy of the
+    global made on first use: kernels and cuBLAS cannot read the host memory
+    of the model's shared library. Kernels in `gpu.module`s are untouched.
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
+}
+
 def MoEGPUMapLoopsPass : Pass<"moe-gpu-map-loops"> {
   let summary = "Map parallel loops onto GPU blocks and threads";
   let description = [{

@@ -161,6 +161,8 @@ void moe::buildLowerToGPUPipeline(OpPassManager &pm,
   binary.compilationTarget = "fatbin";
   pm.addPass(createGpuModuleToBinaryPass(binary));
   buildHostToLLVMPipeline(pm, /*runtime=*/true, /*gpu=*/true, options.entry);
+  // Weights and constants live in the library's host memory.
+  pm.addPass(moe::createMoEDeviceGlobalsPass());
 }
 
 void moe::registerPipelines() {

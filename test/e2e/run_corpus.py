@@ -69,6 +69,36 @@ def run(cmd, env=None):
     return done.returncode, done.stdout + done.stderr
 
 
+def dynamic_symbols(path, defined):
+    """The dynamic symbols `path` defines, or those it needs (strong only)."""
+    flag = "--defined-only" if defined else "--undefined-only"
+    out = subprocess.run(["nm", "-D", flag, path], capture_output=True, text=True).stdout
+    names = set()
+    for line in out.splitlines():
+        fields = line.split()
+        if len(fields) >= 2 and (defined or fields[-2] == "U"):
+            names.add(fields[-1].split("@")[0])
+    return names
+
+
+def loader_symbols(moe_run, model_so):
+    """What the dynamic loader resolves model.so against under moe-run: the
+    executable's exports and every library that it and model.so load."""
+    libraries = set()
+    for path in (moe_run, model_so):
+        out = subprocess.run(["ldd", path], capture_output=True, text=True).stdout
+        libraries.update(re.findall(r"=> (/\S+)", out))
+    names = dynamic_symbols(moe_run, True)
+    for library in libraries:
+        names |= dynamic_symbols(library, True)
+    return names
+
+
+def unresolved(moe_run, model_so):
+    """Symbols that model.so needs and nothing under moe-run provides."""
+    return sorted(dynamic_symbols(model_so, False) - loader_symbols(moe_run, model_so))
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--bin", required=True)
@@ -78,7 +108,8 @@ def main():
     parser.add_argument("--plans", default="all", help="'all' or 'basic' (one and two ranks)")
     parser.add_argument("--target", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--build-only", action="store_true",
-                        help="compile and link each plan, check the bundle, run nothing (no GPU here)")
+                        help="compile and link each plan, check the bundle's target and that "
+                             "moe-run resolves every symbol of model.so, run nothing")
     parser.add_argument("model")
     args = parser.parse_args()
 
@@ -112,9 +143,14 @@ def main():
         if args.build_only:
             with open(os.path.join(bundle, "model.json")) as f:
                 target = json.load(f).get("target")
-            if target != args.target or not os.path.getsize(os.path.join(bundle, "model.so")):
+            missing = unresolved(os.path.join(args.bin, "moe-run"), os.path.join(bundle, "model.so"))
+            if target != args.target:
                 failures.append(label)
                 print("FAIL %s: bundle target %s, expected %s" % (label, target, args.target))
+            elif missing:
+                failures.append(label)
+                print("FAIL %s: moe-run cannot load model.so, it provides none of %s"
+                      % (label, " ".join(missing)))
             else:
                 print("BUILT %s --target=%s" % (label, args.target))
             continue

@@ -27,6 +27,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstdio>
+#include <cstring>
 #include <dlfcn.h>
 #include <link.h>
 #include <set>
@@ -302,6 +303,70 @@ static std::string writeOutputs(const Session &s) {
   return "";
 }
 
+namespace {
+/// The buffers the program is called with. With --target=cuda its kernels
+/// read the inputs and write the outputs, so those live in managed memory
+/// during the runs: inputs are copied in first, outputs back at the end.
+class Arguments {
+public:
+  explicit Arguments(Session &s) : device(s.manifest.target == "cuda") {
+    for (moert::Array &input : s.inputs)
+      add(input.data.data(), input.data.size(), /*isOutput=*/false);
+    for (moert::Buffer &output : s.outputs)
+      add(output.data(), output.size(), /*isOutput=*/true);
+  }
+  Arguments(const Arguments &) = delete;
+  ~Arguments() {
+#ifdef MOE_RUN_HAVE_CUDA
+    for (size_t i = 0; i < pointers.size(); ++i)
+      if (pointers[i] != hosts[i].data)
+        mgpuMemFree(pointers[i], nullptr);
+#endif
+  }
+
+  void **data() { return pointers.data(); }
+
+  /// Waits for the device after a run, so that its time is counted.
+  void finishRun() const {
+#ifdef MOE_RUN_HAVE_CUDA
+    if (device)
+      mgpuStreamSynchronize(moert_cuda_stream());
+#endif
+  }
+
+  /// Copies the outputs back to the host buffers after the last run.
+  void copyOutputsBack() const {
+    for (size_t i = 0; i < pointers.size(); ++i)
+      if (hosts[i].isOutput && pointers[i] != hosts[i].data)
+        std::memcpy(hosts[i].data, pointers[i], hosts[i].bytes);
+  }
+
+private:
+  struct Host {
+    char *data;
+    int64_t bytes;
+    bool isOutput;
+  };
+
+  void add(char *data, int64_t bytes, bool isOutput) {
+    hosts.push_back({data, bytes, isOutput});
+    void *pointer = data;
+#ifdef MOE_RUN_HAVE_CUDA
+    if (device && bytes > 0) {
+      pointer = mgpuMemAlloc(bytes, nullptr, /*isHostShared=*/true);
+      if (!isOutput)
+        std::memcpy(pointer, data, bytes);
+    }
+#endif
+    pointers.push_back(pointer);
+  }
+
+  bool device;
+  std::vector<Host> hosts;
+  std::vector<void *> pointers;
+};
+} // namespace
+
 int main(int argc, char **argv) {
   moert::init(argc, argv);
 
@@ -323,17 +388,15 @@ int main(int argc, char **argv) {
   moert::setGrid(s.manifest.gridShape, s.manifest.axes);
   moert::setThreads(opts.threads);
 
-  std::vector<void *> args;
-  for (moert::Array &input : s.inputs)
-    args.push_back(input.data.data());
-  for (moert::Buffer &output : s.outputs)
-    args.push_back(output.data());
+  Arguments args(s);
   for (unsigned run = 0; run < opts.repeat; ++run) {
     moert::barrier();
     moert::beginRun();
     s.entry(args.data());
+    args.finishRun();
     moert::endRun();
   }
+  args.copyOutputsBack();
 
   if (opts.stats)
     moert::printStats();

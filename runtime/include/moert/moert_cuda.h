@@ -107,6 +107,13 @@ void moert_cuda_all_reduce_sum(void *buffer, int64_t count, int32_t dtype,
 void moert_cuda_all_gather(const void *send, void *recv, int64_t bytesPerRank,
                            int64_t axes, void *stream);
 
+/* A managed (host- and device-reachable) copy of the `bytes` at `host`,
+ * made on the first call for that address and prefetched to the device;
+ * later calls return the same copy. Code compiled with --target=cuda reaches
+ * its globals (weights, constants) through this, after moe-run has loaded
+ * the weights into them. */
+void *moert_cuda_global(const void *host, int64_t bytes);
+
 /* The functions MLIR's gpu-to-llvm lowering calls. */
 void *mgpuStreamCreate(void);
 void mgpuStreamDestroy(void *stream);

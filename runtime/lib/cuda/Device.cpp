@@ -13,6 +13,8 @@
 #include "moert/moert_cuda.h"
 
 #include <cstdlib>
+#include <cstring>
+#include <unordered_map>
 
 using namespace moert;
 using namespace moert::cuda;
@@ -153,6 +155,23 @@ void mgpuMemFree(void *ptr, void *stream) {
     check(cudaFree(ptr), "cudaFree");
   else
     check(cudaFreeAsync(ptr, streamOr(stream)), "cudaFreeAsync");
+}
+
+void *moert_cuda_global(const void *host, int64_t bytes) {
+  // Each global is copied once; later calls find it by its host address.
+  static std::unordered_map<const void *, void *> copies;
+  auto [it, inserted] = copies.try_emplace(host, nullptr);
+  if (!inserted)
+    return it->second;
+  if (bytes <= 0)
+    return it->second = const_cast<void *>(host);
+  Device &dev = device();
+  check(cudaMallocManaged(&it->second, bytes), "cudaMallocManaged");
+  std::memcpy(it->second, host, bytes);
+  cudaMemLocation location{cudaMemLocationTypeDevice, dev.index};
+  check(cudaMemPrefetchAsync(it->second, bytes, location, 0, dev.stream),
+        "cudaMemPrefetchAsync");
+  return it->second;
 }
 
 void mgpuMemcpy(void *dst, void *src, size_t bytes, void *stream) {
