@@ -361,8 +361,14 @@ def ConvertCommToRuntimePass
     buffers returned by `bufferization.to_tensor`. Ranks find their
     coordinates from `moert_rank()` and the static grid shape. Grid axes are
     passed as an ordered list (nibble i = axis + 1). What the runtime has no
-    call for (dynamic shapes, reductions other than sum) is an error.
+    call for (dynamic shapes, reductions other than sum) is an error. With
+    `target=cuda` the calls are the CUDA runtime's `moert_cuda_*` (same
+    arguments, device buffers, NCCL).
   }];
+  let options = [
+    Option<"target", "target", "std::string", "\"cpu\"",
+           "The runtime to call: cpu or cuda">,
+  ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
     "::mlir::bufferization::BufferizationDialect",

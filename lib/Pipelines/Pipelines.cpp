@@ -19,19 +19,21 @@ using namespace mlir;
 
 /// moe and onnx ops through linalg and bufferization to buffers: the part
 /// that the CPU and GPU paths share. `runtime`: the moert runtime's calls,
-/// dense function boundaries and results as out-parameters. `rowLoops`:
-/// softmaxes and norms one row at a time on the host (a GPU runs them as
-/// one kernel over all rows instead).
+/// dense function boundaries and results as out-parameters. `target`: the
+/// runtime that exchanges call (cpu or cuda); on the CPU, softmaxes and
+/// norms run one row at a time (a GPU runs each as one kernel instead).
 static void buildBufferizedPipeline(OpPassManager &pm, bool decompose,
                                     bool runtime, bool instrument,
-                                    bool rowLoops) {
+                                    StringRef target) {
   // The fused block has no lowering of its own.
   if (decompose)
     pm.addPass(moe::createMoEDecomposePass());
   if (runtime) {
     if (instrument)
       pm.addPass(moe::createMoEInstrumentLayersPass());
-    pm.addPass(moe::createConvertCommToRuntimePass());
+    moe::ConvertCommToRuntimePassOptions comm;
+    comm.target = target.str();
+    pm.addPass(moe::createConvertCommToRuntimePass(comm));
   }
   pm.addPass(moe::createConvertMoEToLinalgPass());
   // Imported models: the onnx ops around their raised MoE blocks.
@@ -49,7 +51,7 @@ static void buildBufferizedPipeline(OpPassManager &pm, bool decompose,
   pm.addPass(moe::createMoEFuseElementwisePass());
   // What elementwise fusion leaves at reductions (softmax, norms) runs one
   // row at a time.
-  if (rowLoops)
+  if (target == "cpu")
     pm.addPass(moe::createMoEFuseRowsPass());
   // Whole-program bufferization, function signatures included, so that
   // tests can hand tensors to the runner's print functions.
@@ -116,7 +118,7 @@ static void buildHostToLLVMPipeline(OpPassManager &pm, bool runtime, bool gpu,
 void moe::buildLowerToLLVMPipeline(OpPassManager &pm,
                                    const LowerToLLVMOptions &options) {
   buildBufferizedPipeline(pm, options.decompose, options.runtime,
-                          options.instrument, /*rowLoops=*/true);
+                          options.instrument, "cpu");
   if (options.runtime)
     pm.addPass(moe::createConvertMatmulToRuntimePass());
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
@@ -129,7 +131,7 @@ void moe::buildLowerToLLVMPipeline(OpPassManager &pm,
 void moe::buildLowerToGPUPipeline(OpPassManager &pm,
                                    const LowerToGPUOptions &options) {
   buildBufferizedPipeline(pm, /*decompose=*/true, /*runtime=*/true,
-                          options.instrument, /*rowLoops=*/false);
+                          options.instrument, "cuda");
   // Matmuls go to cuBLAS.
   moe::ConvertMatmulToRuntimePassOptions matmuls;
   matmuls.target = "cuda";

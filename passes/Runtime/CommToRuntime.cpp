@@ -5,6 +5,8 @@
 // on buffers: the input is read through a read-only buffer, the result is a
 // new buffer that the call fills. Rank coordinates come from moert_rank and
 // the static grid shape, so shard.all_slice is a slice at a computed offset.
+// With target=cuda the same calls go to the CUDA runtime's moert_cuda_*,
+// which take the same arguments and move the data over NCCL.
 //
 //===----------------------------------------------------------------------===//
 
@@ -178,7 +180,7 @@ LogicalResult replaceWithSum(Operation *op, Value input, StringRef callee,
       dtypeCode(cast<ShapedType>(input.getType()).getElementType());
   if (!code)
     return rewriter.notifyMatchFailure(
-        op, "the runtime sums f32, f64, i32 and i64 only");
+        op, "the runtime sums f32, f64, i32, i64, f16 and bf16 only");
   Location loc = op->getLoc();
   Type resultType = op->getResult(0).getType();
   Value count =
@@ -363,11 +365,40 @@ struct ProcessMultiIndexLowering final
   }
 };
 
+/// The exchange calls, which the CUDA runtime provides under the same names
+/// with moert_cuda_ in place of moert_.
+constexpr StringLiteral kExchanges[] = {
+    "moert_all_gather",         "moert_all_reduce_sum",
+    "moert_reduce_scatter_sum", "moert_all_to_all",
+    "moert_ragged_all_to_all",  "moert_exclusive_scan_sum",
+    "moert_send",               "moert_recv",
+    "moert_broadcast"};
+
+/// Points every exchange call of `module` at the CUDA runtime.
+void retargetToCUDA(ModuleOp module) {
+  for (StringRef name : kExchanges) {
+    auto decl = module.lookupSymbol<func::FuncOp>(name);
+    if (!decl)
+      continue;
+    auto cudaName = StringAttr::get(
+        module.getContext(), "moert_cuda_" + name.drop_front(strlen("moert_")));
+    if (failed(SymbolTable::replaceAllSymbolUses(decl, cudaName, module)))
+      llvm_unreachable("calls of a private function are in its module");
+    SymbolTable::setSymbolName(decl, cudaName);
+  }
+}
+
 struct ConvertCommToRuntimePass
     : public impl::ConvertCommToRuntimePassBase<ConvertCommToRuntimePass> {
   using Base::Base;
 
   void runOnOperation() override {
+    if (target != "cpu" && target != "cuda") {
+      emitError(getOperation().getLoc())
+          << "convert-comm-to-runtime: unknown target '" << target
+          << "' (expected cpu or cuda)";
+      return signalPassFailure();
+    }
     RewritePatternSet patterns(&getContext());
     patterns.add<AllSliceLowering, AllGatherLowering, AllReduceLowering,
                  ReduceScatterLowering, AllToAllLowering, RowsAllToAllLowering,
@@ -392,7 +423,9 @@ struct ConvertCommToRuntimePass
       return WalkResult::advance();
     });
     if (left.wasInterrupted())
-      signalPassFailure();
+      return signalPassFailure();
+    if (target == "cuda")
+      retargetToCUDA(getOperation());
   }
 };
 

@@ -69,17 +69,13 @@ Value advance(OpBuilder &b, Location loc, Value pointer, Type element,
                              ValueRange{toI64(b, loc, offset)});
 }
 
-/// The element types each target's call takes, with the code the CUDA
-/// runtime's call is passed (enum moert_cuda_dtype).
+/// The element types each target's call takes, with the code that the CUDA
+/// runtime's call is passed.
 std::optional<int32_t> elementCode(StringRef target, Type element) {
   if (element.isF32())
-    return 0;
-  if (target != "cuda")
-    return std::nullopt;
-  if (element.isF16())
-    return 1;
-  if (element.isBF16())
-    return 2;
+    return dtypeCode(element);
+  if (target == "cuda" && (element.isF16() || element.isBF16()))
+    return dtypeCode(element);
   return std::nullopt;
 }
 

@@ -30,6 +30,10 @@ std::optional<int32_t> runtime::dtypeCode(Type elementType) {
     return 2;
   if (elementType.isInteger(64))
     return 3;
+  if (elementType.isF16())
+    return 4;
+  if (elementType.isBF16())
+    return 5;
   return std::nullopt;
 }
 

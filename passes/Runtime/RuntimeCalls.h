@@ -21,7 +21,8 @@ namespace mlir::moe::runtime {
 /// axis_i + 1 and the list ends at the first zero nibble.
 int64_t encodeAxes(ArrayRef<int16_t> axes);
 
-/// The ABI's element type code (0 f32, 1 f64, 2 i32, 3 i64), if it has one.
+/// The ABI's element type code (enum moert_dtype: 0 f32, 1 f64, 2 i32,
+/// 3 i64, 4 f16, 5 bf16), if it has one.
 std::optional<int32_t> dtypeCode(Type elementType);
 
 /// `func.call @name(args)`, declaring `name` in the enclosing module on first

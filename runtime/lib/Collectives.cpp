@@ -17,36 +17,17 @@
 using namespace moert;
 using namespace moert::detail;
 
-namespace {
-enum Op : int64_t {
-  AllGather = 1,
-  AllReduce,
-  ReduceScatter,
-  AllToAll,
-  RaggedAllToAll,
-  ExclusiveScan,
-  Broadcast,
-  NumOps
-};
-const char *const opNames[NumOps] = {"",
-                                     "moert_all_gather",
-                                     "moert_all_reduce_sum",
-                                     "moert_reduce_scatter_sum",
-                                     "moert_all_to_all",
-                                     "moert_ragged_all_to_all",
-                                     "moert_exclusive_scan_sum",
-                                     "moert_broadcast"};
+const char *const detail::opNames[NumOps] = {"",
+                                             "moert_all_gather",
+                                             "moert_all_reduce_sum",
+                                             "moert_reduce_scatter_sum",
+                                             "moert_all_to_all",
+                                             "moert_ragged_all_to_all",
+                                             "moert_exclusive_scan_sum",
+                                             "moert_broadcast"};
 
-const char *const dtypeNames[] = {"f32", "f64", "i32", "i64"};
-
-/// One quantity that all members of a group must agree on.
-struct Field {
-  const char *what;
-  int64_t value;
-  /// Spelling of each value, when it is a code.
-  const char *const *names = nullptr;
-};
-} // namespace
+const char *const detail::dtypeNames[] = {"f32", "f64", "i32",
+                                          "i64", "f16", "bf16"};
 
 /// Ends every rank over a mismatch that the whole group has seen, with one
 /// report, by position 0.
@@ -59,7 +40,7 @@ template <typename... Ts>
 
 /// Ends every rank unless the whole group calls `op` with the same `fields`.
 /// The exchange has a fixed size so that it matches whatever the others call.
-static void agree(const Group &g, Op op, std::initializer_list<Field> fields) {
+void detail::agree(const Group &g, Op op, std::initializer_list<Field> fields) {
   constexpr int maxFields = 3;
   int64_t v[2 * (maxFields + 1)] = {op, -op};
   int i = 2;
@@ -87,7 +68,7 @@ static void agree(const Group &g, Op op, std::initializer_list<Field> fields) {
   }
 }
 
-static int64_t checkCount(int64_t n, Op op, const char *what) {
+int64_t detail::checkCount(int64_t n, Op op, const char *what) {
   if (n < 0)
     fail(opNames[op], ": negative ", what, " ", n);
   return n;
@@ -108,6 +89,10 @@ static MPI_Datatype mpiType(int32_t dtype, Op op, int64_t &size) {
   case 3:
     size = 8;
     return MPI_INT64_T;
+  case MOERT_F16:
+  case MOERT_BF16:
+    fail(opNames[op], ": ", dtypeNames[dtype],
+         " sums need the CUDA runtime (compile with --target=cuda)");
   }
   fail(opNames[op], ": unknown dtype code ", dtype);
 }
@@ -129,7 +114,7 @@ static const void *apart(const void *in, int64_t inBytes, const void *out,
   return scratch.data();
 }
 
-static int checkPeer(const Group &g, int64_t peer, const char *op) {
+int detail::checkPeer(const Group &g, int64_t peer, const char *op) {
   if (peer < 0 || peer >= g.size)
     fail(op, " over ", g.name, ": position ", peer, " outside a group of ",
          g.size);

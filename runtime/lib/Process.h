@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <initializer_list>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -56,6 +57,41 @@ void recordGemm(double flops, double seconds);
 
 /// Converts a byte or element count into the int that MPI takes.
 int toInt(int64_t n, const char *op);
+
+/// The collectives, for the checks that the CPU (MPI) and CUDA (NCCL)
+/// runtimes share.
+enum Op : int64_t {
+  AllGather = 1,
+  AllReduce,
+  ReduceScatter,
+  AllToAll,
+  RaggedAllToAll,
+  ExclusiveScan,
+  Broadcast,
+  NumOps
+};
+extern const char *const opNames[NumOps];
+/// Spellings of the enum moert_dtype codes.
+extern const char *const dtypeNames[6];
+
+/// One quantity that all members of a group must agree on.
+struct Field {
+  const char *what;
+  int64_t value;
+  /// Spelling of each value, when it is a code.
+  const char *const *names = nullptr;
+};
+
+/// Ends every rank unless the whole group (of more than one) calls `op`
+/// with the same `fields` (at most 3): a mismatch would otherwise hang or
+/// write past a buffer. One small MPI_Allreduce.
+void agree(const Group &g, Op op, std::initializer_list<Field> fields);
+
+/// `n`; ends the process when it is negative.
+int64_t checkCount(int64_t n, Op op, const char *what);
+
+/// `peer` as an int; ends the process when it is not a position of `g`.
+int checkPeer(const Group &g, int64_t peer, const char *op);
 
 } // namespace moert::detail
 

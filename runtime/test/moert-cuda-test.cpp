@@ -66,27 +66,27 @@ struct TypeCase {
   float tolerance;
   size_t bytes;
 };
-const TypeCase kTypes[] = {{"f32", MOERT_CUDA_F32, 1e-5f, 4},
-                           {"f16", MOERT_CUDA_F16, 2e-2f, 2},
-                           {"bf16", MOERT_CUDA_BF16, 6e-2f, 2}};
+const TypeCase kTypes[] = {{"f32", MOERT_F32, 1e-5f, 4},
+                           {"f16", MOERT_F16, 2e-2f, 2},
+                           {"bf16", MOERT_BF16, 6e-2f, 2}};
 
 float roundTo(int32_t code, float v) {
-  if (code == MOERT_CUDA_F16)
+  if (code == MOERT_F16)
     return __half2float(__float2half_rn(v));
-  if (code == MOERT_CUDA_BF16)
+  if (code == MOERT_BF16)
     return __bfloat162float(__float2bfloat16_rn(v));
   return v;
 }
 
 /// Raw bytes of `values` in the element type.
 std::vector<char> encode(int32_t code, const std::vector<float> &values) {
-  size_t bytes = code == MOERT_CUDA_F32 ? 4 : 2;
+  size_t bytes = code == MOERT_F32 ? 4 : 2;
   std::vector<char> out(values.size() * bytes);
   for (size_t i = 0; i < values.size(); ++i) {
-    if (code == MOERT_CUDA_F16) {
+    if (code == MOERT_F16) {
       __half h = __float2half_rn(values[i]);
       std::memcpy(&out[i * 2], &h, 2);
-    } else if (code == MOERT_CUDA_BF16) {
+    } else if (code == MOERT_BF16) {
       __nv_bfloat16 h = __float2bfloat16_rn(values[i]);
       std::memcpy(&out[i * 2], &h, 2);
     } else {
@@ -97,14 +97,14 @@ std::vector<char> encode(int32_t code, const std::vector<float> &values) {
 }
 
 std::vector<float> decode(int32_t code, const std::vector<char> &raw) {
-  size_t bytes = code == MOERT_CUDA_F32 ? 4 : 2;
+  size_t bytes = code == MOERT_F32 ? 4 : 2;
   std::vector<float> out(raw.size() / bytes);
   for (size_t i = 0; i < out.size(); ++i) {
-    if (code == MOERT_CUDA_F16) {
+    if (code == MOERT_F16) {
       __half h;
       std::memcpy(&h, &raw[i * 2], 2);
       out[i] = __half2float(h);
-    } else if (code == MOERT_CUDA_BF16) {
+    } else if (code == MOERT_BF16) {
       __nv_bfloat16 h;
       std::memcpy(&h, &raw[i * 2], 2);
       out[i] = __bfloat162float(h);
@@ -321,21 +321,47 @@ void testMatmul(std::mt19937 &rng, const TypeCase &type, bool transA,
              std::to_string(err) + ")");
 }
 
-/// Every exchange within a group of one (no axes) hands its input back.
+/// Every exchange within a group of one (no axes) hands its input back; a
+/// scan of one is zeros; a ragged exchange zeroes the rows it does not fill.
 void testExchangesOfOne(std::mt19937 &rng) {
-  std::vector<float> x = randomValues(1000, rng);
+  std::vector<float> x = randomValues(1000, rng), zeros(x.size(), 0);
   int64_t bytes = x.size() * sizeof(float);
   Buffer<float> in(x), out(x.size());
-  moert_cuda_all_to_all(in.ptr, out.ptr, bytes, 0, nullptr);
+  auto fresh = [&] { out.upload(std::vector<float>(x.size(), -1)); };
+  fresh();
+  moert_cuda_all_to_all(in.ptr, out.ptr, bytes, 0);
   expect(out.download() == x, "all_to_all of one");
-  out.upload(std::vector<float>(x.size(), 0));
-  moert_cuda_all_to_all_v(in.ptr, &bytes, out.ptr, &bytes, 0, nullptr);
-  expect(out.download() == x, "all_to_all_v of one");
-  out.upload(std::vector<float>(x.size(), 0));
-  moert_cuda_all_gather(in.ptr, out.ptr, bytes, 0, nullptr);
+  fresh();
+  moert_cuda_all_gather(in.ptr, out.ptr, bytes, 0);
   expect(out.download() == x, "all_gather of one");
-  moert_cuda_all_reduce_sum(in.ptr, x.size(), MOERT_CUDA_F32, 0, nullptr);
-  expect(in.download() == x, "all_reduce of one");
+  fresh();
+  moert_cuda_all_reduce_sum(in.ptr, out.ptr, x.size(), MOERT_F32, 0);
+  expect(out.download() == x, "all_reduce of one");
+  fresh();
+  moert_cuda_reduce_scatter_sum(in.ptr, out.ptr, x.size(), MOERT_F32, 0);
+  expect(out.download() == x, "reduce_scatter of one");
+  fresh();
+  moert_cuda_broadcast(in.ptr, out.ptr, bytes, 0, 0);
+  expect(out.download() == x, "broadcast of one");
+  fresh();
+  moert_cuda_exclusive_scan_sum(in.ptr, out.ptr, x.size(), MOERT_F32, 0);
+  expect(out.download() == zeros, "exclusive scan of one");
+  fresh();
+  moert_cuda_send(in.ptr, bytes, 0, 0);
+  moert_cuda_recv(out.ptr, bytes, 0, 0);
+  expect(out.download() == x, "send and receive to itself");
+
+  // 1000 floats as 100 rows of 10 in two groups of 30 and 20 rows: 50 rows
+  // move, the other 50 of the output are zeroed.
+  fresh();
+  Buffer<int32_t> counts(std::vector<int32_t>{30, 20}), outCounts(2);
+  moert_cuda_ragged_all_to_all(in.ptr, counts.ptr, out.ptr, outCounts.ptr,
+                               10 * sizeof(float), 2, 100, 0);
+  std::vector<float> ragged(x.begin(), x.begin() + 500);
+  ragged.resize(x.size(), 0);
+  expect(out.download() == ragged &&
+             outCounts.download() == std::vector<int32_t>{30, 20},
+         "ragged all_to_all of one");
 }
 
 } // namespace

@@ -29,6 +29,18 @@
 extern "C" {
 #endif
 
+/* Element types, as the `dtype` arguments of the runtime's calls name them.
+ * The CPU runtime's sums take f32, f64, i32 and i64; the CUDA runtime's
+ * take all six, its kernels f32, f16 and bf16. */
+enum moert_dtype {
+  MOERT_F32 = 0,
+  MOERT_F64 = 1,
+  MOERT_I32 = 2,
+  MOERT_I64 = 3,
+  MOERT_F16 = 4,
+  MOERT_BF16 = 5
+};
+
 /* World rank of this process (0 without MPI). */
 int64_t moert_rank(void);
 

@@ -17,16 +17,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "moert/moert.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* Element types of activations and weights. */
-enum moert_cuda_dtype {
-  MOERT_CUDA_F32 = 0,
-  MOERT_CUDA_F16 = 1,
-  MOERT_CUDA_BF16 = 2
-};
 
 /* Router scoring, as moe.router's `scoring`. */
 enum moert_cuda_scoring {
@@ -92,20 +87,35 @@ void moert_cuda_matmul(int32_t dtype, int64_t M, int64_t N, int64_t K,
                        int64_t sBk, int64_t sBn, void *C, int64_t sCm,
                        int64_t sCn, int32_t accumulate, int32_t site);
 
-/* Exchanges among the ranks of the group that `axes` names (as moert.h).
- * NCCL communicators are made on first use from an id that the group's
- * first rank broadcasts over MPI. */
-void moert_cuda_all_to_all(const void *send, void *recv,
-                           int64_t bytesPerRank, int64_t axes, void *stream);
-/* Ragged: sendBytes and recvBytes are host arrays of one count per rank of
- * the group; grouped ncclSend/ncclRecv. */
-void moert_cuda_all_to_all_v(const void *send, const int64_t *sendBytes,
-                             void *recv, const int64_t *recvBytes,
-                             int64_t axes, void *stream);
-void moert_cuda_all_reduce_sum(void *buffer, int64_t count, int32_t dtype,
-                               int64_t axes, void *stream);
-void moert_cuda_all_gather(const void *send, void *recv, int64_t bytesPerRank,
-                           int64_t axes, void *stream);
+/* Exchanges among the ranks of the group that `axes` names: the calls of
+ * moert.h with the same arguments and meaning, on device (or managed)
+ * buffers, over NCCL. Each group's communicator is made on first use from
+ * an id that its first rank broadcasts over MPI; like the CPU calls, each
+ * first checks over MPI that the whole group makes the same call with the
+ * same sizes. The calls run on the runtime's stream and wait for it, since
+ * host code may read what they write. Sums take every moert_dtype. */
+void moert_cuda_all_gather(const void *in, void *out, int64_t bytesPerRank,
+                           int64_t axes);
+void moert_cuda_all_reduce_sum(const void *in, void *out, int64_t count,
+                               int32_t dtype, int64_t axes);
+void moert_cuda_reduce_scatter_sum(const void *in, void *out,
+                                   int64_t countPerRank, int32_t dtype,
+                                   int64_t axes);
+void moert_cuda_all_to_all(const void *in, void *out, int64_t bytesPerRank,
+                           int64_t axes);
+/* counts and outCounts may be device memory: they are copied to the host to
+ * size the grouped ncclSend/ncclRecv. */
+void moert_cuda_ragged_all_to_all(const void *in, const int32_t *counts,
+                                  void *out, int32_t *outCounts,
+                                  int64_t rowBytes, int64_t groupsPerRank,
+                                  int64_t outRows, int64_t axes);
+void moert_cuda_exclusive_scan_sum(const void *in, void *out, int64_t count,
+                                   int32_t dtype, int64_t axes);
+void moert_cuda_send(const void *in, int64_t bytes, int64_t axes,
+                     int64_t dest);
+void moert_cuda_recv(void *out, int64_t bytes, int64_t axes, int64_t source);
+void moert_cuda_broadcast(const void *in, void *out, int64_t bytes,
+                          int64_t axes, int64_t root);
 
 /* A managed (host- and device-reachable) copy of the `bytes` at `host`,
  * made on the first call for that address and prefetched to the device;

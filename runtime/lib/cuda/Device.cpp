@@ -61,10 +61,10 @@ cudaStream_t cuda::streamOr(void *stream) {
 
 size_t cuda::elementBytes(int32_t dtype, const char *op) {
   switch (dtype) {
-  case MOERT_CUDA_F32:
+  case MOERT_F32:
     return 4;
-  case MOERT_CUDA_F16:
-  case MOERT_CUDA_BF16:
+  case MOERT_F16:
+  case MOERT_BF16:
     return 2;
   }
   detail::fail(op, ": unknown element type code ", dtype);
@@ -72,9 +72,9 @@ size_t cuda::elementBytes(int32_t dtype, const char *op) {
 
 cudaDataType_t cuda::blasType(int32_t dtype) {
   switch (dtype) {
-  case MOERT_CUDA_F16:
+  case MOERT_F16:
     return CUDA_R_16F;
-  case MOERT_CUDA_BF16:
+  case MOERT_BF16:
     return CUDA_R_16BF;
   default:
     return CUDA_R_32F;

@@ -1,10 +1,13 @@
 //===- Exchange.cpp - Exchanges between ranks over NCCL -------------------===//
 //
-// One NCCL communicator per group (per `axes` value), made on first use: the
-// group's first rank creates the id and broadcasts it over the group's MPI
-// communicator, which the CPU runtime already keeps. A group of one copies.
-// Uniform all-to-all is ncclAlltoAll; the ragged one is ncclSend/ncclRecv
-// pairs in one NCCL group call.
+// The moert.h exchanges on device buffers. The checks are the CPU
+// runtime's (detail::agree: one small MPI_Allreduce, so that a mismatched
+// call ends every rank instead of hanging NCCL); the data moves over NCCL.
+// One communicator per group (per `axes` value), made on first use from an
+// id that the group's first rank broadcasts over MPI. A group of one copies
+// on the device. NCCL has no scan: the exclusive scan gathers every
+// position's input and sums on the host (it is used for per-expert counts).
+// Every call waits for the stream before it returns.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,121 +18,364 @@
 #include <nccl.h>
 
 #include <map>
+#include <vector>
 
 using namespace moert;
 using namespace moert::cuda;
+using namespace moert::detail;
 
 static void check(ncclResult_t status, const char *call) {
   if (status != ncclSuccess)
-    detail::fail(call, " failed: ", ncclGetErrorString(status),
-                 status == ncclSystemError || status == ncclRemoteError
-                     ? " (a peer rank failed or the network broke)"
-                     : "");
+    fail(call, " failed: ", ncclGetErrorString(status),
+         status == ncclSystemError || status == ncclRemoteError
+             ? " (a peer rank failed or the network broke)"
+             : "");
 }
 
 namespace {
+/// A group and, for more than one rank, its NCCL communicator.
 struct Peers {
-  detail::Group *group;
-  ncclComm_t comm = nullptr; ///< Null for a group of one.
+  Group *group;
+  ncclComm_t comm = nullptr;
+  cudaStream_t stream;
+};
+
+/// An element type's NCCL name and size.
+struct Element {
+  ncclDataType_t type;
+  int64_t bytes;
 };
 } // namespace
 
 static Peers peers(int64_t axes, const char *op) {
   static std::map<int64_t, ncclComm_t> comms;
-  detail::Group &group = detail::group(axes, op);
-  device();
+  Group &group = detail::group(axes, op);
+  Peers p{&group, nullptr, device().stream};
   if (group.size == 1)
-    return {&group, nullptr};
-  auto it = comms.find(axes);
-  if (it != comms.end())
-    return {&group, it->second};
-  ncclUniqueId id;
-  if (group.pos == 0)
-    check(ncclGetUniqueId(&id), "ncclGetUniqueId");
-  MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, group.comm);
-  ncclComm_t comm;
-  check(ncclCommInitRank(&comm, group.size, id, group.pos), "ncclCommInitRank");
-  comms.emplace(axes, comm);
-  return {&group, comm};
+    return p;
+  auto [it, inserted] = comms.try_emplace(axes, nullptr);
+  if (inserted) {
+    ncclUniqueId id;
+    if (group.pos == 0)
+      check(ncclGetUniqueId(&id), "ncclGetUniqueId");
+    MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, group.comm);
+    check(ncclCommInitRank(&it->second, group.size, id, group.pos),
+          "ncclCommInitRank");
+  }
+  p.comm = it->second;
+  return p;
 }
 
-static ncclDataType_t ncclType(int32_t dtype) {
+static Element element(int32_t dtype, Op op) {
   switch (dtype) {
-  case MOERT_CUDA_F32:
-    return ncclFloat32;
-  case MOERT_CUDA_F16:
-    return ncclFloat16;
-  case MOERT_CUDA_BF16:
-    return ncclBfloat16;
+  case MOERT_F32:
+    return {ncclFloat32, 4};
+  case MOERT_F64:
+    return {ncclFloat64, 8};
+  case MOERT_I32:
+    return {ncclInt32, 4};
+  case MOERT_I64:
+    return {ncclInt64, 8};
+  case MOERT_F16:
+    return {ncclFloat16, 2};
+  case MOERT_BF16:
+    return {ncclBfloat16, 2};
   }
-  detail::fail("moert_cuda_all_reduce_sum: unknown element type code ", dtype);
+  fail(opNames[op], ": unknown dtype code ", dtype);
 }
 
-void moert_cuda_all_to_all(const void *send, void *recv, int64_t bytesPerRank,
-                           int64_t axes, void *stream) {
-  Peers p = peers(axes, "moert_cuda_all_to_all");
-  cudaStream_t s = streamOr(stream);
-  if (!p.comm) {
-    check(cudaMemcpyAsync(recv, send, bytesPerRank, cudaMemcpyDeviceToDevice, s),
+static void copyOnDevice(void *out, const void *in, int64_t bytes,
+                         cudaStream_t stream) {
+  if (bytes > 0 && in != out)
+    check(cudaMemcpyAsync(out, in, bytes, cudaMemcpyDefault, stream),
           "cudaMemcpyAsync");
-    return;
-  }
-  check(ncclAlltoAll(send, recv, bytesPerRank, ncclUint8, p.comm, s),
-        "ncclAlltoAll");
 }
 
-void moert_cuda_all_to_all_v(const void *send, const int64_t *sendBytes,
-                             void *recv, const int64_t *recvBytes,
-                             int64_t axes, void *stream) {
-  Peers p = peers(axes, "moert_cuda_all_to_all_v");
-  cudaStream_t s = streamOr(stream);
-  int size = p.group->size;
-  for (int r = 0; r < size; ++r)
-    if (sendBytes[r] < 0 || recvBytes[r] < 0)
-      detail::fail("moert_cuda_all_to_all_v: negative count for rank ", r,
-                   " of ", p.group->name);
+static void wait(const Peers &p) {
+  check(cudaStreamSynchronize(p.stream), "cudaStreamSynchronize");
+}
+
+void moert_cuda_all_gather(const void *in, void *out, int64_t bytesPerRank,
+                           int64_t axes) {
+  Peers p = peers(axes, opNames[AllGather]);
+  checkCount(bytesPerRank, AllGather, "byte count");
   if (!p.comm) {
-    if (sendBytes[0] != recvBytes[0])
-      detail::fail("moert_cuda_all_to_all_v: sends ", sendBytes[0],
-                   " bytes to itself but expects ", recvBytes[0]);
-    check(cudaMemcpyAsync(recv, send, sendBytes[0], cudaMemcpyDeviceToDevice, s),
-          "cudaMemcpyAsync");
-    return;
+    copyOnDevice(out, in, bytesPerRank, p.stream);
+  } else {
+    agree(*p.group, AllGather, {{"bytes per rank", bytesPerRank}});
+    check(ncclAllGather(in, out, bytesPerRank, ncclUint8, p.comm, p.stream),
+          "ncclAllGather");
   }
-  const char *out = static_cast<const char *>(send);
-  char *in = static_cast<char *>(recv);
-  check(ncclGroupStart(), "ncclGroupStart");
-  for (int r = 0; r < size; ++r) {
-    if (sendBytes[r])
-      check(ncclSend(out, sendBytes[r], ncclUint8, r, p.comm, s), "ncclSend");
-    if (recvBytes[r])
-      check(ncclRecv(in, recvBytes[r], ncclUint8, r, p.comm, s), "ncclRecv");
-    out += sendBytes[r];
-    in += recvBytes[r];
-  }
-  check(ncclGroupEnd(), "ncclGroupEnd");
+  wait(p);
 }
 
-void moert_cuda_all_reduce_sum(void *buffer, int64_t count, int32_t dtype,
-                               int64_t axes, void *stream) {
-  Peers p = peers(axes, "moert_cuda_all_reduce_sum");
-  ncclDataType_t type = ncclType(dtype);
-  if (!p.comm)
-    return;
-  check(ncclAllReduce(buffer, buffer, count, type, ncclSum, p.comm,
-                      streamOr(stream)),
-        "ncclAllReduce");
-}
-
-void moert_cuda_all_gather(const void *send, void *recv, int64_t bytesPerRank,
-                           int64_t axes, void *stream) {
-  Peers p = peers(axes, "moert_cuda_all_gather");
-  cudaStream_t s = streamOr(stream);
+/// The sums differ in the NCCL call only; `count` is the output's.
+template <typename CallNccl>
+static void reduceSum(Op op, const void *in, void *out, int64_t count,
+                      int32_t dtype, int64_t axes, CallNccl callNccl) {
+  Peers p = peers(axes, opNames[op]);
+  Element e = element(dtype, op);
+  int64_t bytes = checkCount(count, op, "element count") * e.bytes;
   if (!p.comm) {
-    check(cudaMemcpyAsync(recv, send, bytesPerRank, cudaMemcpyDeviceToDevice, s),
-          "cudaMemcpyAsync");
-    return;
+    copyOnDevice(out, in, bytes, p.stream);
+  } else {
+    agree(*p.group, op,
+          {{"element types", dtype, dtypeNames}, {"element counts", count}});
+    callNccl(in, out, count, e.type, p);
   }
-  check(ncclAllGather(send, recv, bytesPerRank, ncclUint8, p.comm, s),
-        "ncclAllGather");
+  wait(p);
+}
+
+void moert_cuda_all_reduce_sum(const void *in, void *out, int64_t count,
+                               int32_t dtype, int64_t axes) {
+  reduceSum(AllReduce, in, out, count, dtype, axes,
+            [](const void *i, void *o, int64_t n, ncclDataType_t t,
+               const Peers &p) {
+              check(ncclAllReduce(i, o, n, t, ncclSum, p.comm, p.stream),
+                    "ncclAllReduce");
+            });
+}
+
+void moert_cuda_reduce_scatter_sum(const void *in, void *out,
+                                   int64_t countPerRank, int32_t dtype,
+                                   int64_t axes) {
+  reduceSum(ReduceScatter, in, out, countPerRank, dtype, axes,
+            [](const void *i, void *o, int64_t n, ncclDataType_t t,
+               const Peers &p) {
+              check(ncclReduceScatter(i, o, n, t, ncclSum, p.comm, p.stream),
+                    "ncclReduceScatter");
+            });
+}
+
+void moert_cuda_all_to_all(const void *in, void *out, int64_t bytesPerRank,
+                           int64_t axes) {
+  Peers p = peers(axes, opNames[AllToAll]);
+  checkCount(bytesPerRank, AllToAll, "byte count");
+  if (!p.comm) {
+    copyOnDevice(out, in, bytesPerRank, p.stream);
+  } else {
+    agree(*p.group, AllToAll, {{"bytes per rank", bytesPerRank}});
+    check(ncclAlltoAll(in, out, bytesPerRank, ncclUint8, p.comm, p.stream),
+          "ncclAlltoAll");
+  }
+  wait(p);
+}
+
+/// Rows per peer: the sum of its `groups` counts.
+static std::vector<int64_t> rowsPerPeer(const std::vector<int32_t> &counts,
+                                        int size, int64_t groups) {
+  std::vector<int64_t> rows(size, 0);
+  for (int peer = 0; peer < size; ++peer)
+    for (int64_t l = 0; l < groups; ++l)
+      rows[peer] += counts[peer * groups + l];
+  return rows;
+}
+
+void moert_cuda_ragged_all_to_all(const void *in, const int32_t *counts,
+                                  void *out, int32_t *outCounts,
+                                  int64_t rowBytes, int64_t groupsPerRank,
+                                  int64_t outRows, int64_t axes) {
+  const Op op = RaggedAllToAll;
+  Peers p = peers(axes, opNames[op]);
+  Group &g = *p.group;
+  checkCount(rowBytes, op, "row size");
+  checkCount(groupsPerRank, op, "groups per rank");
+  checkCount(outRows, op, "output row count");
+  int64_t numCounts = g.size * groupsPerRank;
+  size_t countBytes = numCounts * sizeof(int32_t);
+  std::vector<int32_t> sendCounts(numCounts), recvCounts(numCounts);
+  check(cudaMemcpyAsync(sendCounts.data(), counts, countBytes,
+                        cudaMemcpyDefault, p.stream),
+        "cudaMemcpyAsync");
+  wait(p);
+  for (int64_t i = 0; i < numCounts; ++i)
+    if (sendCounts[i] < 0)
+      fail(opNames[op], " over ", g.name, ": negative count ", sendCounts[i],
+           " for position ", i / groupsPerRank, ", group ",
+           i % groupsPerRank);
+  if (p.comm) {
+    agree(g, op, {{"row sizes", rowBytes}, {"groups per rank", groupsPerRank}});
+    check(ncclAlltoAll(counts, outCounts, groupsPerRank, ncclInt32, p.comm,
+                       p.stream),
+          "ncclAlltoAll");
+  } else {
+    copyOnDevice(outCounts, counts, countBytes, p.stream);
+  }
+  check(cudaMemcpyAsync(recvCounts.data(), outCounts, countBytes,
+                        cudaMemcpyDefault, p.stream),
+        "cudaMemcpyAsync");
+  wait(p);
+
+  std::vector<int64_t> sendRows = rowsPerPeer(sendCounts, g.size, groupsPerRank);
+  std::vector<int64_t> recvRows = rowsPerPeer(recvCounts, g.size, groupsPerRank);
+  int64_t received = 0;
+  for (int64_t rows : recvRows)
+    received += rows;
+  // Checked before any row moves: the output cannot hold more.
+  if (received > outRows)
+    fail(opNames[op], " over ", g.name, ": receives ", received,
+         " rows but the output holds ", outRows);
+  auto *src = static_cast<const char *>(in);
+  auto *dst = static_cast<char *>(out);
+  if (!p.comm) {
+    copyOnDevice(dst, src, received * rowBytes, p.stream);
+  } else if (rowBytes > 0) {
+    check(ncclGroupStart(), "ncclGroupStart");
+    for (int peer = 0; peer < g.size; ++peer) {
+      if (sendRows[peer])
+        check(ncclSend(src, sendRows[peer] * rowBytes, ncclUint8, peer, p.comm,
+                       p.stream),
+              "ncclSend");
+      if (recvRows[peer])
+        check(ncclRecv(dst, recvRows[peer] * rowBytes, ncclUint8, peer, p.comm,
+                       p.stream),
+              "ncclRecv");
+      src += sendRows[peer] * rowBytes;
+      dst += recvRows[peer] * rowBytes;
+    }
+    check(ncclGroupEnd(), "ncclGroupEnd");
+  }
+  if (outRows > received && rowBytes > 0)
+    check(cudaMemsetAsync(static_cast<char *>(out) + received * rowBytes, 0,
+                          (outRows - received) * rowBytes, p.stream),
+          "cudaMemsetAsync");
+  wait(p);
+}
+
+/// out = sum of the first `before` of `gathered`'s chunks of `count` Ts.
+template <typename T>
+static void sumChunks(const std::vector<char> &gathered, int before,
+                      int64_t count, std::vector<char> &out) {
+  auto *chunks = reinterpret_cast<const T *>(gathered.data());
+  auto *sum = reinterpret_cast<T *>(out.data());
+  for (int64_t i = 0; i < count; ++i) {
+    T acc = 0;
+    for (int position = 0; position < before; ++position)
+      acc += chunks[position * count + i];
+    sum[i] = acc;
+  }
+}
+
+void moert_cuda_exclusive_scan_sum(const void *in, void *out, int64_t count,
+                                   int32_t dtype, int64_t axes) {
+  const Op op = ExclusiveScan;
+  Peers p = peers(axes, opNames[op]);
+  Group &g = *p.group;
+  Element e = element(dtype, op);
+  int64_t bytes = checkCount(count, op, "element count") * e.bytes;
+  if (dtype == MOERT_F16 || dtype == MOERT_BF16)
+    fail(opNames[op], ": ", dtypeNames[dtype],
+         " scans are not supported (counts are integers)");
+  std::vector<char> gathered(bytes * g.size), sum(bytes, 0);
+  if (p.comm && bytes > 0) {
+    agree(g, op,
+          {{"element types", dtype, dtypeNames}, {"element counts", count}});
+    void *staging = nullptr;
+    check(cudaMallocAsync(&staging, bytes * g.size, p.stream),
+          "cudaMallocAsync");
+    check(ncclAllGather(in, staging, bytes, ncclUint8, p.comm, p.stream),
+          "ncclAllGather");
+    check(cudaMemcpyAsync(gathered.data(), staging, bytes * g.size,
+                          cudaMemcpyDefault, p.stream),
+          "cudaMemcpyAsync");
+    check(cudaFreeAsync(staging, p.stream), "cudaFreeAsync");
+    wait(p);
+    switch (dtype) {
+    case MOERT_F32:
+      sumChunks<float>(gathered, g.pos, count, sum);
+      break;
+    case MOERT_F64:
+      sumChunks<double>(gathered, g.pos, count, sum);
+      break;
+    case MOERT_I32:
+      sumChunks<int32_t>(gathered, g.pos, count, sum);
+      break;
+    default:
+      sumChunks<int64_t>(gathered, g.pos, count, sum);
+      break;
+    }
+  }
+  copyOnDevice(out, sum.data(), bytes, p.stream);
+  wait(p);
+}
+
+void moert_cuda_broadcast(const void *in, void *out, int64_t bytes,
+                          int64_t axes, int64_t root) {
+  const char *op = opNames[Broadcast];
+  Peers p = peers(axes, op);
+  checkCount(bytes, Broadcast, "byte count");
+  int r = checkPeer(*p.group, root, op);
+  if (!p.comm) {
+    copyOnDevice(out, in, bytes, p.stream);
+  } else {
+    agree(*p.group, Broadcast, {{"byte counts", bytes}, {"roots", root}});
+    check(ncclBroadcast(in, out, bytes, ncclUint8, r, p.comm, p.stream),
+          "ncclBroadcast");
+  }
+  wait(p);
+}
+
+namespace {
+/// A message a rank sent to its own position: a device copy, oldest first.
+struct SelfMessage {
+  void *data;
+  int64_t bytes;
+};
+std::map<int64_t, std::vector<SelfMessage>> selfMessages;
+} // namespace
+
+void moert_cuda_send(const void *in, int64_t bytes, int64_t axes,
+                     int64_t dest) {
+  const char *op = "moert_send";
+  Peers p = peers(axes, op);
+  int d = checkPeer(*p.group, dest, op);
+  if (bytes < 0)
+    fail(op, ": negative byte count ", bytes);
+  if (d == p.group->pos) {
+    SelfMessage message{nullptr, bytes};
+    check(cudaMallocAsync(&message.data, std::max<int64_t>(bytes, 1),
+                          p.stream),
+          "cudaMallocAsync");
+    copyOnDevice(message.data, in, bytes, p.stream);
+    selfMessages[axes].push_back(message);
+  } else {
+    // The receiver checks the size: both sides exchange it over MPI first,
+    // since NCCL would hang on a mismatch instead of failing.
+    MPI_Send(&bytes, 1, MPI_INT64_T, d, 1, p.group->comm);
+    check(ncclSend(in, bytes, ncclUint8, d, p.comm, p.stream), "ncclSend");
+  }
+  wait(p);
+}
+
+void moert_cuda_recv(void *out, int64_t bytes, int64_t axes, int64_t source) {
+  const char *op = "moert_recv";
+  Peers p = peers(axes, op);
+  Group &g = *p.group;
+  int s = checkPeer(g, source, op);
+  int64_t got;
+  if (s == g.pos) {
+    std::vector<SelfMessage> &queue = selfMessages[axes];
+    if (queue.empty())
+      fail(op, " over ", g.name, ": this rank sent nothing to itself");
+    SelfMessage message = queue.front();
+    queue.erase(queue.begin());
+    got = message.bytes;
+    if (got == bytes)
+      copyOnDevice(out, message.data, bytes, p.stream);
+    check(cudaFreeAsync(message.data, p.stream), "cudaFreeAsync");
+  } else {
+    MPI_Recv(&got, 1, MPI_INT64_T, s, 1, g.comm, MPI_STATUS_IGNORE);
+    // Received whatever the size, so that the sender's ncclSend completes.
+    void *landing = out;
+    if (got != bytes)
+      check(cudaMallocAsync(&landing, std::max<int64_t>(got, 1), p.stream),
+            "cudaMallocAsync");
+    check(ncclRecv(landing, got, ncclUint8, s, p.comm, p.stream), "ncclRecv");
+    if (landing != out)
+      check(cudaFreeAsync(landing, p.stream), "cudaFreeAsync");
+  }
+  wait(p);
+  if (got != bytes)
+    fail(op, " over ", g.name, " from position ", s, ": expects ", bytes,
+         " bytes, the sender sent ", got);
 }

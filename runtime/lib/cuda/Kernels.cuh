@@ -36,11 +36,11 @@ template <> __device__ inline __nv_bfloat16 fromFloat<__nv_bfloat16>(float v) {
 /// Calls `fn` with a null pointer of the element type `dtype` names.
 template <typename Fn> void dispatchType(int32_t dtype, const char *op, Fn fn) {
   switch (dtype) {
-  case MOERT_CUDA_F32:
+  case MOERT_F32:
     return fn(static_cast<float *>(nullptr));
-  case MOERT_CUDA_F16:
+  case MOERT_F16:
     return fn(static_cast<__half *>(nullptr));
-  case MOERT_CUDA_BF16:
+  case MOERT_BF16:
     return fn(static_cast<__nv_bfloat16 *>(nullptr));
   }
   detail::fail(op, ": unknown element type code ", dtype);

@@ -5,6 +5,10 @@
 // the CUDA toolkit's ptxas.
 // REQUIRES: cuda
 // RUN: moe-opt %s --moe-lower-to-gpu | FileCheck %s
+// The same program in bf16 and f16: the kernel computes in that type, the
+// matmul goes to cuBLAS with the type's code (5 and 4).
+// RUN: sed 's/f32/bf16/g' %s | moe-opt --moe-lower-to-gpu | FileCheck %s --check-prefix=BF16
+// RUN: sed 's/f32/f16/g' %s | moe-opt --moe-lower-to-gpu | FileCheck %s --check-prefix=F16
 
 // CHECK: llvm.func @main_graph(
 // CHECK-DAG: %[[THREADS:.*]] = llvm.mlir.constant(256 : index) : i64
@@ -16,6 +20,17 @@
 // CHECK-SAME: #nvvm.target<chip = "sm_80", features = "+ptx80">
 // CHECK-SAME: #nvvm.target<chip = "sm_90", features = "+ptx80">
 // CHECK: llvm.func @moe_entry(
+
+// BF16: llvm.func @main_graph(
+// BF16: %[[CODE:.*]] = llvm.mlir.constant(5 : i32) : i32
+// BF16: gpu.launch_func
+// BF16: llvm.call @moert_cuda_matmul(%[[CODE]],
+// BF16: gpu.binary @main_graph_kernel
+// F16: llvm.func @main_graph(
+// F16: %[[CODE:.*]] = llvm.mlir.constant(4 : i32) : i32
+// F16: gpu.launch_func
+// F16: llvm.call @moert_cuda_matmul(%[[CODE]],
+// F16: gpu.binary @main_graph_kernel
 func.func @main_graph(%a: tensor<64x32xf32>, %b: tensor<64x32xf32>, %w: tensor<32x16xf32>) -> tensor<64x16xf32> {
   %e = tensor.empty() : tensor<64x32xf32>
   %0 = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]} ins(%a, %b : tensor<64x32xf32>, tensor<64x32xf32>) outs(%e : tensor<64x32xf32>) {

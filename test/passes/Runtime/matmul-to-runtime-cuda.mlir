@@ -21,11 +21,11 @@ func.func @f32(%a: memref<4x8xf32, strided<[8, 1], offset: ?>>, %b: memref<8x3xf
   return
 }
 
-// bf16 (code 2) and f16 (code 1) go to cuBLAS too, addressed in their own
+// bf16 (code 5) and f16 (code 4) go to cuBLAS too, addressed in their own
 // element size; the CPU call takes f32 only.
 // CHECK-LABEL: func.func @bf16
 // CHECK: llvm.getelementptr %{{.*}}[%{{.*}}] : (!llvm.ptr, i64) -> !llvm.ptr, bf16
-// CHECK: call @moert_cuda_matmul(%c2_i32,
+// CHECK: call @moert_cuda_matmul(%c5_i32,
 // CPU-LABEL: func.func @bf16
 // CPU: linalg.matmul
 func.func @bf16(%a: memref<4x8xbf16, strided<[8, 1], offset: ?>>, %b: memref<8x3xbf16>, %c: memref<4x3xbf16>) {
@@ -34,7 +34,7 @@ func.func @bf16(%a: memref<4x8xbf16, strided<[8, 1], offset: ?>>, %b: memref<8x3
 }
 
 // CHECK-LABEL: func.func @f16
-// CHECK: call @moert_cuda_matmul(%c1_i32,
+// CHECK: call @moert_cuda_matmul(%c4_i32,
 func.func @f16(%a: memref<4x8xf16>, %b: memref<8x3xf16>, %c: memref<4x3xf16>) {
   linalg.matmul ins(%a, %b : memref<4x8xf16>, memref<8x3xf16>) outs(%c : memref<4x3xf16>)
   return
