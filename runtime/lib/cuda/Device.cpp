@@ -134,13 +134,27 @@ void mgpuEventRecord(void *event, void *stream) {
         "cudaEventRecord");
 }
 
+/// Managed memory of `bytes` for `what`. Managed memory may exceed the
+/// device's, and a GPU asked for more than it has free can stall instead of
+/// failing: a request past the free memory is an error here.
+static void *managedAlloc(uint64_t bytes, const char *what) {
+  size_t free = 0, total = 0;
+  check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+  if (bytes > free)
+    detail::fail(what, ": ", bytes, " bytes of managed memory asked for, but "
+                 "the GPU has ", free, " of ", total, " bytes free");
+  void *ptr = nullptr;
+  check(cudaMallocManaged(&ptr, bytes), "cudaMallocManaged");
+  return ptr;
+}
+
 void *mgpuMemAlloc(uint64_t bytes, void *stream, bool isHostShared) {
   device();
   void *ptr = nullptr;
   if (bytes == 0)
     return ptr;
   if (isHostShared)
-    check(cudaMallocManaged(&ptr, bytes), "cudaMallocManaged");
+    ptr = managedAlloc(bytes, "a buffer of the program");
   else
     check(cudaMallocAsync(&ptr, bytes, streamOr(stream)), "cudaMallocAsync");
   return ptr;
@@ -166,7 +180,7 @@ void *moert_cuda_global(const void *host, int64_t bytes) {
   if (bytes <= 0)
     return it->second = const_cast<void *>(host);
   Device &dev = device();
-  check(cudaMallocManaged(&it->second, bytes), "cudaMallocManaged");
+  it->second = managedAlloc(bytes, "a weight or constant of the program");
   std::memcpy(it->second, host, bytes);
   cudaMemLocation location{cudaMemLocationTypeDevice, dev.index};
   check(cudaMemPrefetchAsync(it->second, bytes, location, 0, dev.stream),
