@@ -258,6 +258,9 @@ static Error loadLibrary(Session &s) {
                    "toolkit or NCCL at build time)");
 #endif
   }
+  // Optional: only programs that copy strided buffers call memrefCopy, and
+  // dlopen names it if one does and it is missing.
+  dlopen(MOE_RUN_C_RUNNER_UTILS, RTLD_NOW | RTLD_GLOBAL);
   // RTLD_NOW: a missing moert_* symbol is an error here, not mid-run.
   void *library = dlopen(inBundle(m.library).c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!library)
