@@ -1,0 +1,32 @@
+#!/bin/bash
+# On a machine with an NVIDIA GPU, runs what scripts/gpu-pack.sh packed: the
+# CUDA runtime's kernel test, every packed corpus bundle (each checked
+# against its reference as test/e2e does), then the kernel benchmark. Needs python3 with numpy and the
+# CUDA libraries cuBLAS and NCCL (found where the CUDA toolkit or PyTorch's
+# wheels put them). Logs go to $OUT when it is set; PYTHON names the python.
+#
+#   ./scripts/gpu-run.sh [DIR]       (default: .gpu)
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+PACK=${1:-$ROOT/.gpu}
+LOGS=${OUT:-$PACK/logs}
+mkdir -p "$LOGS"
+
+cuda_dirs=""
+for name in libcublas.so.13 libcublasLt.so.13 libnccl.so.2; do
+  found=$(find /usr/local/cuda* /usr/lib /opt /usr/local/lib -name "$name" 2>/dev/null | head -1)
+  [ -n "$found" ] || { echo "gpu-run: $name not found" >&2; exit 1; }
+  cuda_dirs="$cuda_dirs:$(dirname "$found")"
+done
+export LD_LIBRARY_PATH="$PACK/lib$cuda_dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+
+status=0
+nvidia-smi -L | tee "$LOGS/device.txt"
+"$PACK/bin/moert-cuda-test" 2>&1 | tee "$LOGS/moert-cuda-test.txt" || status=1
+for bundle in "$PACK"/bundles/*; do
+  model=$(basename "$bundle")
+  "${PYTHON:-python3}" "$ROOT/test/e2e/run_corpus.py" --bin "$PACK/bin" --corpus "$ROOT/test/corpus" \
+    --work "$bundle" --target cuda --run-only --plans one "$model" 2>&1 | tee "$LOGS/$model.txt" || status=1
+done
+"$PACK/bin/moert-cuda-bench" 2>&1 | tee "$LOGS/moert-cuda-bench.txt" || status=1
+exit $status
