@@ -95,18 +95,28 @@ static void wait(const Peers &p) {
   check(cudaStreamSynchronize(p.stream), "cudaStreamSynchronize");
 }
 
-void moert_cuda_all_gather(const void *in, void *out, int64_t bytesPerRank,
-                           int64_t axes) {
-  Peers p = peers(axes, opNames[AllGather]);
-  checkCount(bytesPerRank, AllGather, "byte count");
+/// The byte exchanges (all-gather, all-to-all) differ in the NCCL call only.
+template <typename CallNccl>
+static void exchangeBytes(Op op, const void *in, void *out,
+                          int64_t bytesPerRank, int64_t axes,
+                          CallNccl callNccl) {
+  Peers p = peers(axes, opNames[op]);
+  checkCount(bytesPerRank, op, "byte count");
   if (!p.comm) {
     copyOnDevice(out, in, bytesPerRank, p.stream);
   } else {
-    agree(*p.group, AllGather, {{"bytes per rank", bytesPerRank}});
-    check(ncclAllGather(in, out, bytesPerRank, ncclUint8, p.comm, p.stream),
-          "ncclAllGather");
+    agree(*p.group, op, {{"bytes per rank", bytesPerRank}});
+    callNccl(p);
   }
   wait(p);
+}
+
+void moert_cuda_all_gather(const void *in, void *out, int64_t bytesPerRank,
+                           int64_t axes) {
+  exchangeBytes(AllGather, in, out, bytesPerRank, axes, [&](const Peers &p) {
+    check(ncclAllGather(in, out, bytesPerRank, ncclUint8, p.comm, p.stream),
+          "ncclAllGather");
+  });
 }
 
 /// The sums differ in the NCCL call only; `count` is the output's.
@@ -149,16 +159,10 @@ void moert_cuda_reduce_scatter_sum(const void *in, void *out,
 
 void moert_cuda_all_to_all(const void *in, void *out, int64_t bytesPerRank,
                            int64_t axes) {
-  Peers p = peers(axes, opNames[AllToAll]);
-  checkCount(bytesPerRank, AllToAll, "byte count");
-  if (!p.comm) {
-    copyOnDevice(out, in, bytesPerRank, p.stream);
-  } else {
-    agree(*p.group, AllToAll, {{"bytes per rank", bytesPerRank}});
+  exchangeBytes(AllToAll, in, out, bytesPerRank, axes, [&](const Peers &p) {
     check(ncclAlltoAll(in, out, bytesPerRank, ncclUint8, p.comm, p.stream),
           "ncclAlltoAll");
-  }
-  wait(p);
+  });
 }
 
 /// Rows per peer: the sum of its `groups` counts.
