@@ -73,9 +73,12 @@ int64_t linearize(const Group &group, ArrayRef<int64_t> multiIndex) {
 }
 
 /// Common checks, then `lower(group)`; the base of every pattern here.
+/// `halfSums`: the runtime sums f16 and bf16 too (the CUDA runtime does).
 template <typename OpTy>
 struct ExchangeLowering : OpRewritePattern<OpTy> {
-  using OpRewritePattern<OpTy>::OpRewritePattern;
+  ExchangeLowering(MLIRContext *context, bool halfSums)
+      : OpRewritePattern<OpTy>(context), halfSums(halfSums) {}
+  bool halfSums;
 
   virtual LogicalResult lower(OpTy op, const Group &group,
                               PatternRewriter &rewriter) const = 0;
@@ -173,14 +176,17 @@ struct AllGatherLowering final : ExchangeLowering<shard::AllGatherOp> {
 };
 
 /// Replaces `op` (one tensor result) with the runtime's sum `callee` of
-/// `input`: `callee(in, out, count of the result, dtype, axes)`.
+/// `input`: `callee(in, out, count of the result, dtype, axes)`. Every
+/// runtime sums f32, f64, i32 and i64; `halfSums`: f16 and bf16 too.
 LogicalResult replaceWithSum(Operation *op, Value input, StringRef callee,
-                             const Group &group, PatternRewriter &rewriter) {
-  std::optional<int32_t> code =
-      dtypeCode(cast<ShapedType>(input.getType()).getElementType());
-  if (!code)
+                             const Group &group, bool halfSums,
+                             PatternRewriter &rewriter) {
+  Type element = cast<ShapedType>(input.getType()).getElementType();
+  std::optional<int32_t> code = dtypeCode(element);
+  if (!code || (!halfSums && (element.isF16() || element.isBF16())))
     return rewriter.notifyMatchFailure(
-        op, "the runtime sums f32, f64, i32, i64, f16 and bf16 only");
+        op, halfSums ? "the runtime sums f32, f64, i32, i64, f16 and bf16 only"
+                     : "the runtime sums f32, f64, i32 and i64 only");
   Location loc = op->getLoc();
   Type resultType = op->getResult(0).getType();
   Value count =
@@ -200,7 +206,7 @@ struct AllReduceLowering final : ExchangeLowering<shard::AllReduceOp> {
     if (!isa<RankedTensorType>(op.getType()))
       return rewriter.notifyMatchFailure(op, "a buffer, not a tensor");
     return replaceWithSum(op, op.getInput(), "moert_all_reduce_sum", group,
-                          rewriter);
+                          halfSums, rewriter);
   }
 };
 
@@ -213,7 +219,7 @@ struct ReduceScatterLowering final : ExchangeLowering<shard::ReduceScatterOp> {
     if (op.getScatterAxis() != 0)
       return rewriter.notifyMatchFailure(op, "scatters along dim 0 only");
     return replaceWithSum(op, op.getInput(), "moert_reduce_scatter_sum", group,
-                          rewriter);
+                          halfSums, rewriter);
   }
 };
 
@@ -281,8 +287,9 @@ struct PrefixSumLowering final : ExchangeLowering<PrefixSumOp> {
     if (group.size == 1)
       return rewriter.notifyMatchFailure(op, "one rank: zeros, lowered with "
                                              "the other moe ops");
+    // Counts: no runtime scans f16 or bf16.
     return replaceWithSum(op, op.getInput(), "moert_exclusive_scan_sum", group,
-                          rewriter);
+                          /*halfSums=*/false, rewriter);
   }
 };
 
@@ -403,7 +410,9 @@ struct ConvertCommToRuntimePass
     patterns.add<AllSliceLowering, AllGatherLowering, AllReduceLowering,
                  ReduceScatterLowering, AllToAllLowering, RowsAllToAllLowering,
                  PrefixSumLowering, SendLowering, RecvLowering,
-                 BroadcastLowering, ProcessMultiIndexLowering>(&getContext());
+                 BroadcastLowering>(&getContext(),
+                                    /*halfSums=*/target == "cuda");
+    patterns.add<ProcessMultiIndexLowering>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
     // Whatever is left has a form the runtime has no call for.

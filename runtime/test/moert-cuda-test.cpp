@@ -50,6 +50,8 @@ template <typename T> struct Buffer {
   ~Buffer() { cudaFree(ptr); }
   void upload(const std::vector<T> &host) {
     cudaMemcpy(ptr, host.data(), n * sizeof(T), cudaMemcpyHostToDevice);
+    // The runtime's stream does not wait for the legacy default stream.
+    cudaDeviceSynchronize();
   }
   std::vector<T> download() const {
     cudaDeviceSynchronize();

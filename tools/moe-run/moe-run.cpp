@@ -309,7 +309,8 @@ static std::string writeOutputs(const Session &s) {
 namespace {
 /// The buffers the program is called with. With --target=cuda its kernels
 /// read the inputs and write the outputs, so those live in managed memory
-/// during the runs: inputs are copied in first, outputs back at the end.
+/// during the runs: copied in first (the outputs' zeros too), the outputs
+/// copied back at the end.
 class Arguments {
 public:
   explicit Arguments(Session &s) : device(s.manifest.target == "cuda") {
@@ -357,8 +358,7 @@ private:
 #ifdef MOE_RUN_HAVE_CUDA
     if (device && bytes > 0) {
       pointer = mgpuMemAlloc(bytes, nullptr, /*isHostShared=*/true);
-      if (!isOutput)
-        std::memcpy(pointer, data, bytes);
+      std::memcpy(pointer, data, bytes);
     }
 #endif
     pointers.push_back(pointer);
@@ -391,15 +391,18 @@ int main(int argc, char **argv) {
   moert::setGrid(s.manifest.gridShape, s.manifest.axes);
   moert::setThreads(opts.threads);
 
-  Arguments args(s);
-  for (unsigned run = 0; run < opts.repeat; ++run) {
-    moert::barrier();
-    moert::beginRun();
-    s.entry(args.data());
-    args.finishRun();
-    moert::endRun();
+  {
+    // Freed before the runtime finishes.
+    Arguments args(s);
+    for (unsigned run = 0; run < opts.repeat; ++run) {
+      moert::barrier();
+      moert::beginRun();
+      s.entry(args.data());
+      args.finishRun();
+      moert::endRun();
+    }
+    args.copyOutputsBack();
   }
-  args.copyOutputsBack();
 
   if (opts.stats)
     moert::printStats();

@@ -93,7 +93,10 @@ void moert_cuda_matmul(int32_t dtype, int64_t M, int64_t N, int64_t K,
  * an id that its first rank broadcasts over MPI; like the CPU calls, each
  * first checks over MPI that the whole group makes the same call with the
  * same sizes. The calls run on the runtime's stream and wait for it, since
- * host code may read what they write. Sums take every moert_dtype. */
+ * host code may read what they write. Sums take every moert_dtype, the
+ * scan all but f16 and bf16. moert_cuda_send returns once the receiver has
+ * posted its moert_cuda_recv (no eager sends, unlike small MPI messages):
+ * two ranks that both send before they receive wait for each other. */
 void moert_cuda_all_gather(const void *in, void *out, int64_t bytesPerRank,
                            int64_t axes);
 void moert_cuda_all_reduce_sum(const void *in, void *out, int64_t count,

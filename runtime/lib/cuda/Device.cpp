@@ -182,9 +182,11 @@ void *moert_cuda_global(const void *host, int64_t bytes) {
   Device &dev = device();
   it->second = managedAlloc(bytes, "a weight or constant of the program");
   std::memcpy(it->second, host, bytes);
+  // A hint: devices without concurrent managed access refuse it.
   cudaMemLocation location{cudaMemLocationTypeDevice, dev.index};
-  check(cudaMemPrefetchAsync(it->second, bytes, location, 0, dev.stream),
-        "cudaMemPrefetchAsync");
+  if (cudaMemPrefetchAsync(it->second, bytes, location, 0, dev.stream) !=
+      cudaSuccess)
+    cudaGetLastError();
   return it->second;
 }
 
@@ -226,6 +228,10 @@ void mgpuLaunchKernel(void *function, intptr_t gridX, intptr_t gridY,
                       intptr_t gridZ, intptr_t blockX, intptr_t blockY,
                       intptr_t blockZ, int32_t sharedBytes, void *stream,
                       void **params, void ** /*extra*/, size_t /*count*/) {
+  // A loop nest with an empty dimension launches nothing.
+  if (gridX == 0 || gridY == 0 || gridZ == 0 || blockX == 0 || blockY == 0 ||
+      blockZ == 0)
+    return;
   dim3 grid(gridX, gridY, gridZ), block(blockX, blockY, blockZ);
   check(cudaLaunchKernel(function, grid, block, params, sharedBytes,
                          streamOr(stream)),

@@ -271,9 +271,10 @@ void moert_cuda_exclusive_scan_sum(const void *in, void *out, int64_t count,
     fail(opNames[op], ": ", dtypeNames[dtype],
          " scans are not supported (counts are integers)");
   std::vector<char> gathered(bytes * g.size), sum(bytes, 0);
-  if (p.comm && bytes > 0) {
+  if (p.comm)
     agree(g, op,
           {{"element types", dtype, dtypeNames}, {"element counts", count}});
+  if (p.comm && bytes > 0) {
     void *staging = nullptr;
     check(cudaMallocAsync(&staging, bytes * g.size, p.stream),
           "cudaMallocAsync");

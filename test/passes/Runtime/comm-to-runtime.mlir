@@ -107,3 +107,14 @@ func.func @max(%x: tensor<8xf32>) -> tensor<8xf32> {
   %r = shard.all_reduce %x on @world grid_axes = [3] reduction = max : tensor<8xf32> -> tensor<8xf32>
   return %r : tensor<8xf32>
 }
+
+// -----
+
+// The CPU runtime sums no bf16 (the CUDA runtime does).
+shard.grid @world(shape = 1x1x1x2x1)
+
+func.func @bf16_sum(%x: tensor<8xbf16>) -> tensor<8xbf16> {
+  // expected-error @+1 {{has no runtime lowering}}
+  %r = shard.all_reduce %x on @world grid_axes = [3] : tensor<8xbf16> -> tensor<8xbf16>
+  return %r : tensor<8xbf16>
+}
