@@ -379,6 +379,37 @@ def ConvertCommToRuntimePass
   ];
 }
 
+def ConvertExpertsToRuntimePass
+    : Pass<"convert-experts-to-runtime", "::mlir::ModuleOp"> {
+  let summary = "Lower moe.experts to grouped GEMMs in the runtime";
+  let description = [{
+    Each projection of a `moe.experts` without biases becomes one grouped
+    GEMM over all its groups of rows, on tensors through
+    `bufferization.to_buffer` and a new buffer: `moert_grouped_matmul`
+    (`target=cpu`, f32) or `moert_cuda_grouped_matmul` (`target=cuda`, f32,
+    f16, bf16), with the group counts, the capacity stride (0 for dropless
+    rows) and the `[E, out, in]` weight read in place. The activation (or
+    SwiGLU, or the FC3 gate) is one elementwise op over all rows. The
+    runtime checks the counts and zeroes the rows outside every group, as
+    the reference lowering does. Experts with biases are left to
+    `convert-moe-to-linalg`.
+  }];
+  let options = [
+    Option<"target", "target", "std::string", "\"cpu\"",
+           "The runtime to call: cpu or cuda">,
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::bufferization::BufferizationDialect",
+    "::mlir::func::FuncDialect",
+    "::mlir::linalg::LinalgDialect",
+    "::mlir::LLVM::LLVMDialect",
+    "::mlir::math::MathDialect",
+    "::mlir::memref::MemRefDialect",
+    "::mlir::tensor::TensorDialect",
+  ];
+}
+
 def ConvertMatmulToRuntimePass
     : Pass<"convert-matmul-to-runtime", "::mlir::ModuleOp"> {
   let summary = "Lower linalg contractions on buffers to tuned BLAS calls";

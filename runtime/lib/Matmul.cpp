@@ -20,7 +20,9 @@
 
 #include <array>
 #include <chrono>
+#include <algorithm>
 #include <map>
+#include <vector>
 
 using namespace moert;
 
@@ -201,6 +203,55 @@ void moert_matmul_f32(int64_t M, int64_t N, int64_t K, const float *A,
         2.0 * M * N * K,
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
             .count());
+}
+
+std::vector<int64_t> detail::groupBegins(const int32_t *counts, int64_t groups,
+                                         int64_t groupStride, int64_t rows,
+                                         const char *op) {
+  std::vector<int64_t> begins(groups);
+  int64_t packed = 0;
+  for (int64_t g = 0; g < groups; ++g) {
+    if (counts[g] < 0)
+      fail(op, ": group ", g, " has a negative row count ", counts[g]);
+    begins[g] = groupStride > 0 ? g * groupStride : packed;
+    packed += counts[g];
+    if (groupStride > 0 && counts[g] > groupStride)
+      fail(op, ": group ", g, " has ", counts[g],
+           " rows, more than the capacity ", groupStride);
+    if (begins[g] + counts[g] > rows)
+      fail(op, ": the groups have more rows than the buffer (", rows, ")");
+  }
+  return begins;
+}
+
+void moert_grouped_matmul(int32_t dtype, int64_t groups, int64_t experts,
+                          const int32_t *counts, int64_t groupStride,
+                          int64_t rows, int64_t K, int64_t N, const void *A,
+                          const void *W, void *C) {
+  const char *op = "moert_grouped_matmul";
+  if (dtype != MOERT_F32)
+    detail::fail(op, ": the CPU runtime multiplies f32 only (dtype code ", dtype, ")");
+  if (groups < 0 || experts < 1 || rows < 0 || K < 0 || N < 0)
+    detail::fail(op, ": bad sizes: ", groups, " groups, ", experts, " experts, ", rows,
+         " x ", K, " by ", N);
+  std::vector<int64_t> begins =
+      detail::groupBegins(counts, groups, groupStride, rows, op);
+  auto *a = static_cast<const float *>(A);
+  auto *w = static_cast<const float *>(W);
+  auto *c = static_cast<float *>(C);
+  // Rows outside every group are zero.
+  std::vector<char> covered(rows, 0);
+  for (int64_t g = 0; g < groups; ++g) {
+    std::fill(covered.begin() + begins[g],
+              covered.begin() + begins[g] + counts[g], 1);
+    // C_g = A_g W_e^T, W_e [N, K] read transposed in place.
+    moert_matmul_f32(counts[g], N, K, a + begins[g] * K, K, 1,
+                     w + (g % experts) * N * K, 1, K, c + begins[g] * N, N, 1,
+                     /*accumulate=*/0, /*site=*/1);
+  }
+  for (int64_t r = 0; r < rows; ++r)
+    if (!covered[r])
+      std::fill(c + r * N, c + (r + 1) * N, 0.0f);
 }
 
 void moert::setThreads(int threads) {

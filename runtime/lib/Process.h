@@ -47,6 +47,14 @@ template <typename... Ts> [[noreturn]] void fail(const Ts &...parts) {
   fatal(os.str());
 }
 
+/// The first row of each of `groups` groups of rows (`counts` rows each):
+/// packed one after the other, or every `groupStride` rows when positive.
+/// Ends the process when a count is negative, exceeds the stride, or the
+/// groups overrun `rows`.
+std::vector<int64_t> groupBegins(const int32_t *counts, int64_t groups,
+                                 int64_t groupStride, int64_t rows,
+                                 const char *op);
+
 /// Adds one expert GEMM (site 1 of moert_matmul_f32) to the statistics.
 void recordGemm(double flops, double seconds);
 

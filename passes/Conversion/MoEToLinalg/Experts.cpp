@@ -117,10 +117,8 @@ static Value swiglu(OpBuilder &b, Location loc, ActivationAttr activation,
   return arith::MulFOp::create(b, loc, glu, lin);
 }
 
-/// `act(h1 [, h3]) [n, F]`: the activation of h1, gated by h3 when given, or
-/// the SwiGLU of the halves that the layout names.
-static Value applyActivation(OpBuilder &b, Location loc, Value h1, Value h3,
-                             ActivationAttr activation, int64_t width) {
+Value applyActivation(OpBuilder &b, Location loc, Value h1, Value h3,
+                      ActivationAttr activation, int64_t width) {
   OpFoldResult rows = tensor::getMixedSize(b, loc, h1, 0);
   SmallVector<Value> inputs{h1};
   if (activation.isFusedSwiGLU()) {

@@ -1,7 +1,9 @@
 //===- Lowering.h - shared pieces of convert-moe-to-linalg ------*- C++ -*-===//
 //
-// Internal to passes/Conversion/MoEToLinalg: one populate function per file
-// and the builders that several lowerings share (defined in Builders.cpp).
+// Internal to passes/: one populate function per file of
+// passes/Conversion/MoEToLinalg and the builders that several lowerings
+// share (defined in Builders.cpp; applyActivation in Experts.cpp, which
+// convert-experts-to-runtime uses too).
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,6 +26,12 @@ void populateRouterPatterns(RewritePatternSet &patterns);
 void populateDispatchPatterns(RewritePatternSet &patterns);
 void populateExpertsPatterns(RewritePatternSet &patterns);
 void populateLossPatterns(RewritePatternSet &patterns);
+
+/// `act(h1 [, h3]) [n, F]` for moe.experts and moe.shared_expert: the
+/// activation of h1, gated by h3 when given, or the SwiGLU of the halves of
+/// h1 that the layout names.
+Value applyActivation(OpBuilder &b, Location loc, Value h1, Value h3,
+                      ActivationAttr activation, int64_t width);
 
 /// The start of a max, and the mask that takes an entry out of an arg-max.
 inline constexpr double kNegInf = -std::numeric_limits<double>::infinity();

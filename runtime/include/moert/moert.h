@@ -95,6 +95,19 @@ void moert_matmul_f32(int64_t M, int64_t N, int64_t K, const float *A,
                       int64_t sBn, float *C, int64_t sCm, int64_t sCn,
                       int32_t accumulate, int32_t site);
 
+/* The expert GEMMs of moe.experts: rows of A [rows, K] in `groups` groups,
+ * group g holding counts[g] rows from its first row (packed one after the
+ * other, or every groupStride rows when groupStride > 0, as capacity
+ * buffers are), and belonging to expert g mod experts. Each group's rows of
+ * C [rows, N] = its rows of A times W_e^T, W [experts, N, K] (the [out, in]
+ * weights); every other row of C is zeroed. A negative count, a count past
+ * the stride or groups past `rows` end the process. The CPU runtime takes
+ * f32 (dtype 0); its GEMMs are expert GEMMs (site 1). */
+void moert_grouped_matmul(int32_t dtype, int64_t groups, int64_t experts,
+                          const int32_t *counts, int64_t groupStride,
+                          int64_t rows, int64_t K, int64_t N, const void *A,
+                          const void *W, void *C);
+
 /* Statistics of MoE layer `layer` (ids from 0), always collected.
  * begin/end bracket the layer's time in a run. moert_layer_tokens counts the
  * ids in [0, numExperts) (others are ignored) and moert_layer_dropped adds

@@ -1,9 +1,11 @@
 //===- GroupedGemm.cpp - Expert GEMMs as one cuBLAS grouped call ----------===//
 //
-// Row-major C_e = A_e W_e is column-major C_e^T = W_e^T A_e^T, so each group
-// is cuBLAS's (m, n, k) = (N, rows_e, K) with W_e first. Experts with no rows
-// are left out. The pointer arrays live on the device (cuBLAS reads them
-// there) and are staged through pinned host memory kept between calls.
+// moert_cuda_grouped_gemm (weights [E, K, N], offsets on the host) and
+// moert_cuda_grouped_matmul (moe.experts' form: [E, N, K] weights read
+// transposed, groups of rows by device counts) are one
+// cublasGemmGroupedBatchedEx over the groups that have rows. The pointer
+// arrays live on the device (cuBLAS reads them there) and are staged
+// through pinned host memory kept between calls.
 //
 //===----------------------------------------------------------------------===//
 
@@ -40,63 +42,109 @@ struct PointerArrays {
 };
 } // namespace
 
+namespace {
+/// One group of a grouped GEMM: row-major C [rows, N] = A [rows, K] times
+/// the weight, which is [K, N] or, `transposed`, [N, K].
+struct Group {
+  int64_t rows;
+  const void *a, *w;
+  void *c;
+};
+} // namespace
+
+/// Every group with rows as one cuBLAS grouped call on `stream`. Row-major
+/// C = A W is column-major C^T = W^T A^T: cuBLAS's (m, n, k) = (N, rows, K)
+/// with the weight first, read transposed when it is stored [N, K].
+static void groupedGemm(int32_t dtype, const std::vector<Group> &all,
+                        int64_t K, int64_t N, bool transposed,
+                        cudaStream_t stream, const char *op) {
+  std::vector<Group> groups;
+  for (const Group &g : all) {
+    if (g.rows > INT_MAX || K > INT_MAX || N > INT_MAX)
+      detail::fail(op, ": sizes beyond int32 (K=", K, " N=", N, " rows=",
+                   g.rows, ")");
+    if (g.rows > 0)
+      groups.push_back(g);
+  }
+  int count = static_cast<int>(groups.size());
+  if (count == 0)
+    return;
+  Device &dev = device();
+  check(cublasSetStream(dev.blas, stream), "cublasSetStream");
+  // An earlier call's copy out of the staging must be done before reuse.
+  check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  static PointerArrays arrays;
+  arrays.reserve(3 * static_cast<size_t>(count));
+  std::vector<int> m(count, N), n(count), k(count, K), lda(count),
+      ldb(count, K), ldc(count, N), groupSize(count, 1);
+  for (int g = 0; g < count; ++g) {
+    n[g] = static_cast<int>(groups[g].rows);
+    lda[g] = static_cast<int>(transposed ? K : N);
+    arrays.host[g] = const_cast<void *>(groups[g].w);
+    arrays.host[count + g] = const_cast<void *>(groups[g].a);
+    arrays.host[2 * count + g] = groups[g].c;
+  }
+  check(cudaMemcpyAsync(arrays.device, arrays.host,
+                        3 * count * sizeof(void *), cudaMemcpyHostToDevice,
+                        stream),
+        "cudaMemcpyAsync");
+  std::vector<cublasOperation_t> opW(count, transposed ? CUBLAS_OP_T
+                                                       : CUBLAS_OP_N),
+      opA(count, CUBLAS_OP_N);
+  std::vector<float> alpha(count, 1.0f), beta(count, 0.0f);
+  cudaDataType_t type = blasType(dtype);
+  check(cublasGemmGroupedBatchedEx(
+            dev.blas, opW.data(), opA.data(), m.data(), n.data(), k.data(),
+            alpha.data(), arrays.device, type, lda.data(),
+            arrays.device + count, type, ldb.data(), beta.data(),
+            arrays.device + 2 * count, type, ldc.data(), count,
+            groupSize.data(), CUBLAS_COMPUTE_32F),
+        "cublasGemmGroupedBatchedEx");
+}
+
 void moert_cuda_grouped_gemm(int32_t dtype, int64_t experts,
                              const int64_t *hostOffsets, int64_t K, int64_t N,
                              const void *A, const void *W, void *C,
                              void *stream) {
-  size_t bytes = elementBytes(dtype, "moert_cuda_grouped_gemm");
-  if (K > INT_MAX || N > INT_MAX || hostOffsets[experts] > INT_MAX)
-    detail::fail("moert_cuda_grouped_gemm: sizes beyond int32 (K=", K,
-                 " N=", N, " rows=", hostOffsets[experts], ")");
-  Device &dev = device();
-  cudaStream_t s = streamOr(stream);
-  check(cublasSetStream(dev.blas, s), "cublasSetStream");
-
-  std::vector<int> m, n, k, lda, ldb, ldc, groupSize;
-  std::vector<const void *> a, b;
-  std::vector<void *> c;
+  const char *op = "moert_cuda_grouped_gemm";
+  size_t bytes = elementBytes(dtype, op);
+  std::vector<Group> groups;
   for (int64_t e = 0; e < experts; ++e) {
     int64_t rows = hostOffsets[e + 1] - hostOffsets[e];
     if (rows < 0)
-      detail::fail("moert_cuda_grouped_gemm: offsets decrease at expert ", e);
-    if (rows == 0)
-      continue;
-    m.push_back(static_cast<int>(N));
-    n.push_back(static_cast<int>(rows));
-    k.push_back(static_cast<int>(K));
-    lda.push_back(static_cast<int>(N));
-    ldb.push_back(static_cast<int>(K));
-    ldc.push_back(static_cast<int>(N));
-    groupSize.push_back(1);
-    a.push_back(static_cast<const char *>(W) + e * K * N * bytes);
-    b.push_back(static_cast<const char *>(A) + hostOffsets[e] * K * bytes);
-    c.push_back(static_cast<char *>(C) + hostOffsets[e] * N * bytes);
+      detail::fail(op, ": offsets decrease at expert ", e);
+    groups.push_back({rows, static_cast<const char *>(A) + hostOffsets[e] * K * bytes,
+                      static_cast<const char *>(W) + e * K * N * bytes,
+                      static_cast<char *>(C) + hostOffsets[e] * N * bytes});
   }
-  int groups = static_cast<int>(m.size());
-  if (groups == 0)
-    return;
+  groupedGemm(dtype, groups, K, N, /*transposed=*/false, streamOr(stream), op);
+}
 
-  // An earlier call's copy out of the staging must be done before reuse.
-  check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
-  static PointerArrays arrays;
-  arrays.reserve(3 * static_cast<size_t>(groups));
-  for (int g = 0; g < groups; ++g) {
-    arrays.host[g] = const_cast<void *>(a[g]);
-    arrays.host[groups + g] = const_cast<void *>(b[g]);
-    arrays.host[2 * groups + g] = c[g];
-  }
-  check(cudaMemcpyAsync(arrays.device, arrays.host,
-                        3 * groups * sizeof(void *), cudaMemcpyHostToDevice, s),
+void moert_cuda_grouped_matmul(int32_t dtype, int64_t groups, int64_t experts,
+                               const int32_t *counts, int64_t groupStride,
+                               int64_t rows, int64_t K, int64_t N,
+                               const void *A, const void *W, void *C) {
+  const char *op = "moert_cuda_grouped_matmul";
+  size_t bytes = elementBytes(dtype, op);
+  if (groups < 0 || experts < 1 || rows < 0 || K < 0 || N < 0)
+    detail::fail(op, ": bad sizes: ", groups, " groups, ", experts,
+                 " experts, ", rows, " x ", K, " by ", N);
+  Device &dev = device();
+  std::vector<int32_t> hostCounts(groups);
+  check(cudaMemcpyAsync(hostCounts.data(), counts, groups * sizeof(int32_t),
+                        cudaMemcpyDefault, dev.stream),
         "cudaMemcpyAsync");
-
-  std::vector<cublasOperation_t> noTrans(groups, CUBLAS_OP_N);
-  std::vector<float> alpha(groups, 1.0f), beta(groups, 0.0f);
-  cudaDataType_t type = blasType(dtype);
-  check(cublasGemmGroupedBatchedEx(
-            dev.blas, noTrans.data(), noTrans.data(), m.data(), n.data(),
-            k.data(), alpha.data(), arrays.device, type, lda.data(),
-            arrays.device + groups, type, ldb.data(), beta.data(),
-            arrays.device + 2 * groups, type, ldc.data(), groups,
-            groupSize.data(), CUBLAS_COMPUTE_32F),
-        "cublasGemmGroupedBatchedEx");
+  check(cudaStreamSynchronize(dev.stream), "cudaStreamSynchronize");
+  std::vector<int64_t> begins = detail::groupBegins(
+      hostCounts.data(), groups, groupStride, rows, op);
+  // Rows outside every group are zero.
+  check(cudaMemsetAsync(C, 0, rows * N * bytes, dev.stream), "cudaMemsetAsync");
+  std::vector<Group> list;
+  for (int64_t g = 0; g < groups; ++g)
+    list.push_back({hostCounts[g],
+                    static_cast<const char *>(A) + begins[g] * K * bytes,
+                    static_cast<const char *>(W) + (g % experts) * N * K * bytes,
+                    static_cast<char *>(C) + begins[g] * N * bytes});
+  groupedGemm(dtype, list, K, N, /*transposed=*/true, dev.stream, op);
+  check(cudaStreamSynchronize(dev.stream), "cudaStreamSynchronize");
 }

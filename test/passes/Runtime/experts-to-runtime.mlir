@@ -1,0 +1,80 @@
+// RUN: moe-opt %s --convert-experts-to-runtime --split-input-file | FileCheck %s
+// RUN: moe-opt %s --convert-experts-to-runtime=target=cuda --split-input-file | FileCheck %s --check-prefix=CUDA
+// RUN: not moe-opt %s --convert-experts-to-runtime=target=rocm 2>&1 | FileCheck %s --check-prefix=BAD
+
+// BAD: convert-experts-to-runtime: unknown target 'rocm' (expected cpu or cuda)
+
+// Dropless rows [6, 4] in 4 groups of 2 experts, a separate SwiGLU: fc1 and
+// fc3 are grouped GEMMs of 6 rows x 4 -> 5 (f32: code 0, stride 0), the
+// SwiGLU one elementwise op over all rows, fc2 a grouped GEMM 5 -> 3.
+// CHECK-LABEL: func.func @dropless_swiglu
+// CHECK-NOT: moe.experts
+// CHECK: %[[COUNTS:.*]] = llvm.inttoptr
+// CHECK: %[[H1:.*]] = memref.alloc() {alignment = 64 : i64} : memref<6x5xf32>
+// CHECK: call @moert_grouped_matmul(%c0_i32, %c4_i64, %c2_i64, %[[COUNTS]], %c0_i64, %c6_i64, %c4_i64, %c5_i64, %{{.*}}, %{{.*}}, %{{.*}})
+// CHECK: memref.alloc() {alignment = 64 : i64} : memref<6x5xf32>
+// CHECK: call @moert_grouped_matmul(%c0_i32, %c4_i64, %c2_i64, %[[COUNTS]], %c0_i64, %c6_i64, %c4_i64, %c5_i64,
+// CHECK: %[[A:.*]] = linalg.generic {{.*}} ins(%{{.*}}, %{{.*}} : tensor<6x5xf32>, tensor<6x5xf32>)
+// CHECK:   math.exp
+// CHECK: %[[Y:.*]] = memref.alloc() {alignment = 64 : i64} : memref<6x3xf32>
+// CHECK: bufferization.to_buffer %[[A]] read_only
+// CHECK: call @moert_grouped_matmul(%c0_i32, %c4_i64, %c2_i64, %[[COUNTS]], %c0_i64, %c6_i64, %c5_i64, %c3_i64,
+// CHECK: %[[T:.*]] = bufferization.to_tensor %[[Y]]
+// CHECK: return %[[T]] : tensor<6x3xf32>
+// CUDA-LABEL: func.func @dropless_swiglu
+// CUDA-COUNT-3: call @moert_cuda_grouped_matmul(%c0_i32,
+func.func @dropless_swiglu(%rows: tensor<6x4xf32>, %counts: tensor<4xi32>,
+    %w1: tensor<2x5x4xf32>, %w3: tensor<2x5x4xf32>, %w2: tensor<2x3x5xf32>) -> tensor<6x3xf32> {
+  %y = moe.experts %rows, %counts fc1(%w1) fc3(%w3) fc2(%w2) activation <swiglu>
+      : (tensor<6x4xf32>, tensor<4xi32>, tensor<2x5x4xf32>, tensor<2x5x4xf32>,
+         tensor<2x3x5xf32>) -> tensor<6x3xf32>
+  return %y : tensor<6x3xf32>
+}
+
+// -----
+
+// Capacity rows [4, 3, 4] are 12 rows, group g from row 3 g (stride 3).
+// CHECK-LABEL: func.func @capacity_relu
+// CHECK: tensor.collapse_shape %{{.*}} {{\[}}[0, 1], [2]] : tensor<4x3x4xf32> into tensor<12x4xf32>
+// CHECK: call @moert_grouped_matmul(%c0_i32, %c4_i64, %c2_i64, %{{.*}}, %c3_i64, %c12_i64, %c4_i64, %c5_i64,
+// CHECK: linalg.generic
+// CHECK:   arith.maximumf
+// CHECK: call @moert_grouped_matmul(%c0_i32, %c4_i64, %c2_i64, %{{.*}}, %c3_i64, %c12_i64, %c5_i64, %c3_i64,
+// CHECK: tensor.expand_shape %{{.*}} {{\[}}[0, 1], [2]] output_shape [4, 3, 3] : tensor<12x3xf32> into tensor<4x3x3xf32>
+func.func @capacity_relu(%rows: tensor<4x3x4xf32>, %counts: tensor<4xi32>,
+    %w1: tensor<2x5x4xf32>, %w2: tensor<2x3x5xf32>) -> tensor<4x3x3xf32> {
+  %y = moe.experts %rows, %counts fc1(%w1) fc2(%w2) activation <relu>
+      : (tensor<4x3x4xf32>, tensor<4xi32>, tensor<2x5x4xf32>, tensor<2x3x5xf32>)
+      -> tensor<4x3x3xf32>
+  return %y : tensor<4x3x3xf32>
+}
+
+// -----
+
+// bf16 experts: the CPU runtime multiplies f32 only, so the CPU lowering
+// leaves them to the reference; the CUDA one passes code 5.
+// CHECK-LABEL: func.func @bf16
+// CHECK: moe.experts
+// CUDA-LABEL: func.func @bf16
+// CUDA-COUNT-2: call @moert_cuda_grouped_matmul(%c5_i32,
+func.func @bf16(%rows: tensor<6x4xbf16>, %counts: tensor<2xi32>,
+    %w1: tensor<2x5x4xbf16>, %w2: tensor<2x3x5xbf16>) -> tensor<6x3xbf16> {
+  %y = moe.experts %rows, %counts fc1(%w1) fc2(%w2) activation <silu>
+      : (tensor<6x4xbf16>, tensor<2xi32>, tensor<2x5x4xbf16>, tensor<2x3x5xbf16>)
+      -> tensor<6x3xbf16>
+  return %y : tensor<6x3xbf16>
+}
+
+// -----
+
+// Biases keep the reference lowering.
+// CHECK-LABEL: func.func @biased
+// CHECK: moe.experts
+// CHECK-NOT: moert_grouped_matmul
+func.func @biased(%rows: tensor<6x4xf32>, %counts: tensor<2xi32>,
+    %w1: tensor<2x5x4xf32>, %b1: tensor<2x5xf32>, %w2: tensor<2x3x5xf32>) -> tensor<6x3xf32> {
+  %y = moe.experts %rows, %counts fc1(%w1, %b1) fc2(%w2) activation <relu>
+      : (tensor<6x4xf32>, tensor<2xi32>, tensor<2x5x4xf32>, tensor<2x5xf32>, tensor<2x3x5xf32>)
+      -> tensor<6x3xf32>
+  return %y : tensor<6x3xf32>
+}
