@@ -2,9 +2,9 @@
 //
 // Runs every MoE kernel of moert_cuda on random inputs and compares it with a
 // plain C++ reference: gating (three scorings), permutation (with and without
-// capacity), grouped GEMM and un-permute, strided matmuls in every layout,
-// in f32, f16 and bf16, and the exchanges of a group of one (no axes).
-// Exit 0 when all agree. Without a GPU it ends with the runtime's error,
+// capacity), grouped GEMM and un-permute, moe.experts' grouped matmul,
+// strided matmuls in every layout, in f32, f16 and bf16, and the exchanges
+// of a group of one (no axes). Exit 0 when all agree. Without a GPU it ends with the runtime's error,
 // which the no-GPU lit test checks.
 //
 //===----------------------------------------------------------------------===//
@@ -323,6 +323,44 @@ void testMatmul(std::mt19937 &rng, const TypeCase &type, bool transA,
              std::to_string(err) + ")");
 }
 
+/// moert_cuda_grouped_matmul: 6 groups of 3 experts over 40 rows (packed,
+/// or every 8 rows), weights [E, N, K] read transposed, other rows zero.
+void testGroupedMatmul(std::mt19937 &rng, const TypeCase &type,
+                       int64_t groupStride) {
+  const int64_t G = 6, E = 3, R = groupStride ? G * groupStride : 40, K = 24,
+                N = 20;
+  std::vector<int32_t> counts = {5, 0, 8, 3, 7, 6};
+  std::vector<float> a = randomValues(R * K, rng),
+                     w = randomValues(E * N * K, rng, 0.2f);
+  for (std::vector<float> *v : {&a, &w})
+    for (float &x : *v)
+      x = roundTo(type.code, x);
+  std::vector<float> want(R * N, 0);
+  int64_t begin = 0;
+  for (int64_t g = 0; g < G; ++g) {
+    if (groupStride)
+      begin = g * groupStride;
+    for (int64_t r = begin; r < begin + counts[g]; ++r)
+      for (int64_t n = 0; n < N; ++n) {
+        float sum = 0;
+        for (int64_t k = 0; k < K; ++k)
+          sum += a[r * K + k] * w[((g % E) * N + n) * K + k];
+        want[r * N + n] = sum;
+      }
+    begin += counts[g];
+  }
+  Buffer<char> dA(encode(type.code, a)), dW(encode(type.code, w)),
+      dC(encode(type.code, std::vector<float>(R * N, 1.0f)));
+  Buffer<int32_t> dCounts(counts);
+  moert_cuda_grouped_matmul(type.code, G, E, dCounts.ptr, groupStride, R, K, N,
+                            dA.ptr, dW.ptr, dC.ptr);
+  float err = maxRelError(decode(type.code, dC.download()), want);
+  expect(err < std::max(type.tolerance, 1e-4f),
+         std::string("grouped matmul ") + type.name +
+             (groupStride ? " capacity" : " dropless") + " (max rel error " +
+             std::to_string(err) + ")");
+}
+
 /// Every exchange within a group of one (no axes) hands its input back; a
 /// scan of one is zeros; a ragged exchange zeroes the rows it does not fill.
 void testExchangesOfOne(std::mt19937 &rng) {
@@ -382,6 +420,9 @@ int main(int argc, char **argv) {
                  layout & 8);
   for (const TypeCase &type : kTypes)
     testMatmul(rng, type, false, false, true, false, true);
+  for (const TypeCase &type : kTypes)
+    for (int64_t groupStride : {0, 8})
+      testGroupedMatmul(rng, type, groupStride);
   testExchangesOfOne(rng);
   std::printf("moert-cuda-test: %d of %d checks passed\n", checks - failures,
               checks);
