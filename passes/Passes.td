@@ -379,10 +379,16 @@ def ConvertCommToRuntimePass
   ];
 }
 
-def ConvertExpertsToRuntimePass
-    : Pass<"convert-experts-to-runtime", "::mlir::ModuleOp"> {
-  let summary = "Lower moe.experts to grouped GEMMs in the runtime";
+def ConvertMoEToRuntimePass
+    : Pass<"convert-moe-to-runtime", "::mlir::ModuleOp"> {
+  let summary = "Lower moe.dispatch and moe.experts to runtime calls";
   let description = [{
+    A dropless `moe.dispatch` (no offsets) becomes one call that sorts the
+    (token, slot) pairs by expert and moves their rows: `moert_dispatch`
+    (`target=cpu`) or `moert_cuda_dispatch` (`target=cuda`, the permutation
+    kernels), with the results in new buffers and `dropped` a zero constant.
+    Capacity dispatch keeps the reference lowering.
+
     Each projection of a `moe.experts` without biases becomes one grouped
     GEMM over all its groups of rows, on tensors through
     `bufferization.to_buffer` and a new buffer: `moert_grouped_matmul`

@@ -35,9 +35,9 @@ static void buildBufferizedPipeline(OpPassManager &pm, bool decompose,
     comm.target = target.str();
     pm.addPass(moe::createConvertCommToRuntimePass(comm));
     // The expert FFNs as grouped GEMMs, one call per projection.
-    moe::ConvertExpertsToRuntimePassOptions experts;
+    moe::ConvertMoEToRuntimePassOptions experts;
     experts.target = target.str();
-    pm.addPass(moe::createConvertExpertsToRuntimePass(experts));
+    pm.addPass(moe::createConvertMoEToRuntimePass(experts));
   }
   pm.addPass(moe::createConvertMoEToLinalgPass());
   // Imported models: the onnx ops around their raised MoE blocks.

@@ -55,6 +55,9 @@ std::vector<int64_t> groupBegins(const int32_t *counts, int64_t groups,
                                  int64_t groupStride, int64_t rows,
                                  const char *op);
 
+/// Bytes of one element of a moert_dtype; ends the process on others.
+int64_t dtypeBytes(int32_t dtype, const char *op);
+
 /// Adds one expert GEMM (site 1 of moert_matmul_f32) to the statistics.
 void recordGemm(double flops, double seconds);
 

@@ -2,14 +2,16 @@
 //
 // Runs every MoE kernel of moert_cuda on random inputs and compares it with a
 // plain C++ reference: gating (three scorings), permutation (with and without
-// capacity), grouped GEMM and un-permute, moe.experts' grouped matmul,
-// strided matmuls in every layout, in f32, f16 and bf16, and the exchanges
-// of a group of one (no axes). Exit 0 when all agree. Without a GPU it ends with the runtime's error,
-// which the no-GPU lit test checks.
+// capacity), grouped GEMM and un-permute, moe.dispatch (against the CPU
+// runtime's), moe.experts' grouped matmul, strided matmuls in every layout,
+// in f32, f16 and bf16, and the exchanges of a group of one (no axes). Exit
+// 0 when all agree. Without a GPU it ends with the runtime's error, which
+// the no-GPU lit test checks.
 //
 //===----------------------------------------------------------------------===//
 
 #include "moert/Runtime.h"
+#include "moert/moert.h"
 #include "moert/moert_cuda.h"
 
 #include <cuda_bf16.h>
@@ -323,6 +325,30 @@ void testMatmul(std::mt19937 &rng, const TypeCase &type, bool transA,
              std::to_string(err) + ")");
 }
 
+/// moert_cuda_dispatch against moert_dispatch (the CPU runtime's, the
+/// reference): ids of -1 and past the experts go nowhere.
+void testDispatch(std::mt19937 &rng, const TypeCase &type) {
+  const int64_t T = 50, k = 2, E = 5, H = 12;
+  std::vector<float> x = randomValues(T * H, rng);
+  std::vector<int32_t> ids(T * k);
+  std::uniform_int_distribution<int32_t> pick(-1, E);
+  for (int32_t &id : ids)
+    id = pick(rng);
+  std::vector<char> raw = encode(type.code, x);
+  std::vector<char> wantRows(T * k * H * type.bytes);
+  std::vector<int32_t> wantSlots(T * k), wantCounts(E);
+  moert_dispatch(type.code, raw.data(), T, H, ids.data(), k, E,
+                 wantRows.data(), wantSlots.data(), wantCounts.data());
+  Buffer<char> dX(raw), dRows(std::vector<char>(wantRows.size(), 1));
+  Buffer<int32_t> dIds(ids), dSlots(T * k), dCounts(E);
+  moert_cuda_dispatch(type.code, dX.ptr, T, H, dIds.ptr, k, E, dRows.ptr,
+                      dSlots.ptr, dCounts.ptr);
+  std::string what = std::string("dispatch ") + type.name;
+  expect(dSlots.download() == wantSlots, what + ": slots");
+  expect(dCounts.download() == wantCounts, what + ": counts");
+  expect(dRows.download() == wantRows, what + ": rows (zeros past the last)");
+}
+
 /// moert_cuda_grouped_matmul: 6 groups of 3 experts over 40 rows (packed,
 /// or every 8 rows), weights [E, N, K] read transposed, other rows zero.
 void testGroupedMatmul(std::mt19937 &rng, const TypeCase &type,
@@ -420,6 +446,8 @@ int main(int argc, char **argv) {
                  layout & 8);
   for (const TypeCase &type : kTypes)
     testMatmul(rng, type, false, false, true, false, true);
+  for (const TypeCase &type : kTypes)
+    testDispatch(rng, type);
   for (const TypeCase &type : kTypes)
     for (int64_t groupStride : {0, 8})
       testGroupedMatmul(rng, type, groupStride);

@@ -3,7 +3,7 @@
 // Internal to passes/: one populate function per file of
 // passes/Conversion/MoEToLinalg and the builders that several lowerings
 // share (defined in Builders.cpp; applyActivation in Experts.cpp, which
-// convert-experts-to-runtime uses too).
+// convert-moe-to-runtime uses too).
 //
 //===----------------------------------------------------------------------===//
 

@@ -95,6 +95,16 @@ void moert_matmul_f32(int64_t M, int64_t N, int64_t K, const float *A,
                       int64_t sBn, float *C, int64_t sCm, int64_t sCn,
                       int32_t accumulate, int32_t site);
 
+/* moe.dispatch without capacity: rows [T*k, H] = the (token, slot) pairs of
+ * x [T, H] whose id (ids [T, k]) is in [0, experts), grouped by expert in
+ * expert order and in token order within one; slots [T, k] = each pair's
+ * row, -1 for other ids; counts [experts] = each expert's rows; the rows
+ * past the last group are zeroed. Any dtype. */
+void moert_dispatch(int32_t dtype, const void *x, int64_t tokens,
+                    int64_t hidden, const int32_t *ids, int64_t k,
+                    int64_t experts, void *rows, int32_t *slots,
+                    int32_t *counts);
+
 /* The expert GEMMs of moe.experts: rows of A [rows, K] in `groups` groups,
  * group g holding counts[g] rows from its first row (packed one after the
  * other, or every groupStride rows when groupStride > 0, as capacity

@@ -62,6 +62,14 @@ void moert_cuda_permute(const void *x, int32_t dtype, int64_t tokens,
                         int32_t *slotRow, int64_t *offsets,
                         int64_t *hostOffsets, int64_t *dropped, void *stream);
 
+/* moert_dispatch of moert.h (moe.dispatch without capacity: ids outside
+ * [0, experts) go nowhere) on device buffers in f32, f16 or bf16, through
+ * the permutation above. Waits for the runtime's stream. */
+void moert_cuda_dispatch(int32_t dtype, const void *x, int64_t tokens,
+                         int64_t hidden, const int32_t *ids, int64_t k,
+                         int64_t experts, void *rows, int32_t *slots,
+                         int32_t *counts);
+
 /* Grouped GEMM: for each expert e, rows offsets[e] .. offsets[e + 1] of
  * C [R, N] = rows of A [R, K] x W[e] [K, N] (row-major; weights of all
  * experts contiguous). hostOffsets are the E + 1 offsets on the host. One

@@ -289,16 +289,18 @@ void moert_cuda_topk_gating(const void *logits, int32_t dtype, int64_t tokens,
   checkLaunch("gating kernel");
 }
 
-void moert_cuda_permute(const void *x, int32_t dtype, int64_t tokens,
-                        int64_t hidden, const int32_t *expertIds, int64_t k,
-                        int64_t experts, int64_t capacity, void *xPermuted,
-                        int32_t *slotRow, int64_t *offsets,
-                        int64_t *hostOffsets, int64_t *dropped, void *stream) {
+/// moert_cuda_permute; ids outside [0, experts) are an error when
+/// `unroutedIsError`, else pairs that go nowhere (slot -1).
+static void permute(const void *x, int32_t dtype, int64_t tokens,
+                    int64_t hidden, const int32_t *expertIds, int64_t k,
+                    int64_t experts, int64_t capacity, void *xPermuted,
+                    int32_t *slotRow, int64_t *offsets, int64_t *hostOffsets,
+                    int64_t *dropped, cudaStream_t s, bool unroutedIsError,
+                    const char *op) {
   int64_t n = tokens * k;
   if (experts < 1 || experts > 16384 || n > INT32_MAX)
-    detail::fail("moert_cuda_permute: ", experts, " experts and ", n,
+    detail::fail(op, ": ", experts, " experts and ", n,
                  " assignments are out of range");
-  cudaStream_t s = streamOr(stream);
   int blocks = std::max(1, blocksFor(n, kBlock));
   static Scratch scratch;
   size_t countsBytes = alignUp(sizeof(int32_t) * blocks * experts);
@@ -322,7 +324,7 @@ void moert_cuda_permute(const void *x, int32_t dtype, int64_t tokens,
                                       capacity, blockCounts, offsets, slotRow,
                                       rowSource, report);
   checkLaunch("permute place kernel");
-  size_t rowBytes = hidden * elementBytes(dtype, "moert_cuda_permute");
+  size_t rowBytes = hidden * elementBytes(dtype, op);
   if (n > 0 && rowBytes > 0) {
     // 16-byte moves where the rows allow, else the element size.
     if (rowBytes % 16 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
@@ -349,11 +351,55 @@ void moert_cuda_permute(const void *x, int32_t dtype, int64_t tokens,
                         cudaMemcpyDeviceToHost, s),
         "cudaMemcpyAsync");
   check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
-  if (counters.invalid)
-    detail::fail("moert_cuda_permute: ", counters.invalid,
-                 " expert ids outside [0, ", experts, ")");
+  if (counters.invalid && unroutedIsError)
+    detail::fail(op, ": ", counters.invalid, " expert ids outside [0, ",
+                 experts, ")");
   if (dropped)
     *dropped = static_cast<int64_t>(counters.dropped);
+}
+
+void moert_cuda_permute(const void *x, int32_t dtype, int64_t tokens,
+                        int64_t hidden, const int32_t *expertIds, int64_t k,
+                        int64_t experts, int64_t capacity, void *xPermuted,
+                        int32_t *slotRow, int64_t *offsets,
+                        int64_t *hostOffsets, int64_t *dropped, void *stream) {
+  permute(x, dtype, tokens, hidden, expertIds, k, experts, capacity, xPermuted,
+          slotRow, offsets, hostOffsets, dropped, streamOr(stream),
+          /*unroutedIsError=*/true, "moert_cuda_permute");
+}
+
+void moert_cuda_dispatch(int32_t dtype, const void *x, int64_t tokens,
+                         int64_t hidden, const int32_t *ids, int64_t k,
+                         int64_t experts, void *rows, int32_t *slots,
+                         int32_t *counts) {
+  const char *op = "moert_cuda_dispatch";
+  if (tokens < 0 || hidden < 0 || k < 0 || experts < 1)
+    detail::fail(op, ": bad sizes: ", tokens, " tokens of ", hidden, ", top-",
+                 k, " of ", experts, " experts");
+  cudaStream_t s = device().stream;
+  int64_t *offsets = nullptr;
+  check(cudaMallocAsync(reinterpret_cast<void **>(&offsets),
+                        sizeof(int64_t) * (experts + 1), s),
+        "cudaMallocAsync");
+  std::vector<int64_t> hostOffsets(experts + 1);
+  permute(x, dtype, tokens, hidden, ids, k, experts, /*capacity=*/0, rows,
+          slots, offsets, hostOffsets.data(), nullptr, s,
+          /*unroutedIsError=*/false, op);
+  check(cudaFreeAsync(offsets, s), "cudaFreeAsync");
+  std::vector<int32_t> hostCounts(experts);
+  for (int64_t e = 0; e < experts; ++e)
+    hostCounts[e] = static_cast<int32_t>(hostOffsets[e + 1] - hostOffsets[e]);
+  check(cudaMemcpyAsync(counts, hostCounts.data(), sizeof(int32_t) * experts,
+                        cudaMemcpyDefault, s),
+        "cudaMemcpyAsync");
+  // Rows past the last group (pairs that went nowhere) are zero.
+  size_t rowBytes = hidden * elementBytes(dtype, op);
+  int64_t kept = hostOffsets[experts], pairs = tokens * k;
+  if (pairs > kept)
+    check(cudaMemsetAsync(static_cast<char *>(rows) + kept * rowBytes, 0,
+                          (pairs - kept) * rowBytes, s),
+          "cudaMemsetAsync");
+  check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
 }
 
 void moert_cuda_unpermute(const void *y, int32_t dtype, int64_t tokens,

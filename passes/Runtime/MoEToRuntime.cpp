@@ -1,4 +1,10 @@
-//===- ExpertsToRuntime.cpp - moe.experts as grouped runtime GEMMs --------===//
+//===- MoEToRuntime.cpp - dispatch and experts as runtime calls -----------===//
+//
+// The reference lowering dispatches tokens with a loop over the (token,
+// slot) pairs that copies one row at a time: on a GPU, a host loop over
+// device memory. A dropless moe.dispatch becomes one runtime call instead
+// (moert_dispatch: a counting sort on the CPU; moert_cuda_dispatch: the
+// permutation kernels).
 //
 // The reference lowering runs moe.experts as a loop over its groups, each
 // with its own slices, matmuls and activation. Here each projection of all
@@ -18,12 +24,67 @@
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace mlir::moe {
-#define GEN_PASS_DEF_CONVERTEXPERTSTORUNTIMEPASS
+#define GEN_PASS_DEF_CONVERTMOETORUNTIMEPASS
 #include "passes/Passes.h.inc"
 
 using namespace runtime;
 
 namespace {
+
+/// Where the pattern calls `name`: moert_`name` or moert_cuda_`name`.
+std::string callee(StringRef target, StringRef name) {
+  return (target == "cuda" ? "moert_cuda_" : "moert_") + name.str();
+}
+
+struct DispatchToRuntime final : OpRewritePattern<DispatchOp> {
+  DispatchToRuntime(MLIRContext *context, StringRef target)
+      : OpRewritePattern(context), target(target) {}
+
+  LogicalResult matchAndRewrite(DispatchOp op,
+                                PatternRewriter &rewriter) const override {
+    if (!op.isDropless() || op.getOffsets())
+      return rewriter.notifyMatchFailure(op, "capacity dispatch keeps the "
+                                             "reference lowering");
+    auto inputType = cast<RankedTensorType>(op.getInput().getType());
+    auto idsType = cast<RankedTensorType>(op.getIds().getType());
+    auto rowsType = cast<RankedTensorType>(op.getRows().getType());
+    if (!inputType.hasStaticShape() || !idsType.hasStaticShape())
+      return rewriter.notifyMatchFailure(op, "dynamic shapes");
+    Type element = inputType.getElementType();
+    std::optional<int32_t> code = dtypeCode(element);
+    if (!code || (target == "cuda" && !element.isF32() && !element.isF16() &&
+                  !element.isBF16()))
+      return rewriter.notifyMatchFailure(op, "an element type the runtime "
+                                             "does not move");
+    Location loc = op.getLoc();
+    Value rows = newBuffer(rewriter, loc, rowsType);
+    Value slots = newBuffer(rewriter, loc,
+                            cast<RankedTensorType>(op.getSlots().getType()));
+    auto countsType = cast<RankedTensorType>(op.getCounts().getType());
+    Value counts = newBuffer(rewriter, loc, countsType);
+    call(rewriter, loc, callee(target, "dispatch"),
+         {i32Const(rewriter, loc, *code),
+          readPointer(rewriter, loc, op.getInput()),
+          i64Const(rewriter, loc, inputType.getDimSize(0)),
+          i64Const(rewriter, loc, inputType.getDimSize(1)),
+          readPointer(rewriter, loc, op.getIds()),
+          i64Const(rewriter, loc, idsType.getDimSize(1)),
+          i64Const(rewriter, loc, countsType.getDimSize(0)),
+          dataPointer(rewriter, loc, rows), dataPointer(rewriter, loc, slots),
+          dataPointer(rewriter, loc, counts)});
+    // Dropless: nothing is dropped.
+    Value dropped = arith::ConstantOp::create(
+        rewriter, loc,
+        DenseElementsAttr::get(cast<ShapedType>(op.getDropped().getType()),
+                               rewriter.getI64IntegerAttr(0).getValue()));
+    rewriter.replaceOp(op, {asTensor(rewriter, loc, rows),
+                            asTensor(rewriter, loc, slots),
+                            asTensor(rewriter, loc, counts), dropped});
+    return success();
+  }
+
+  std::string target;
+};
 
 struct ExpertsToRuntime final : OpRewritePattern<ExpertsOp> {
   ExpertsToRuntime(MLIRContext *context, StringRef target)
@@ -67,9 +128,7 @@ struct ExpertsToRuntime final : OpRewritePattern<ExpertsOp> {
       int64_t out = weightType.getDimSize(1), in = weightType.getDimSize(2);
       Value result =
           newBuffer(rewriter, loc, RankedTensorType::get({rows, out}, element));
-      call(rewriter, loc,
-           target == "cuda" ? "moert_cuda_grouped_matmul"
-                            : "moert_grouped_matmul",
+      call(rewriter, loc, callee(target, "grouped_matmul"),
            {i32Const(rewriter, loc, *code), i64Const(rewriter, loc, groups),
             i64Const(rewriter, loc, experts), counts,
             i64Const(rewriter, loc, groupStride),
@@ -96,20 +155,20 @@ struct ExpertsToRuntime final : OpRewritePattern<ExpertsOp> {
   std::string target;
 };
 
-struct ConvertExpertsToRuntimePass
-    : public impl::ConvertExpertsToRuntimePassBase<
-          ConvertExpertsToRuntimePass> {
+struct ConvertMoEToRuntimePass
+    : public impl::ConvertMoEToRuntimePassBase<
+          ConvertMoEToRuntimePass> {
   using Base::Base;
 
   void runOnOperation() override {
     if (target != "cpu" && target != "cuda") {
       emitError(getOperation().getLoc())
-          << "convert-experts-to-runtime: unknown target '" << target
+          << "convert-moe-to-runtime: unknown target '" << target
           << "' (expected cpu or cuda)";
       return signalPassFailure();
     }
     RewritePatternSet patterns(&getContext());
-    patterns.add<ExpertsToRuntime>(&getContext(), target);
+    patterns.add<DispatchToRuntime, ExpertsToRuntime>(&getContext(), target);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

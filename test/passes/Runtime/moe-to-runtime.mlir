@@ -1,8 +1,8 @@
-// RUN: moe-opt %s --convert-experts-to-runtime --split-input-file | FileCheck %s
-// RUN: moe-opt %s --convert-experts-to-runtime=target=cuda --split-input-file | FileCheck %s --check-prefix=CUDA
-// RUN: not moe-opt %s --convert-experts-to-runtime=target=rocm 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: moe-opt %s --convert-moe-to-runtime --split-input-file | FileCheck %s
+// RUN: moe-opt %s --convert-moe-to-runtime=target=cuda --split-input-file | FileCheck %s --check-prefix=CUDA
+// RUN: not moe-opt %s --convert-moe-to-runtime=target=rocm 2>&1 | FileCheck %s --check-prefix=BAD
 
-// BAD: convert-experts-to-runtime: unknown target 'rocm' (expected cpu or cuda)
+// BAD: convert-moe-to-runtime: unknown target 'rocm' (expected cpu or cuda)
 
 // Dropless rows [6, 4] in 4 groups of 2 experts, a separate SwiGLU: fc1 and
 // fc3 are grouped GEMMs of 6 rows x 4 -> 5 (f32: code 0, stride 0), the
@@ -77,4 +77,42 @@ func.func @biased(%rows: tensor<6x4xf32>, %counts: tensor<2xi32>,
       : (tensor<6x4xf32>, tensor<2xi32>, tensor<2x5x4xf32>, tensor<2x5xf32>, tensor<2x3x5xf32>)
       -> tensor<6x3xf32>
   return %y : tensor<6x3xf32>
+}
+
+// -----
+
+// A dropless dispatch of 8 tokens of 16, top-2 of 4 experts: one call that
+// fills the rows [16, 16], the slots and the counts; nothing is dropped.
+// CHECK-LABEL: func.func @dropless_dispatch
+// CHECK: %[[DROPPED:.*]] = arith.constant dense<0> : tensor<i64>
+// CHECK-DAG: %[[ROWS:.*]] = memref.alloc() {alignment = 64 : i64} : memref<16x16xf32>
+// CHECK-DAG: %[[SLOTS:.*]] = memref.alloc() {alignment = 64 : i64} : memref<8x2xi32>
+// CHECK-DAG: %[[COUNTS:.*]] = memref.alloc() {alignment = 64 : i64} : memref<4xi32>
+// CHECK: call @moert_dispatch(%c0_i32, %{{.*}}, %c8_i64, %c16_i64, %{{.*}}, %c2_i64, %c4_i64, %{{.*}}, %{{.*}}, %{{.*}})
+// CHECK-DAG: %[[R:.*]] = bufferization.to_tensor %[[ROWS]]
+// CHECK-DAG: %[[S:.*]] = bufferization.to_tensor %[[SLOTS]]
+// CHECK-DAG: %[[C:.*]] = bufferization.to_tensor %[[COUNTS]]
+// CHECK: return %[[R]], %[[S]], %[[C]], %[[DROPPED]]
+// CUDA-LABEL: func.func @dropless_dispatch
+// CUDA: call @moert_cuda_dispatch(%c0_i32,
+func.func @dropless_dispatch(%x: tensor<8x16xf32>, %ids: tensor<8x2xi32>)
+    -> (tensor<16x16xf32>, tensor<8x2xi32>, tensor<4xi32>, tensor<i64>) {
+  %rows, %slots, %counts, %dropped = moe.dispatch %x, %ids
+      : (tensor<8x16xf32>, tensor<8x2xi32>)
+     -> (tensor<16x16xf32>, tensor<8x2xi32>, tensor<4xi32>, tensor<i64>)
+  return %rows, %slots, %counts, %dropped : tensor<16x16xf32>, tensor<8x2xi32>, tensor<4xi32>, tensor<i64>
+}
+
+// -----
+
+// Capacity dispatch keeps the reference lowering.
+// CHECK-LABEL: func.func @capacity_dispatch
+// CHECK: moe.dispatch
+// CHECK-NOT: moert_dispatch
+func.func @capacity_dispatch(%x: tensor<8x16xf32>, %ids: tensor<8x1xi32>)
+    -> (tensor<4x2x16xf32>, tensor<8x1xi32>, tensor<4xi32>, tensor<i64>) {
+  %rows, %slots, %counts, %dropped = moe.dispatch %x, %ids capacity 2 drop position
+      : (tensor<8x16xf32>, tensor<8x1xi32>)
+     -> (tensor<4x2x16xf32>, tensor<8x1xi32>, tensor<4xi32>, tensor<i64>)
+  return %rows, %slots, %counts, %dropped : tensor<4x2x16xf32>, tensor<8x1xi32>, tensor<4xi32>, tensor<i64>
 }
