@@ -381,7 +381,8 @@ def ConvertCommToRuntimePass
 
 def ConvertMoEToRuntimePass
     : Pass<"convert-moe-to-runtime", "::mlir::ModuleOp"> {
-  let summary = "Lower moe.dispatch and moe.experts to runtime calls";
+  let summary = "Lower moe.router, moe.dispatch, moe.experts and moe.combine "
+                "to runtime calls";
   let description = [{
     A dropless `moe.dispatch` (no offsets) becomes one call that sorts the
     (token, slot) pairs by expert and moves their rows: `moert_dispatch`
@@ -399,6 +400,13 @@ def ConvertMoEToRuntimePass
     runtime checks the counts and zeroes the rows outside every group, as
     the reference lowering does. Experts with biases are left to
     `convert-moe-to-linalg`.
+
+    `target=cuda` only: a `moe.router` with `topk` selection and no bias
+    (softmax or sigmoid scores, k <= 32, E <= 4096) becomes
+    `moert_cuda_router`, the fused gating kernel, with `normalize` and
+    `scaling_factor` passed on; a `moe.combine` becomes `moert_cuda_combine`,
+    the weighted un-permute (capacity rows `[G, C, M]` read as `G * C`
+    rows; f16 and bf16 sums in f32). On the CPU both stay compiled loops.
   }];
   let options = [
     Option<"target", "target", "std::string", "\"cpu\"",

@@ -49,8 +49,8 @@ static FailureOr<DenseTerm> matchTerm(onnx::EqualOp equal,
   v = masked.getOutputs()[0];
   auto sum = dyn_cast_or_null<onnx::ReduceSumOp>(next());
   if (!sum || sum.getInputs().size() < 2 ||
-      constantInts(sum.getInputs()[1]) != SmallVector<int64_t>{-1} &&
-          constantInts(sum.getInputs()[1]) != SmallVector<int64_t>{1})
+      (constantInts(sum.getInputs()[1]) != SmallVector<int64_t>{-1} &&
+       constantInts(sum.getInputs()[1]) != SmallVector<int64_t>{1}))
     return rewriter.notifyMatchFailure(masked, "weights are not summed");
   v = sum.getOutputs()[0];
   while (isa_and_nonnull<onnx::UnsqueezeOp, onnx::ReshapeOp, onnx::CastOp>(

@@ -15,6 +15,13 @@
 // counts and zeroes the rows outside every group, as the reference does.
 // Experts with biases keep the reference lowering.
 //
+// For CUDA, a top-k moe.router (softmax or sigmoid scores, no bias) is the
+// fused gating kernel (moert_cuda_router: one warp per token) and
+// moe.combine the weighted un-permute (moert_cuda_combine), where the
+// reference lowering would launch a kernel per step (scores, k rounds of
+// argmax, normalization; a gather per slot). On the CPU both stay compiled
+// loops, which fuse with their neighbours and vectorize.
+//
 //===----------------------------------------------------------------------===//
 
 #include "passes/Conversion/MoEToLinalg/Lowering.h"
@@ -36,6 +43,11 @@ std::string callee(StringRef target, StringRef name) {
   return (target == "cuda" ? "moert_cuda_" : "moert_") + name.str();
 }
 
+/// True for the element types the CUDA kernels read: f32, f16, bf16.
+bool isCudaFloat(Type type) {
+  return type.isF32() || type.isF16() || type.isBF16();
+}
+
 struct DispatchToRuntime final : OpRewritePattern<DispatchOp> {
   DispatchToRuntime(MLIRContext *context, StringRef target)
       : OpRewritePattern(context), target(target) {}
@@ -52,8 +64,7 @@ struct DispatchToRuntime final : OpRewritePattern<DispatchOp> {
       return rewriter.notifyMatchFailure(op, "dynamic shapes");
     Type element = inputType.getElementType();
     std::optional<int32_t> code = dtypeCode(element);
-    if (!code || (target == "cuda" && !element.isF32() && !element.isF16() &&
-                  !element.isBF16()))
+    if (!code || (target == "cuda" && !isCudaFloat(element)))
       return rewriter.notifyMatchFailure(op, "an element type the runtime "
                                              "does not move");
     Location loc = op.getLoc();
@@ -86,6 +97,82 @@ struct DispatchToRuntime final : OpRewritePattern<DispatchOp> {
   std::string target;
 };
 
+struct RouterToRuntime final : OpRewritePattern<RouterOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(RouterOp op,
+                                PatternRewriter &rewriter) const override {
+    if (op.getSelection() != SelectionMethod::TopK || op.getBias())
+      return rewriter.notifyMatchFailure(op, "only top-k without a bias runs "
+                                             "as the fused gating kernel");
+    auto logitsType = cast<RankedTensorType>(op.getLogits().getType());
+    Type element = logitsType.getElementType();
+    if (!isCudaFloat(element))
+      return rewriter.notifyMatchFailure(op, "not f32, f16 or bf16 logits");
+    int64_t tokens = logitsType.getDimSize(0);
+    int64_t experts = logitsType.getDimSize(1);
+    int64_t k = op.getIds().getType().getDimSize(1);
+    // The kernel's limits: one warp holds the k picks, one block's shared
+    // memory the scores.
+    if (k > 32 || experts > 4096)
+      return rewriter.notifyMatchFailure(op, "more than 32 picks or 4096 "
+                                             "experts");
+    Location loc = op.getLoc();
+    Value weights = newBuffer(rewriter, loc, op.getWeights().getType());
+    Value ids = newBuffer(rewriter, loc, op.getIds().getType());
+    int32_t scoring = op.getScoring() == ScoringFunction::Softmax
+                          ? /*MOERT_CUDA_SOFTMAX_TOPK*/ 0
+                          : /*MOERT_CUDA_SIGMOID_TOPK*/ 2;
+    Value scale = arith::ConstantOp::create(
+        rewriter, loc, rewriter.getF64FloatAttr(op.getScalingFactor().convertToDouble()));
+    call(rewriter, loc, "moert_cuda_router",
+         {i32Const(rewriter, loc, *dtypeCode(element)),
+          readPointer(rewriter, loc, op.getLogits()),
+          i64Const(rewriter, loc, tokens), i64Const(rewriter, loc, experts),
+          i64Const(rewriter, loc, k), i32Const(rewriter, loc, scoring),
+          i32Const(rewriter, loc, op.getNormalize()), scale,
+          dataPointer(rewriter, loc, weights), dataPointer(rewriter, loc, ids)});
+    rewriter.replaceOp(op, {asTensor(rewriter, loc, ids),
+                            asTensor(rewriter, loc, weights)});
+    return success();
+  }
+};
+
+struct CombineToRuntime final : OpRewritePattern<CombineOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(CombineOp op,
+                                PatternRewriter &rewriter) const override {
+    auto rowsType = cast<RankedTensorType>(op.getRows().getType());
+    Type element = rowsType.getElementType();
+    if (!isCudaFloat(element))
+      return rewriter.notifyMatchFailure(op, "not f32, f16 or bf16 rows");
+    Location loc = op.getLoc();
+    // Capacity rows [G, C, M] are read as G * C rows.
+    Value rows = op.getRows();
+    int64_t width = rowsType.getShape().back();
+    if (rowsType.getRank() == 3)
+      rows = tensor::CollapseShapeOp::create(
+          rewriter, loc,
+          RankedTensorType::get({rowsType.getNumElements() / width, width},
+                                element),
+          rows, ArrayRef<ReassociationIndices>{{0, 1}, {2}});
+    auto slotsType = op.getSlots().getType();
+    Value out = newBuffer(rewriter, loc, op.getType());
+    call(rewriter, loc, "moert_cuda_combine",
+         {i32Const(rewriter, loc, *dtypeCode(element)),
+          readPointer(rewriter, loc, rows),
+          i64Const(rewriter, loc, slotsType.getDimSize(0)),
+          i64Const(rewriter, loc, width),
+          i64Const(rewriter, loc, slotsType.getDimSize(1)),
+          readPointer(rewriter, loc, op.getSlots()),
+          readPointer(rewriter, loc, op.getWeights()),
+          dataPointer(rewriter, loc, out)});
+    rewriter.replaceOp(op, asTensor(rewriter, loc, out));
+    return success();
+  }
+};
+
 struct ExpertsToRuntime final : OpRewritePattern<ExpertsOp> {
   ExpertsToRuntime(MLIRContext *context, StringRef target)
       : OpRewritePattern(context), target(target) {}
@@ -101,8 +188,8 @@ struct ExpertsToRuntime final : OpRewritePattern<ExpertsOp> {
       return rewriter.notifyMatchFailure(op, "dynamic row buffer");
     Type element = rowsType.getElementType();
     std::optional<int32_t> code = dtypeCode(element);
-    bool supported = element.isF32() ||
-                     (target == "cuda" && (element.isF16() || element.isBF16()));
+    bool supported =
+        target == "cuda" ? isCudaFloat(element) : element.isF32();
     if (!code || !supported)
       return rewriter.notifyMatchFailure(
           op, target == "cuda" ? "not f32, f16 or bf16 rows" : "not f32 rows");
@@ -169,6 +256,8 @@ struct ConvertMoEToRuntimePass
     }
     RewritePatternSet patterns(&getContext());
     patterns.add<DispatchToRuntime, ExpertsToRuntime>(&getContext(), target);
+    if (target == "cuda")
+      patterns.add<RouterToRuntime, CombineToRuntime>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

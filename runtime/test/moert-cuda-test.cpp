@@ -1,8 +1,9 @@
 //===- moert-cuda-test.cpp - The CUDA runtime's kernels against the CPU ---===//
 //
 // Runs every MoE kernel of moert_cuda on random inputs and compares it with a
-// plain C++ reference: gating (three scorings), permutation (with and without
-// capacity), grouped GEMM and un-permute, moe.dispatch (against the CPU
+// plain C++ reference: gating (three scorings), moe.router's and
+// moe.combine's entry points, permutation (with and without capacity),
+// grouped GEMM and un-permute, moe.dispatch (against the CPU
 // runtime's), moe.experts' grouped matmul, strided matmuls in every layout,
 // in f32, f16 and bf16, and the exchanges of a group of one (no axes). Exit
 // 0 when all agree. Without a GPU it ends with the runtime's error, which
@@ -197,6 +198,69 @@ void testGating(std::mt19937 &rng) {
         expect(maxRelError(dWeights.download(), weights) < 1e-5f,
                what + ": weights");
       }
+}
+
+/// moe.router's entry point: the gating kernel with the weights in the
+/// logits' type, times the scaling factor.
+void testRouter(std::mt19937 &rng, const TypeCase &type) {
+  const int64_t T = 45, E = 24, k = 4;
+  const double scale = 2.5;
+  for (int scoring : {MOERT_CUDA_SOFTMAX_TOPK, MOERT_CUDA_SIGMOID_TOPK})
+    for (bool normalize : {false, true}) {
+      std::vector<float> logits = randomValues(T * E, rng);
+      for (float &x : logits)
+        x = roundTo(type.code, x);
+      Buffer<char> dLogits(encode(type.code, logits));
+      Buffer<char> dWeights(T * k * type.bytes);
+      Buffer<int32_t> dIds(T * k);
+      moert_cuda_router(type.code, dLogits.ptr, T, E, k, scoring, normalize,
+                        scale, dWeights.ptr, dIds.ptr);
+      std::vector<float> weights;
+      std::vector<int32_t> ids;
+      gatingReference(logits, T, E, k, scoring, normalize, weights, ids);
+      for (float &w : weights)
+        w = roundTo(type.code, static_cast<float>(w * scale));
+      std::string what = std::string("router ") + type.name + " scoring " +
+                         std::to_string(scoring) +
+                         (normalize ? " normalized" : "");
+      expect(dIds.download() == ids, what + ": expert ids");
+      expect(maxRelError(decode(type.code, dWeights.download()), weights) <
+                 type.tolerance,
+             what + ": weights");
+    }
+}
+
+/// moe.combine's entry point: weights in the rows' type, unrouted (-1)
+/// slots contributing nothing.
+void testCombine(std::mt19937 &rng, const TypeCase &type) {
+  const int64_t R = 20, W = 33, T = 9, k = 3;
+  std::vector<float> rows = randomValues(R * W, rng),
+                     weights = randomValues(T * k, rng);
+  for (std::vector<float> *v : {&rows, &weights})
+    for (float &x : *v)
+      x = roundTo(type.code, x);
+  std::uniform_int_distribution<int32_t> pick(-1, R - 1);
+  std::vector<int32_t> slots(T * k);
+  for (int32_t &slot : slots)
+    slot = pick(rng);
+  std::vector<float> want(T * W, 0);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t h = 0; h < W; ++h) {
+      float sum = 0;
+      for (int64_t j = 0; j < k; ++j)
+        if (int32_t row = slots[t * k + j]; row >= 0)
+          sum += weights[t * k + j] * rows[row * W + h];
+      want[t * W + h] = roundTo(type.code, sum);
+    }
+  Buffer<char> dRows(encode(type.code, rows)),
+      dWeights(encode(type.code, weights)), dOut(T * W * type.bytes);
+  Buffer<int32_t> dSlots(slots);
+  moert_cuda_combine(type.code, dRows.ptr, T, W, k, dSlots.ptr, dWeights.ptr,
+                     dOut.ptr);
+  float err = maxRelError(decode(type.code, dOut.download()), want);
+  expect(err < type.tolerance, std::string("combine ") + type.name +
+                                   " (max rel error " + std::to_string(err) +
+                                   ")");
 }
 
 /// Permutation, grouped GEMM and un-permute of one MoE layer, against a
@@ -437,6 +501,10 @@ int main(int argc, char **argv) {
   moert_cuda_init();
   std::mt19937 rng(7);
   testGating(rng);
+  for (const TypeCase &type : kTypes) {
+    testRouter(rng, type);
+    testCombine(rng, type);
+  }
   for (const TypeCase &type : kTypes)
     for (int64_t capacity : {0, 40})
       testLayer(rng, type, capacity);

@@ -400,7 +400,8 @@ def MoE_CombineOp : MoE_Op<"combine", [Pure]> {
     `output[t] = sum_j weights[t, j] * rows[slots[t, j]]` over the slots that
     are not -1, with `rows` read as a flat list of rows (`[G, C, M]` as
     `[G*C, M]`). Dropped and unrouted pairs contribute nothing (Switch: the
-    residual carries a dropped token). Accumulates in the element type.
+    residual carries a dropped token). Accumulates in the element type (the
+    CUDA runtime sums f16 and bf16 in f32 and rounds once).
 
     ```mlir
     %out = moe.combine %y, %slots, %w

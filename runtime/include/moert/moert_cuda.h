@@ -47,6 +47,16 @@ void moert_cuda_topk_gating(const void *logits, int32_t dtype, int64_t tokens,
                             int32_t normalize, float *weights,
                             int32_t *expertIds, void *stream);
 
+/* moe.router's top-k routing (selection topk without a bias, scoring
+ * MOERT_CUDA_SOFTMAX_TOPK or MOERT_CUDA_SIGMOID_TOPK): the gating above with
+ * the weights [T, k] in the logits' dtype, normalized as moe.router's
+ * `normalize` (sum plus 1e-20), then times `scale` (its scaling_factor).
+ * Waits for the runtime's stream. */
+void moert_cuda_router(int32_t dtype, const void *logits, int64_t tokens,
+                       int64_t experts, int64_t k, int32_t scoring,
+                       int32_t normalize, double scale, void *weights,
+                       int32_t *ids);
+
 /* Permutation by expert, stable in (token, slot) order:
  *   slotRow[t * k + j] = the row of xPermuted that holds token t for its
  *                        j-th expert;
@@ -93,6 +103,13 @@ void moert_cuda_grouped_matmul(int32_t dtype, int64_t groups, int64_t experts,
 void moert_cuda_unpermute(const void *y, int32_t dtype, int64_t tokens,
                           int64_t hidden, int64_t k, const int32_t *slotRow,
                           const float *weights, void *out, void *stream);
+
+/* moe.combine: the un-permute above with rows [R, width] in f32, f16 or
+ * bf16 and the weights [T, k] in the same type (sums in f32). Waits for the
+ * runtime's stream. */
+void moert_cuda_combine(int32_t dtype, const void *rows, int64_t tokens,
+                        int64_t width, int64_t k, const int32_t *slots,
+                        const void *weights, void *out);
 
 /* C[m*sCm + n*sCn] (+)= sum_k A[m*sAm + k*sAk] * B[k*sBk + n*sBn], as
  * moert_matmul_f32 (accumulate, site) for f32, f16 and bf16 (A, B and C of

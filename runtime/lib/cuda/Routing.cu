@@ -17,6 +17,7 @@
 
 #include "moert/moert_cuda.h"
 
+#include <type_traits>
 #include <vector>
 
 using namespace moert;
@@ -52,11 +53,12 @@ __device__ inline float warpMax(float v) {
   return v;
 }
 
-/// Shared memory holds one row of scores per warp.
-template <typename T>
+/// Shared memory holds one row of scores per warp. Weights are written as W
+/// (f32 for moert_cuda_topk_gating, the logits' type for moe.router).
+template <typename T, typename W>
 __global__ void gatingKernel(const T *logits, int64_t tokens, int experts,
-                             int k, int scoring, int normalize,
-                             float *weights, int32_t *expertIds) {
+                             int k, int scoring, int normalize, float scale,
+                             W *weights, int32_t *expertIds) {
   extern __shared__ float scores[];
   int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   int64_t token = static_cast<int64_t>(blockIdx.x) * (blockDim.x / kWarp) + warp;
@@ -112,8 +114,12 @@ __global__ void gatingKernel(const T *logits, int64_t tokens, int experts,
   }
   total = warpSum(lane < k ? picked : 0);
   if (lane < k) {
-    bool divide = normalize || scoring == MOERT_CUDA_TOPK_SOFTMAX;
-    weights[token * k + lane] = divide ? picked / total : picked;
+    // moe.router's normalize divides by the sum plus 1e-20.
+    if (scoring == MOERT_CUDA_TOPK_SOFTMAX)
+      picked /= total;
+    else if (normalize)
+      picked /= total + 1e-20f;
+    weights[token * k + lane] = fromFloat<W>(picked * scale);
     expertIds[token * k + lane] = pickedId;
   }
 }
@@ -224,9 +230,11 @@ __global__ void copyRows(const V *x, int64_t width, const int64_t *rowSource,
 // Un-permute
 //===----------------------------------------------------------------------===//
 
-template <typename T>
+/// Weights are W: f32 for moert_cuda_unpermute, the rows' type for
+/// moe.combine.
+template <typename T, typename W>
 __global__ void unpermuteKernel(const T *y, int64_t hidden, int k,
-                                const int32_t *slotRow, const float *weights,
+                                const int32_t *slotRow, const W *weights,
                                 T *out) {
   int64_t token = blockIdx.x;
   for (int64_t h = threadIdx.x; h < hidden; h += blockDim.x) {
@@ -234,7 +242,7 @@ __global__ void unpermuteKernel(const T *y, int64_t hidden, int k,
     for (int j = 0; j < k; ++j) {
       int32_t row = slotRow[token * k + j];
       if (row >= 0)
-        acc += weights[token * k + j] * toFloat(y[row * hidden + h]);
+        acc += toFloat(weights[token * k + j]) * toFloat(y[row * hidden + h]);
     }
     out[token * hidden + h] = fromFloat<T>(acc);
   }
@@ -266,27 +274,49 @@ size_t alignUp(size_t n) { return (n + 255) / 256 * 256; }
 
 } // namespace
 
-void moert_cuda_topk_gating(const void *logits, int32_t dtype, int64_t tokens,
-                            int64_t experts, int64_t k, int32_t scoring,
-                            int32_t normalize, float *weights,
-                            int32_t *expertIds, void *stream) {
+/// Launches the gating kernel with weights of type W (null: f32).
+template <typename W>
+static void gating(const void *logits, int32_t dtype, int64_t tokens,
+                   int64_t experts, int64_t k, int32_t scoring,
+                   int32_t normalize, float scale, void *weights,
+                   int32_t *expertIds, cudaStream_t s, const char *op) {
   if (k < 1 || k > kWarp || k > experts || experts > 4096)
-    detail::fail("moert_cuda_topk_gating: top-", k, " of ", experts,
+    detail::fail(op, ": top-", k, " of ", experts,
                  " experts is not supported (1 <= k <= min(32, E), E <= 4096)");
   if (scoring < MOERT_CUDA_SOFTMAX_TOPK || scoring > MOERT_CUDA_SIGMOID_TOPK)
-    detail::fail("moert_cuda_topk_gating: unknown scoring code ", scoring);
+    detail::fail(op, ": unknown scoring code ", scoring);
   if (tokens == 0)
     return;
   int warps = experts > 1024 ? 1 : 4;
   size_t shared = sizeof(float) * warps * experts;
-  cudaStream_t s = streamOr(stream);
-  dispatchType(dtype, "moert_cuda_topk_gating", [&](auto *type) {
+  dispatchType(dtype, op, [&](auto *type) {
     using T = std::remove_pointer_t<decltype(type)>;
-    gatingKernel<T><<<blocksFor(tokens, warps), warps * kWarp, shared, s>>>(
+    using Out = std::conditional_t<std::is_void_v<W>, float, T>;
+    gatingKernel<T, Out><<<blocksFor(tokens, warps), warps * kWarp, shared, s>>>(
         static_cast<const T *>(logits), tokens, static_cast<int>(experts),
-        static_cast<int>(k), scoring, normalize, weights, expertIds);
+        static_cast<int>(k), scoring, normalize, scale,
+        static_cast<Out *>(weights), expertIds);
   });
   checkLaunch("gating kernel");
+}
+
+void moert_cuda_topk_gating(const void *logits, int32_t dtype, int64_t tokens,
+                            int64_t experts, int64_t k, int32_t scoring,
+                            int32_t normalize, float *weights,
+                            int32_t *expertIds, void *stream) {
+  gating<void>(logits, dtype, tokens, experts, k, scoring, normalize, 1.0f,
+               weights, expertIds, streamOr(stream), "moert_cuda_topk_gating");
+}
+
+void moert_cuda_router(int32_t dtype, const void *logits, int64_t tokens,
+                       int64_t experts, int64_t k, int32_t scoring,
+                       int32_t normalize, double scale, void *weights,
+                       int32_t *ids) {
+  cudaStream_t s = device().stream;
+  gating<char>(logits, dtype, tokens, experts, k, scoring, normalize,
+               static_cast<float>(scale), weights, ids, s,
+               "moert_cuda_router");
+  check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
 }
 
 /// moert_cuda_permute; ids outside [0, experts) are an error when
@@ -402,19 +432,41 @@ void moert_cuda_dispatch(int32_t dtype, const void *x, int64_t tokens,
   check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
 }
 
+/// Launches the un-permute kernel with weights of type W (void: f32).
+template <typename W>
+static void unpermute(const void *y, int32_t dtype, int64_t tokens,
+                      int64_t hidden, int64_t k, const int32_t *slotRow,
+                      const void *weights, void *out, cudaStream_t s,
+                      const char *op) {
+  if (tokens < 0 || hidden < 0 || k < 0)
+    detail::fail(op, ": bad sizes: ", tokens, " tokens of ", hidden,
+                 ", top-", k);
+  if (tokens == 0 || hidden == 0)
+    return;
+  dispatchType(dtype, op, [&](auto *type) {
+    using T = std::remove_pointer_t<decltype(type)>;
+    using Weight = std::conditional_t<std::is_void_v<W>, float, T>;
+    unpermuteKernel<T, Weight><<<tokens, 256, 0, s>>>(
+        static_cast<const T *>(y), hidden, static_cast<int>(k), slotRow,
+        static_cast<const Weight *>(weights), static_cast<T *>(out));
+  });
+  checkLaunch("unpermute kernel");
+}
+
 void moert_cuda_unpermute(const void *y, int32_t dtype, int64_t tokens,
                           int64_t hidden, int64_t k, const int32_t *slotRow,
                           const float *weights, void *out, void *stream) {
-  if (tokens == 0 || hidden == 0)
-    return;
-  cudaStream_t s = streamOr(stream);
-  dispatchType(dtype, "moert_cuda_unpermute", [&](auto *type) {
-    using T = std::remove_pointer_t<decltype(type)>;
-    unpermuteKernel<T><<<tokens, 256, 0, s>>>(
-        static_cast<const T *>(y), hidden, static_cast<int>(k), slotRow,
-        weights, static_cast<T *>(out));
-  });
-  checkLaunch("unpermute kernel");
+  unpermute<void>(y, dtype, tokens, hidden, k, slotRow, weights, out,
+                  streamOr(stream), "moert_cuda_unpermute");
+}
+
+void moert_cuda_combine(int32_t dtype, const void *rows, int64_t tokens,
+                        int64_t width, int64_t k, const int32_t *slots,
+                        const void *weights, void *out) {
+  cudaStream_t s = device().stream;
+  unpermute<char>(rows, dtype, tokens, width, k, slots, weights, out, s,
+                  "moert_cuda_combine");
+  check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
 }
 
 void mgpuMemset32(void *dst, uint32_t value, size_t count, void *stream) {

@@ -116,3 +116,83 @@ func.func @capacity_dispatch(%x: tensor<8x16xf32>, %ids: tensor<8x1xi32>)
      -> (tensor<4x2x16xf32>, tensor<8x1xi32>, tensor<4xi32>, tensor<i64>)
   return %rows, %slots, %counts, %dropped : tensor<4x2x16xf32>, tensor<8x1xi32>, tensor<4xi32>, tensor<i64>
 }
+
+// -----
+
+// Mixtral's router (softmax, top-2, normalized) is the fused gating kernel
+// with target=cuda: bf16 (code 5), 32 tokens of 8 experts, scoring 0, normalize 1,
+// scale 1.0; weights and ids in new buffers. The CPU keeps the compiled
+// router.
+// CHECK-LABEL: func.func @router_softmax
+// CHECK: moe.router
+// CUDA-LABEL: func.func @router_softmax
+// CUDA-NOT: moe.router
+// CUDA-DAG: %[[SCALE:.*]] = arith.constant 1.000000e+00 : f64
+// CUDA-DAG: %[[W:.*]] = memref.alloc() {alignment = 64 : i64} : memref<32x2xbf16>
+// CUDA-DAG: %[[IDS:.*]] = memref.alloc() {alignment = 64 : i64} : memref<32x2xi32>
+// CUDA: call @moert_cuda_router(%c5_i32, %{{.*}}, %c32_i64, %c8_i64, %c2_i64, %c0_i32, %c1_i32, %[[SCALE]], %{{.*}}, %{{.*}}) : (i32, !llvm.ptr, i64, i64, i64, i32, i32, f64, !llvm.ptr, !llvm.ptr) -> ()
+// CUDA-DAG: %[[TI:.*]] = bufferization.to_tensor %[[IDS]]
+// CUDA-DAG: %[[TW:.*]] = bufferization.to_tensor %[[W]]
+// CUDA: return %[[TI]], %[[TW]]
+func.func @router_softmax(%logits: tensor<32x8xbf16>)
+    -> (tensor<32x2xi32>, tensor<32x2xbf16>) {
+  %ids, %w = moe.router softmax topk %logits {normalize}
+      : tensor<32x8xbf16> -> tensor<32x2xi32>, tensor<32x2xbf16>
+  return %ids, %w : tensor<32x2xi32>, tensor<32x2xbf16>
+}
+
+// -----
+
+// Sigmoid scores (scoring 2), not normalized, scaled by 2.5.
+// CUDA-LABEL: func.func @router_sigmoid
+// CUDA: arith.constant 2.500000e+00 : f64
+// CUDA: call @moert_cuda_router(%c0_i32, %{{.*}}, %c16_i64, %c64_i64, %c4_i64, %c2_i32, %c0_i32,
+func.func @router_sigmoid(%logits: tensor<16x64xf32>)
+    -> (tensor<16x4xi32>, tensor<16x4xf32>) {
+  %ids, %w = moe.router sigmoid topk %logits {scaling_factor = 2.5}
+      : tensor<16x64xf32> -> tensor<16x4xi32>, tensor<16x4xf32>
+  return %ids, %w : tensor<16x4xi32>, tensor<16x4xf32>
+}
+
+// -----
+
+// What the kernel does not do keeps the reference lowering: a selection
+// bias, grouped top-k, sinkhorn, and f64 logits.
+// CUDA-LABEL: func.func @router_reference
+// CUDA-NOT: moert_cuda_router
+// CUDA-COUNT-4: moe.router
+// CUDA-NOT: moert_cuda_router
+func.func @router_reference(%logits: tensor<16x8xf32>, %b: tensor<8xf32>,
+    %l64: tensor<16x8xf64>)
+    -> (tensor<16x2xf32>, tensor<16x2xf32>, tensor<16x2xf32>, tensor<16x2xf64>) {
+  %i0, %w0 = moe.router sigmoid topk %logits bias(%b)
+      : tensor<16x8xf32>, tensor<8xf32> -> tensor<16x2xi32>, tensor<16x2xf32>
+  %i1, %w1 = moe.router softmax grouped_topk %logits groups 4 top 2 by max
+      : tensor<16x8xf32> -> tensor<16x2xi32>, tensor<16x2xf32>
+  %i2, %w2 = moe.router softmax sinkhorn %logits
+      : tensor<16x8xf32> -> tensor<16x2xi32>, tensor<16x2xf32>
+  %i3, %w3 = moe.router softmax topk %l64
+      : tensor<16x8xf64> -> tensor<16x2xi32>, tensor<16x2xf64>
+  return %w0, %w1, %w2, %w3
+      : tensor<16x2xf32>, tensor<16x2xf32>, tensor<16x2xf32>, tensor<16x2xf64>
+}
+
+// -----
+
+// moe.combine is the weighted un-permute with target=cuda: capacity rows [4, 3, 5]
+// read as 12 rows of 5, 6 tokens of top-2 (f16: code 4). The CPU keeps the
+// compiled combine.
+// CHECK-LABEL: func.func @combine
+// CHECK: moe.combine
+// CUDA-LABEL: func.func @combine
+// CUDA: tensor.collapse_shape %{{.*}} {{\[}}[0, 1], [2]] : tensor<4x3x5xf16> into tensor<12x5xf16>
+// CUDA: %[[OUT:.*]] = memref.alloc() {alignment = 64 : i64} : memref<6x5xf16>
+// CUDA: call @moert_cuda_combine(%c4_i32, %{{.*}}, %c6_i64, %c5_i64, %c2_i64, %{{.*}}, %{{.*}}, %{{.*}}) : (i32, !llvm.ptr, i64, i64, i64, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> ()
+// CUDA: %[[T:.*]] = bufferization.to_tensor %[[OUT]]
+// CUDA: return %[[T]]
+func.func @combine(%rows: tensor<4x3x5xf16>, %slots: tensor<6x2xi32>,
+    %w: tensor<6x2xf16>) -> tensor<6x5xf16> {
+  %out = moe.combine %rows, %slots, %w
+      : (tensor<4x3x5xf16>, tensor<6x2xi32>, tensor<6x2xf16>) -> tensor<6x5xf16>
+  return %out : tensor<6x5xf16>
+}
