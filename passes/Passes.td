@@ -175,9 +175,13 @@ def MoEManagedMemoryPass : Pass<"moe-managed-memory"> {
     Rewrites `memref.alloc` (default memory space) into
     `gpu.alloc host_shared` and its `memref.dealloc` into `gpu.dealloc`, so
     that GPU kernels and host code reach the same buffers (CUDA managed
-    memory through the runtime's mgpuMemAlloc).
+    memory through the runtime's mgpuMemAlloc). A `memref.copy` of rank 1
+    or more in the default memory space becomes `linalg.copy`, which the
+    GPU pipeline runs as a kernel: a host memcpy would migrate both buffers'
+    pages to the host.
   }];
-  let dependentDialects = ["::mlir::gpu::GPUDialect"];
+  let dependentDialects = ["::mlir::gpu::GPUDialect",
+                           "::mlir::linalg::LinalgDialect"];
 }
 
 def MoEDeviceGlobalsPass

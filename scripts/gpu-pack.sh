@@ -2,8 +2,9 @@
 # Packs what a GPU machine without the compiler needs to run the CUDA
 # backend: moe-run, moert-cuda-test and moert-cuda-bench, the libraries they load that a bare
 # CUDA machine lacks (MPI, oneDNN, OpenMP; not glibc, libstdc++ or the CUDA
-# libraries, which it has), and every corpus model compiled with
-# --target=cuda for one rank. scripts/gpu-run.sh runs them there.
+# libraries, which it has), every corpus model compiled with --target=cuda
+# for one rank, and the Mixtral block of bench/gpu_bench.py (its weights are
+# rebuilt there). scripts/gpu-run.sh runs them there.
 #
 #   ./scripts/gpu-pack.sh [DIR]      (default: .gpu, ignored by git)
 set -euo pipefail
@@ -30,4 +31,5 @@ for model in $MODELS; do
   /usr/bin/python3 "$ROOT/test/e2e/run_corpus.py" --bin "$BUILD/bin" --corpus "$ROOT/test/corpus" \
     --work "$PACK/bundles/$model" --target cuda --build-only --plans one "$model"
 done
+/usr/bin/python3 "$ROOT/bench/gpu_bench.py" pack --build "$BUILD" "$PACK/bench/mixtral_block"
 du -sh "$PACK"

@@ -1,9 +1,10 @@
 #!/bin/bash
 # On a machine with an NVIDIA GPU, runs what scripts/gpu-pack.sh packed: the
 # CUDA runtime's kernel test, every packed corpus bundle (each checked
-# against its reference as test/e2e does), then the kernel benchmark. Needs python3 with numpy and the
-# CUDA libraries cuBLAS and NCCL (found where the CUDA toolkit or PyTorch's
-# wheels put them). Logs go to $OUT when it is set; PYTHON names the python.
+# against its reference as test/e2e does), the kernel benchmark, then the
+# Mixtral block against PyTorch eager (bench/gpu_bench.py). Needs python3
+# with numpy and PyTorch for CUDA, and the CUDA libraries cuBLAS and NCCL
+# (found where the CUDA toolkit or PyTorch's wheels put them). Logs go to $OUT when it is set; PYTHON names the python.
 #
 #   ./scripts/gpu-run.sh [DIR]       (default: .gpu)
 set -uo pipefail
@@ -29,4 +30,8 @@ for bundle in "$PACK"/bundles/*; do
     --work "$bundle" --target cuda --run-only --plans one "$model" 2>&1 | tee "$LOGS/$model.txt" || status=1
 done
 "$PACK/bin/moert-cuda-bench" 2>&1 | tee "$LOGS/moert-cuda-bench.txt" || status=1
+if [ -d "$PACK/bench/mixtral_block" ]; then
+  PYTHONUNBUFFERED=1 "${PYTHON:-python3}" "$ROOT/bench/gpu_bench.py" run "$PACK/bench/mixtral_block" --bin "$PACK/bin" \
+    2>&1 | tee "$LOGS/gpu_bench.txt" || status=1
+fi
 exit $status

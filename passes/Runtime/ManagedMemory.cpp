@@ -5,11 +5,17 @@
 // every buffer has one home, each is allocated host-shared (CUDA managed
 // memory, through mgpuMemAlloc), so that both sides may touch it.
 //
+// Copies between buffers (a result moved into the caller's output, a
+// reshape that could not alias) become linalg.copy, and so kernels: as host
+// memcpy they would pull every page of both buffers over to the host and
+// back for the next kernel.
+//
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace mlir::moe {
@@ -54,12 +60,28 @@ struct DeallocToManaged : public OpRewritePattern<memref::DeallocOp> {
   }
 };
 
+struct CopyToKernel : public OpRewritePattern<memref::CopyOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(memref::CopyOp op,
+                                PatternRewriter &rewriter) const override {
+    auto source = cast<MemRefType>(op.getSource().getType());
+    auto target = cast<MemRefType>(op.getTarget().getType());
+    if (source.getMemorySpace() || target.getMemorySpace())
+      return rewriter.notifyMatchFailure(op, "has a memory space");
+    if (source.getRank() == 0)
+      return rewriter.notifyMatchFailure(op, "a scalar: no loop to map");
+    rewriter.replaceOpWithNewOp<linalg::CopyOp>(op, op.getSource(),
+                                                op.getTarget());
+    return success();
+  }
+};
+
 struct MoEManagedMemoryPass
     : public impl::MoEManagedMemoryPassBase<MoEManagedMemoryPass> {
   using Base::Base;
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<AllocToManaged, DeallocToManaged>(&getContext());
+    patterns.add<AllocToManaged, DeallocToManaged, CopyToKernel>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
   }

@@ -18,3 +18,21 @@ func.func @buffers(%v: f32) {
   memref.store %v, %s[%c0] : memref<4xf32, 3>
   return
 }
+
+// Copies become linalg.copy (kernels later), strided views included; a
+// scalar's copy and one in another memory space stay memref.copy.
+// CHECK-LABEL: func.func @copies
+// CHECK: linalg.copy ins(%{{.*}} : memref<4x8xf32>) outs(%{{.*}} : memref<4x8xf32>)
+// CHECK: linalg.copy ins(%{{.*}} : memref<4x2xf32, strided<[8, 1]>>) outs(%{{.*}} : memref<4x2xf32>)
+// CHECK: memref.copy %{{.*}}, %{{.*}} : memref<f32> to memref<f32>
+// CHECK: memref.copy %{{.*}}, %{{.*}} : memref<4xf32, 3> to memref<4xf32, 3>
+// CHECK-NOT: linalg.copy
+func.func @copies(%a: memref<4x8xf32>, %b: memref<4x8xf32>, %c: memref<4x2xf32>,
+    %s: memref<f32>, %t: memref<f32>, %u: memref<4xf32, 3>, %w: memref<4xf32, 3>) {
+  memref.copy %a, %b : memref<4x8xf32> to memref<4x8xf32>
+  %view = memref.subview %a[0, 0] [4, 2] [1, 1] : memref<4x8xf32> to memref<4x2xf32, strided<[8, 1]>>
+  memref.copy %view, %c : memref<4x2xf32, strided<[8, 1]>> to memref<4x2xf32>
+  memref.copy %s, %t : memref<f32> to memref<f32>
+  memref.copy %u, %w : memref<4xf32, 3> to memref<4xf32, 3>
+  return
+}

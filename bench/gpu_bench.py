@@ -1,0 +1,232 @@
+"""The Mixtral MoE block on a GPU: moe-run's CUDA bundle against PyTorch eager
+and ONNX Runtime's CUDA com.microsoft.MoE, on the same weights and input.
+
+    /usr/bin/python3 bench/gpu_bench.py pack DIR      (here: needs moe-compile)
+    python3 bench/gpu_bench.py run DIR --bin BIN      (on the GPU machine)
+
+`pack` exports the block (the CPU benchmark's module and sizes) to ONNX,
+compiles it with `moe-compile --target=cuda` into DIR, and records which
+module parameter each of the bundle's weights holds (stacked over experts,
+transposed) instead of the 352 MB of weights, which the GPU machine rebuilds
+from its own seeded module. `run` writes those weights, runs the bundle with
+moe-run --stats, the module in PyTorch eager on the GPU and, where
+onnxruntime has the CUDA execution provider, one com.microsoft.MoE node;
+checks that the outputs agree and prints the medians. See bench/README.md.
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import moe_bench  # noqa: E402
+
+ROOT = moe_bench.ROOT
+SHAPE_ARGS = ("tokens", "hidden", "ffn", "experts", "top_k")
+
+
+def module_and_input(config, device="cpu"):
+    args = argparse.Namespace(**config)
+    module, x = moe_bench.mixtral_block(args)
+    return module.to(device), x.to(device)
+
+
+def parameter_views(module):
+    """Every parameter, and every family `experts.*.NAME` stacked over the
+    experts, each as stored and with its last two axes swapped."""
+    params = {name: p.detach().cpu().numpy() for name, p in module.named_parameters()}
+    families = {}
+    for name in params:
+        family = re.sub(r"\.\d+\.", ".*.", name)
+        if family != name:
+            families.setdefault(family, []).append(name)
+    views = [(name, False, array) for name, array in params.items()]
+    for family, names in families.items():
+        names.sort(key=lambda n: int(re.search(r"\.(\d+)\.", n).group(1)))
+        views.append((family, True, np.stack([params[n] for n in names])))
+    return [(name, stacked, transposed, np.swapaxes(a, -1, -2) if transposed else a)
+            for name, stacked, a in views for transposed in (False, True)]
+
+
+def weight_sources(bundle, module):
+    """For each weight of model.json, the (parameter, stacked, transposed)
+    view it equals; an error names any weight that has none or several."""
+    spec = json.load(open(os.path.join(bundle, "model.json")))
+    blob = os.path.join(bundle, spec["weights_file"])
+    views = parameter_views(module)
+    sources = []
+    for weight in spec["weights"]:
+        if weight["dtype"] != "f32" or len(weight["offsets"]) != 1:
+            sys.exit("gpu_bench: weight %s is not one f32 array" % weight["symbol"])
+        shape = tuple(weight["shape"])
+        data = np.fromfile(blob, np.float32, int(np.prod(shape)), offset=weight["offsets"][0]).reshape(shape)
+        found = [(name, stacked, transposed) for name, stacked, transposed, view in views
+                 if view.shape == shape and np.array_equal(view, data)]
+        if len(found) != 1:
+            sys.exit("gpu_bench: weight %s %s matches %d module parameters" % (weight["symbol"], shape, len(found)))
+        name, stacked, transposed = found[0]
+        sources.append({"symbol": weight["symbol"], "parameter": name, "stacked": stacked,
+                        "transposed": transposed})
+    return sources
+
+
+def pack(args):
+    config = {name: getattr(args, name) for name in SHAPE_ARGS}
+    module, x = module_and_input(config)
+    os.makedirs(args.dir, exist_ok=True)
+    with tempfile.TemporaryDirectory() as work:
+        onnx_path, bundle = os.path.join(work, "block.onnx"), os.path.join(work, "bundle")
+        moe_bench.export(module, x, onnx_path)
+        moe_bench.run_checked([os.path.join(args.build, "bin", "moe-compile"), onnx_path, "--target=cuda",
+                               "--input-shape", "hidden_states=" + "x".join(map(str, x.shape)), "-o", bundle])
+        sources = weight_sources(bundle, module)
+        for name in ("model.json", "model.so"):
+            shutil.copy(os.path.join(bundle, name), args.dir)
+    json.dump({"config": config, "weights": sources}, open(os.path.join(args.dir, "bench.json"), "w"), indent=2)
+    print("gpu_bench: packed the %s into %s" % (moe_bench.describe("mixtral_block", argparse.Namespace(**config)),
+                                               args.dir))
+
+
+def write_weights(bundle, module, sources):
+    """weights.bin of the bundle from the module's parameters."""
+    spec = json.load(open(os.path.join(bundle, "model.json")))
+    params = {name: p.detach().cpu().numpy() for name, p in module.named_parameters()}
+    with open(os.path.join(bundle, spec["weights_file"]), "wb") as out:
+        for weight, source in zip(spec["weights"], sources):
+            if source["stacked"]:
+                names = sorted((n for n in params if re.fullmatch(re.escape(source["parameter"]).replace(
+                    r"\*", r"\d+"), n)), key=lambda n: int(re.search(r"\.(\d+)\.", n).group(1)))
+                array = np.stack([params[n] for n in names])
+            else:
+                array = params[source["parameter"]]
+            if source["transposed"]:
+                array = np.swapaxes(array, -1, -2)
+            if array.shape != tuple(weight["shape"]):
+                sys.exit("gpu_bench: %s gives %s for weight %s %s" % (source["parameter"], array.shape,
+                                                                     weight["symbol"], weight["shape"]))
+            out.seek(weight["offsets"][0])
+            out.write(np.ascontiguousarray(array, np.float32).tobytes())
+
+
+def gpu_median_ms(fn, repeat, warmup):
+    def synced():
+        fn()
+        torch.cuda.synchronize()
+    return moe_bench.median_ms(synced, repeat, warmup)
+
+
+def run_ours(args, bundle, x_path, outdir):
+    cmd = [os.path.join(args.bin, "moe-run"), bundle, "--input", "hidden_states=" + x_path, "--output-dir", outdir,
+           "--stats", "--repeat", str(args.repeat + args.warmup)]
+    text = moe_bench.run_checked(cmd)
+    entry = float(re.search(r"^entry: .* median ([\d.]+) ms", text, re.M).group(1))
+    tokens = re.search(r"tokens per expert \[([\d, ]*)\]", text)
+    return entry, np.load(os.path.join(outdir, "output.npy")), {"tokens": tokens.group(1) if tokens else "?",
+                                                                "cmd": " ".join(cmd)}
+
+
+def run_torch(module, x, repeat, warmup):
+    with torch.no_grad():
+        out = module(x).cpu().numpy()
+        return gpu_median_ms(lambda: module(x), repeat, warmup), out, {}
+
+
+def ort_block(module, config):
+    """The block as one com.microsoft.MoE node (new [E, out, in] layout, silu
+    with fc3, top-k renormalized), after the router's MatMul."""
+    from onnx import TensorProto, helper, numpy_helper
+    params = {name: p.detach().cpu().numpy() for name, p in module.named_parameters()}
+    experts = range(config["experts"])
+    stack = lambda w: np.stack([params["experts.%d.%s.weight" % (e, w)] for e in experts])  # noqa: E731
+    inits = [numpy_helper.from_array(np.ascontiguousarray(params["gate.weight"].T), "router_t"),
+             numpy_helper.from_array(stack("w1"), "fc1"), numpy_helper.from_array(stack("w2"), "fc2"),
+             numpy_helper.from_array(stack("w3"), "fc3")]
+    nodes = [helper.make_node("MatMul", ["input", "router_t"], ["logits"]),
+             helper.make_node("MoE", ["input", "logits", "fc1", "", "fc2", "", "fc3", ""], ["output"],
+                              domain="com.microsoft", k=config["top_k"], activation_type="silu",
+                              normalize_routing_weights=1)]
+    t, h = config["tokens"], config["hidden"]
+    graph = helper.make_graph(nodes, "mixtral_block", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [t, h])],
+                              [helper.make_tensor_value_info("output", TensorProto.FLOAT, [t, h])], initializer=inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                   helper.make_opsetid("com.microsoft", 1)])
+
+
+def run_ort(module, config, x, repeat, warmup):
+    """None, with the reason, where onnxruntime has no CUDA provider."""
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return None, "onnxruntime is not installed"
+    if "CUDAExecutionProvider" not in ort.get_available_providers():
+        return None, "onnxruntime %s has no CUDA execution provider (%s)" % (
+            ort.__version__, ", ".join(ort.get_available_providers()))
+    session = ort.InferenceSession(ort_block(module, config).SerializeToString(), providers=["CUDAExecutionProvider"])
+    feed = {"input": x.reshape(config["tokens"], config["hidden"])}
+    out = session.run(None, feed)[0]
+    return (moe_bench.median_ms(lambda: session.run(None, feed), repeat, warmup), out, {}), None
+
+
+def run(args):
+    if not torch.cuda.is_available():
+        sys.exit("gpu_bench: PyTorch sees no GPU")
+    meta = json.load(open(os.path.join(args.dir, "bench.json")))
+    config = meta["config"]
+    module, x = module_and_input(config)
+    write_weights(args.dir, module, meta["weights"])
+    x_np = x.numpy()
+    work = tempfile.mkdtemp()
+    x_path = os.path.join(work, "input.npy")
+    np.save(x_path, x_np)
+    print("%s; %s; torch %s" % (moe_bench.describe("mixtral_block", argparse.Namespace(**config)),
+                                torch.cuda.get_device_name(), torch.__version__))
+    print("median of %d runs after %d warm-up runs, f32 (TF32 off)" % (args.repeat, args.warmup), flush=True)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    results = {}
+    results["moe-run --target=cuda"] = ours = run_ours(args, args.dir, x_path, os.path.join(work, "out"))
+    gpu_module, gpu_x = module.cuda(), x.cuda()
+    results["PyTorch eager"] = run_torch(gpu_module, gpu_x, args.repeat, args.warmup)
+    ort_result, why = run_ort(module, config, x_np, args.repeat, args.warmup)
+    if ort_result:
+        results["ONNX Runtime CUDA com.microsoft.MoE"] = ort_result
+    moe_bench.print_table(results, results["PyTorch eager"][1], ours[0])
+    if why:
+        print("ONNX Runtime: not run: %s" % why)
+    print("tokens per expert [%s]\ncommand: %s" % (ours[2]["tokens"], ours[2]["cmd"]))
+    return 0 if all(moe_bench.rel_err(out, results["PyTorch eager"][1]) <= moe_bench.TOLERANCE
+                    for _, out, _ in results.values()) else 1
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("pack", help="compile the block for cuda into DIR")
+    p.add_argument("dir")
+    p.add_argument("--build", default=os.path.join(ROOT, "build"), help="the build directory (default build)")
+    p.add_argument("--tokens", type=int, default=4096)
+    p.add_argument("--hidden", type=int, default=1024)
+    p.add_argument("--ffn", type=int, default=3584)
+    p.add_argument("--experts", type=int, default=8)
+    p.add_argument("--top-k", type=int, default=2)
+    r = sub.add_parser("run", help="time the packed block on this machine's GPU")
+    r.add_argument("dir")
+    r.add_argument("--bin", required=True, help="where moe-run is")
+    r.add_argument("--repeat", type=int, default=20)
+    r.add_argument("--warmup", type=int, default=3)
+    args = parser.parse_args()
+    if args.command == "pack":
+        pack(args)
+        return 0
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
