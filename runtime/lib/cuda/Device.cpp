@@ -10,6 +10,8 @@
 
 #include "Device.h"
 
+#include "../BlockCache.h"
+
 #include "moert/moert_cuda.h"
 
 #include <cstdlib>
@@ -134,18 +136,50 @@ void mgpuEventRecord(void *event, void *stream) {
         "cudaEventRecord");
 }
 
-/// Managed memory of `bytes` for `what`. Managed memory may exceed the
-/// device's, and a GPU asked for more than it has free can stall instead of
-/// failing: a request past the free memory is an error here.
-static void *managedAlloc(uint64_t bytes, const char *what) {
+/// Moves managed pages to the device ahead of the kernels that touch them:
+/// a hint, which devices without concurrent managed access refuse.
+static void prefetchToDevice(void *ptr, size_t bytes) {
+  Device &dev = device();
+  cudaMemLocation location{cudaMemLocationTypeDevice, dev.index};
+  if (cudaMemPrefetchAsync(ptr, bytes, location, 0, dev.stream) != cudaSuccess)
+    cudaGetLastError();
+}
+
+/// Managed memory of `bytes` on the device, or null when the GPU has less
+/// free: managed memory may exceed the device's, and a GPU asked for more
+/// than it has free can stall instead of failing.
+static void *tryManagedAlloc(size_t bytes) {
   size_t free = 0, total = 0;
   check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
   if (bytes > free)
-    detail::fail(what, ": ", bytes, " bytes of managed memory asked for, but "
-                 "the GPU has ", free, " of ", total, " bytes free");
+    return nullptr;
   void *ptr = nullptr;
   check(cudaMallocManaged(&ptr, bytes), "cudaMallocManaged");
   return ptr;
+}
+
+/// The program's managed buffers, kept across calls (BlockCache.h): a new
+/// one costs a device synchronization to allocate and to free, and page
+/// faults where kernels first touch it, unless prefetched.
+static auto &managedBuffers() {
+  auto allocate = [](size_t bytes) {
+    void *ptr = tryManagedAlloc(bytes);
+    if (ptr)
+      prefetchToDevice(ptr, bytes);
+    return ptr;
+  };
+  auto release = [](void *block) { check(cudaFree(block), "cudaFree"); };
+  static auto *blocks =
+      new BlockCache<decltype(allocate), decltype(release)>(256, allocate,
+                                                             release);
+  return *blocks;
+}
+
+[[noreturn]] static void outOfMemory(uint64_t bytes, const char *what) {
+  size_t free = 0, total = 0;
+  check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+  detail::fail(what, ": ", bytes, " bytes of managed memory asked for, but "
+               "the GPU has ", free, " of ", total, " bytes free");
 }
 
 void *mgpuMemAlloc(uint64_t bytes, void *stream, bool isHostShared) {
@@ -153,15 +187,17 @@ void *mgpuMemAlloc(uint64_t bytes, void *stream, bool isHostShared) {
   void *ptr = nullptr;
   if (bytes == 0)
     return ptr;
-  if (isHostShared)
-    ptr = managedAlloc(bytes, "a buffer of the program");
-  else
+  if (isHostShared) {
+    if (!(ptr = managedBuffers().take(bytes)))
+      outOfMemory(bytes, "a buffer of the program");
+  } else {
     check(cudaMallocAsync(&ptr, bytes, streamOr(stream)), "cudaMallocAsync");
+  }
   return ptr;
 }
 
 void mgpuMemFree(void *ptr, void *stream) {
-  if (!ptr)
+  if (!ptr || managedBuffers().give(ptr))
     return;
   cudaPointerAttributes attributes;
   check(cudaPointerGetAttributes(&attributes, ptr), "cudaPointerGetAttributes");
@@ -179,15 +215,17 @@ void *moert_cuda_global(const void *host, int64_t bytes) {
     return it->second;
   if (bytes <= 0)
     return it->second = const_cast<void *>(host);
-  Device &dev = device();
-  it->second = managedAlloc(bytes, "a weight or constant of the program");
-  std::memcpy(it->second, host, bytes);
-  // A hint: devices without concurrent managed access refuse it.
-  cudaMemLocation location{cudaMemLocationTypeDevice, dev.index};
-  if (cudaMemPrefetchAsync(it->second, bytes, location, 0, dev.stream) !=
-      cudaSuccess)
-    cudaGetLastError();
-  return it->second;
+  device();
+  void *copy = tryManagedAlloc(bytes);
+  if (!copy) {
+    managedBuffers().trim();
+    copy = tryManagedAlloc(bytes);
+  }
+  if (!copy)
+    outOfMemory(bytes, "a weight or constant of the program");
+  std::memcpy(copy, host, bytes);
+  prefetchToDevice(copy, bytes);
+  return it->second = copy;
 }
 
 void mgpuMemcpy(void *dst, void *src, size_t bytes, void *stream) {
