@@ -392,7 +392,11 @@ def ConvertMoEToRuntimePass
     (token, slot) pairs by expert and moves their rows: `moert_dispatch`
     (`target=cpu`) or `moert_cuda_dispatch` (`target=cuda`, the permutation
     kernels), with the results in new buffers and `dropped` a zero constant.
-    Capacity dispatch keeps the reference lowering.
+    With `target=cuda` a capacity dispatch with the `position` policy is
+    one `moert_cuda_dispatch_capacity` call into the padded `[E, B, H]`
+    rows (its `after` counts passed on, or a null pointer), which also
+    fills `dropped`; on the CPU, and for the `probs` policy, capacity
+    dispatch keeps the reference lowering.
 
     Each projection of a `moe.experts` without biases becomes one grouped
     GEMM over all its groups of rows, on tensors through

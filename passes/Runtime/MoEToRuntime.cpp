@@ -4,7 +4,8 @@
 // slot) pairs that copies one row at a time: on a GPU, a host loop over
 // device memory. A dropless moe.dispatch becomes one runtime call instead
 // (moert_dispatch: a counting sort on the CPU; moert_cuda_dispatch: the
-// permutation kernels).
+// permutation kernels), and for CUDA so does a capacity dispatch with the
+// position policy (moert_cuda_dispatch_capacity, into the padded buffer).
 //
 // The reference lowering runs moe.experts as a loop over its groups, each
 // with its own slices, matmuls and activation. Here each projection of all
@@ -28,6 +29,7 @@
 #include "passes/Passes.h"
 #include "passes/Runtime/RuntimeCalls.h"
 
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace mlir::moe {
@@ -54,14 +56,16 @@ struct DispatchToRuntime final : OpRewritePattern<DispatchOp> {
 
   LogicalResult matchAndRewrite(DispatchOp op,
                                 PatternRewriter &rewriter) const override {
-    if (!op.isDropless() || op.getOffsets())
-      return rewriter.notifyMatchFailure(op, "capacity dispatch keeps the "
-                                             "reference lowering");
+    bool capacity = !op.isDropless();
+    if (capacity && target != "cuda")
+      return rewriter.notifyMatchFailure(op, "capacity dispatch on the CPU "
+                                             "keeps the reference lowering");
+    if (capacity && op.getDropPolicy() != DropPolicy::Position)
+      return rewriter.notifyMatchFailure(op, "the probs drop policy keeps "
+                                             "the reference lowering");
     auto inputType = cast<RankedTensorType>(op.getInput().getType());
     auto idsType = cast<RankedTensorType>(op.getIds().getType());
     auto rowsType = cast<RankedTensorType>(op.getRows().getType());
-    if (!inputType.hasStaticShape() || !idsType.hasStaticShape())
-      return rewriter.notifyMatchFailure(op, "dynamic shapes");
     Type element = inputType.getElementType();
     std::optional<int32_t> code = dtypeCode(element);
     if (!code || (target == "cuda" && !isCudaFloat(element)))
@@ -73,24 +77,49 @@ struct DispatchToRuntime final : OpRewritePattern<DispatchOp> {
                             cast<RankedTensorType>(op.getSlots().getType()));
     auto countsType = cast<RankedTensorType>(op.getCounts().getType());
     Value counts = newBuffer(rewriter, loc, countsType);
-    call(rewriter, loc, callee(target, "dispatch"),
-         {i32Const(rewriter, loc, *code),
-          readPointer(rewriter, loc, op.getInput()),
-          i64Const(rewriter, loc, inputType.getDimSize(0)),
-          i64Const(rewriter, loc, inputType.getDimSize(1)),
-          readPointer(rewriter, loc, op.getIds()),
-          i64Const(rewriter, loc, idsType.getDimSize(1)),
-          i64Const(rewriter, loc, countsType.getDimSize(0)),
-          dataPointer(rewriter, loc, rows), dataPointer(rewriter, loc, slots),
-          dataPointer(rewriter, loc, counts)});
-    // Dropless: nothing is dropped.
-    Value dropped = arith::ConstantOp::create(
-        rewriter, loc,
-        DenseElementsAttr::get(cast<ShapedType>(op.getDropped().getType()),
-                               rewriter.getI64IntegerAttr(0).getValue()));
+    SmallVector<Value> args = {
+        i32Const(rewriter, loc, *code),
+        readPointer(rewriter, loc, op.getInput()),
+        i64Const(rewriter, loc, inputType.getDimSize(0)),
+        i64Const(rewriter, loc, inputType.getDimSize(1)),
+        readPointer(rewriter, loc, op.getIds()),
+        i64Const(rewriter, loc, idsType.getDimSize(1)),
+        i64Const(rewriter, loc, countsType.getDimSize(0))};
+    if (!capacity) {
+      args.append({dataPointer(rewriter, loc, rows),
+                   dataPointer(rewriter, loc, slots),
+                   dataPointer(rewriter, loc, counts)});
+      call(rewriter, loc, callee(target, "dispatch"), args);
+      // Dropless: nothing is dropped.
+      Value dropped = arith::ConstantOp::create(
+          rewriter, loc,
+          DenseElementsAttr::get(cast<ShapedType>(op.getDropped().getType()),
+                                 rewriter.getI64IntegerAttr(0).getValue()));
+      rewriter.replaceOp(op, {asTensor(rewriter, loc, rows),
+                              asTensor(rewriter, loc, slots),
+                              asTensor(rewriter, loc, counts), dropped});
+      return success();
+    }
+    // Capacity: rows [E, B, H], expert e's from row e * B.
+    Value dropped = newBuffer(rewriter, loc,
+                              cast<RankedTensorType>(op.getDropped().getType()));
+    Value after = op.getOffsets()
+                      ? readPointer(rewriter, loc, op.getOffsets())
+                      : LLVM::ZeroOp::create(
+                            rewriter, loc,
+                            LLVM::LLVMPointerType::get(rewriter.getContext()))
+                            .getResult();
+    args.append({i64Const(rewriter, loc, *op.getCapacity()), after,
+                 i64Const(rewriter, loc, rowsType.getDimSize(1)),
+                 dataPointer(rewriter, loc, rows),
+                 dataPointer(rewriter, loc, slots),
+                 dataPointer(rewriter, loc, counts),
+                 dataPointer(rewriter, loc, dropped)});
+    call(rewriter, loc, "moert_cuda_dispatch_capacity", args);
     rewriter.replaceOp(op, {asTensor(rewriter, loc, rows),
                             asTensor(rewriter, loc, slots),
-                            asTensor(rewriter, loc, counts), dropped});
+                            asTensor(rewriter, loc, counts),
+                            asTensor(rewriter, loc, dropped)});
     return success();
   }
 

@@ -3,9 +3,9 @@
 // Runs every MoE kernel of moert_cuda on random inputs and compares it with a
 // plain C++ reference: gating (three scorings), moe.router's and
 // moe.combine's entry points, permutation (with and without capacity),
-// grouped GEMM and un-permute, moe.dispatch (against the CPU
-// runtime's), moe.experts' grouped matmul, strided matmuls in every layout,
-// in f32, f16 and bf16, and the exchanges of a group of one (no axes). Exit
+// grouped GEMM and un-permute, moe.dispatch (dropless against the CPU
+// runtime's, capacity against its semantics), moe.experts' grouped
+// matmul, strided matmuls in every layout, in f32, f16 and bf16, and the exchanges of a group of one (no axes). Exit
 // 0 when all agree. Without a GPU it ends with the runtime's error, which
 // the no-GPU lit test checks.
 //
@@ -413,6 +413,54 @@ void testDispatch(std::mt19937 &rng, const TypeCase &type) {
   expect(dRows.download() == wantRows, what + ": rows (zeros past the last)");
 }
 
+/// moert_cuda_dispatch_capacity against moe.dispatch's capacity semantics
+/// (position policy), some ids unrouted, rows compared byte for byte
+/// (unused rows zero): 240 pairs for capacity 40; or a shard of 24 pairs
+/// after earlier shards sent each expert 20 to 35 (capacity 30, rows of
+/// min(30, 24) per expert).
+void testCapacityDispatch(std::mt19937 &rng, const TypeCase &type,
+                          bool withAfter) {
+  const int64_t T = withAfter ? 12 : 120, k = 2, E = 5, H = 24,
+                C = withAfter ? 30 : 40;
+  const int64_t B = withAfter ? std::min(C, T * k) : C;
+  std::vector<int32_t> ids(T * k), after(E, 0);
+  std::uniform_int_distribution<int32_t> pick(-1, E);
+  for (int32_t &id : ids)
+    id = pick(rng);
+  if (withAfter)
+    for (int32_t &a : after)
+      a = std::uniform_int_distribution<int32_t>(20, 35)(rng);
+  std::vector<char> raw = encode(type.code, randomValues(T * H, rng));
+  size_t rowBytes = H * type.bytes;
+  std::vector<char> wantRows(E * B * rowBytes, 0);
+  std::vector<int32_t> wantSlots(T * k, -1), wantCounts(E, 0);
+  int64_t wantDropped = 0;
+  for (int64_t i = 0; i < T * k; ++i) {
+    int32_t e = ids[i];
+    if (e < 0 || e >= E)
+      continue;
+    if (after[e] + wantCounts[e] >= C) {
+      ++wantDropped;
+      continue;
+    }
+    int64_t row = e * B + wantCounts[e]++;
+    wantSlots[i] = static_cast<int32_t>(row);
+    std::memcpy(&wantRows[row * rowBytes], &raw[(i / k) * rowBytes], rowBytes);
+  }
+  Buffer<char> dX(raw), dRows(std::vector<char>(wantRows.size(), 1));
+  Buffer<int32_t> dIds(ids), dAfter(after), dSlots(T * k), dCounts(E);
+  Buffer<int64_t> dDropped(1);
+  moert_cuda_dispatch_capacity(type.code, dX.ptr, T, H, dIds.ptr, k, E, C,
+                               withAfter ? dAfter.ptr : nullptr, B, dRows.ptr,
+                               dSlots.ptr, dCounts.ptr, dDropped.ptr);
+  std::string what = std::string("capacity dispatch ") + type.name +
+                     (withAfter ? " after earlier shards" : "");
+  expect(dSlots.download() == wantSlots, what + ": slots");
+  expect(dCounts.download() == wantCounts, what + ": counts");
+  expect(dDropped.download()[0] == wantDropped, what + ": dropped");
+  expect(dRows.download() == wantRows, what + ": rows (unused rows zero)");
+}
+
 /// moert_cuda_grouped_matmul: 6 groups of 3 experts over 40 rows (packed,
 /// or every 8 rows), weights [E, N, K] read transposed, other rows zero.
 void testGroupedMatmul(std::mt19937 &rng, const TypeCase &type,
@@ -514,8 +562,11 @@ int main(int argc, char **argv) {
                  layout & 8);
   for (const TypeCase &type : kTypes)
     testMatmul(rng, type, false, false, true, false, true);
-  for (const TypeCase &type : kTypes)
+  for (const TypeCase &type : kTypes) {
     testDispatch(rng, type);
+    for (bool withAfter : {false, true})
+      testCapacityDispatch(rng, type, withAfter);
+  }
   for (const TypeCase &type : kTypes)
     for (int64_t groupStride : {0, 8})
       testGroupedMatmul(rng, type, groupStride);

@@ -17,6 +17,7 @@
 
 #include "moert/moert_cuda.h"
 
+#include <algorithm>
 #include <type_traits>
 #include <vector>
 
@@ -152,12 +153,23 @@ __global__ void blockHistogram(const int32_t *expertIds, int64_t n,
     blockCounts[static_cast<int64_t>(blockIdx.x) * experts + e] = counts[e];
 }
 
+/// The pairs expert e may keep: all without a capacity, else the capacity
+/// less what earlier shards sent it (moe.dispatch's `after`).
+__device__ inline int64_t expertLimit(int64_t capacity, const int32_t *after,
+                                      int e) {
+  if (capacity <= 0)
+    return INT64_MAX;
+  int64_t limit = capacity - (after ? after[e] : 0);
+  return limit > 0 ? limit : 0;
+}
+
 /// One thread per expert turns block counts into each block's first rank
-/// within the expert; then offsets (kept rows per expert, scanned) and the
-/// dropped count.
+/// within the expert; then offsets (kept rows per expert scanned, or e *
+/// stride for padded buffers), the kept counts and the dropped count.
 __global__ void scanBlocks(int32_t *blockCounts, int blocks, int experts,
-                           int64_t capacity, int64_t *offsets,
-                           PermuteReport *report) {
+                           int64_t capacity, const int32_t *after,
+                           int64_t stride, int64_t *offsets,
+                           int32_t *keptCounts, PermuteReport *report) {
   extern __shared__ int64_t kept[];
   for (int e = threadIdx.x; e < experts; e += blockDim.x) {
     int32_t running = 0;
@@ -166,7 +178,10 @@ __global__ void scanBlocks(int32_t *blockCounts, int blocks, int experts,
       blockCounts[static_cast<int64_t>(b) * experts + e] = running;
       running += c;
     }
-    kept[e] = capacity > 0 && running > capacity ? capacity : running;
+    int64_t limit = expertLimit(capacity, after, e);
+    kept[e] = running > limit ? limit : running;
+    if (keptCounts)
+      keptCounts[e] = static_cast<int32_t>(kept[e]);
     if (kept[e] < running)
       atomicAdd(&report->dropped,
                 static_cast<unsigned long long>(running - kept[e]));
@@ -175,17 +190,17 @@ __global__ void scanBlocks(int32_t *blockCounts, int blocks, int experts,
   if (threadIdx.x == 0) {
     int64_t sum = 0;
     for (int e = 0; e < experts; ++e) {
-      offsets[e] = sum;
+      offsets[e] = stride > 0 ? e * stride : sum;
       sum += kept[e];
     }
-    offsets[experts] = sum;
+    offsets[experts] = stride > 0 ? experts * stride : sum;
   }
 }
 
 /// Each assignment's row: its expert's offset, plus the rank of its block,
 /// plus its rank among the block's earlier assignments to the same expert.
 __global__ void placeRows(const int32_t *expertIds, int64_t n, int k,
-                          int experts, int64_t capacity,
+                          int experts, int64_t capacity, const int32_t *after,
                           const int32_t *blockFirst, const int64_t *offsets,
                           int32_t *slotRow, int64_t *rowSource,
                           PermuteReport *report) {
@@ -204,7 +219,7 @@ __global__ void placeRows(const int32_t *expertIds, int64_t n, int k,
   int32_t rank = blockFirst[static_cast<int64_t>(blockIdx.x) * experts + e];
   for (int j = 0; j < static_cast<int>(threadIdx.x); ++j)
     rank += ids[j] == e;
-  if (capacity > 0 && rank >= capacity) {
+  if (rank >= expertLimit(capacity, after, e)) {
     slotRow[i] = -1;
     return;
   }
@@ -213,17 +228,18 @@ __global__ void placeRows(const int32_t *expertIds, int64_t n, int k,
   rowSource[row] = i / k;
 }
 
-/// One block per row of the permuted buffer; rows past the kept total idle.
+/// One block per row of the permuted buffer; rows past the kept total idle,
+/// rows without a source (unused rows of padded buffers) are zeroed.
 template <typename V>
 __global__ void copyRows(const V *x, int64_t width, const int64_t *rowSource,
                          const int64_t *offsets, int experts, V *out) {
   int64_t row = blockIdx.x;
   if (row >= offsets[experts])
     return;
-  const V *src = x + rowSource[row] * width;
+  int64_t source = rowSource[row];
   V *dst = out + row * width;
   for (int64_t c = threadIdx.x; c < width; c += blockDim.x)
-    dst[c] = src[c];
+    dst[c] = source < 0 ? V{} : x[source * width + c];
 }
 
 //===----------------------------------------------------------------------===//
@@ -319,6 +335,17 @@ void moert_cuda_router(int32_t dtype, const void *logits, int64_t tokens,
   check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
 }
 
+/// Where moert_cuda_permute puts the kept pairs: packed by expert (stride
+/// 0), or expert e's from row e * stride, unused rows zeroed (moe.dispatch's
+/// capacity buffers). `after` (E counts, may be null) lowers each expert's
+/// capacity by the pairs that earlier shards sent it; `counts` (may be
+/// null) receives the kept rows per expert.
+struct Placement {
+  int64_t stride = 0;
+  const int32_t *after = nullptr;
+  int32_t *counts = nullptr;
+};
+
 /// moert_cuda_permute; ids outside [0, experts) are an error when
 /// `unroutedIsError`, else pairs that go nowhere (slot -1).
 static void permute(const void *x, int32_t dtype, int64_t tokens,
@@ -326,7 +353,7 @@ static void permute(const void *x, int32_t dtype, int64_t tokens,
                     int64_t experts, int64_t capacity, void *xPermuted,
                     int32_t *slotRow, int64_t *offsets, int64_t *hostOffsets,
                     int64_t *dropped, cudaStream_t s, bool unroutedIsError,
-                    const char *op) {
+                    const char *op, Placement placement = {}) {
   int64_t n = tokens * k;
   if (experts < 1 || experts > 16384 || n > INT32_MAX)
     detail::fail(op, ": ", experts, " experts and ", n,
@@ -334,7 +361,9 @@ static void permute(const void *x, int32_t dtype, int64_t tokens,
   int blocks = std::max(1, blocksFor(n, kBlock));
   static Scratch scratch;
   size_t countsBytes = alignUp(sizeof(int32_t) * blocks * experts);
-  size_t sourceBytes = alignUp(sizeof(int64_t) * std::max<int64_t>(n, 1));
+  size_t sourceBytes = alignUp(
+      sizeof(int64_t) *
+      std::max<int64_t>({n, experts * placement.stride, 1}));
   auto *base = static_cast<char *>(scratch.get(
       countsBytes + sourceBytes + alignUp(sizeof(PermuteReport)), s));
   auto *blockCounts = reinterpret_cast<int32_t *>(base);
@@ -342,28 +371,34 @@ static void permute(const void *x, int32_t dtype, int64_t tokens,
   auto *report =
       reinterpret_cast<PermuteReport *>(base + countsBytes + sourceBytes);
   check(cudaMemsetAsync(report, 0, sizeof(PermuteReport), s), "cudaMemsetAsync");
+  // Padded buffers have rows no pair fills: their source is -1 (all ones).
+  int64_t outRows = placement.stride > 0 ? experts * placement.stride : n;
+  if (placement.stride > 0)
+    check(cudaMemsetAsync(rowSource, 0xff, sizeof(int64_t) * outRows, s),
+          "cudaMemsetAsync");
 
   int e = static_cast<int>(experts);
   blockHistogram<<<blocks, kBlock, sizeof(int32_t) * e, s>>>(expertIds, n, e,
                                                              blockCounts);
   checkLaunch("permute histogram kernel");
   scanBlocks<<<1, std::min(e, 1024), sizeof(int64_t) * e, s>>>(
-      blockCounts, blocks, e, capacity, offsets, report);
+      blockCounts, blocks, e, capacity, placement.after, placement.stride,
+      offsets, placement.counts, report);
   checkLaunch("permute scan kernel");
   placeRows<<<blocks, kBlock, 0, s>>>(expertIds, n, static_cast<int>(k), e,
-                                      capacity, blockCounts, offsets, slotRow,
-                                      rowSource, report);
+                                      capacity, placement.after, blockCounts,
+                                      offsets, slotRow, rowSource, report);
   checkLaunch("permute place kernel");
   size_t rowBytes = hidden * elementBytes(dtype, op);
-  if (n > 0 && rowBytes > 0) {
+  if (outRows > 0 && rowBytes > 0) {
     // 16-byte moves where the rows allow, else the element size.
     if (rowBytes % 16 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
         reinterpret_cast<uintptr_t>(xPermuted) % 16 == 0)
-      copyRows<<<n, 128, 0, s>>>(static_cast<const int4 *>(x), rowBytes / 16,
+      copyRows<<<outRows, 128, 0, s>>>(static_cast<const int4 *>(x), rowBytes / 16,
                                  rowSource, offsets, e,
                                  static_cast<int4 *>(xPermuted));
     else
-      copyRows<<<n, 128, 0, s>>>(static_cast<const char *>(x), rowBytes,
+      copyRows<<<outRows, 128, 0, s>>>(static_cast<const char *>(x), rowBytes,
                                  rowSource, offsets, e,
                                  static_cast<char *>(xPermuted));
     checkLaunch("permute copy kernel");
@@ -429,6 +464,34 @@ void moert_cuda_dispatch(int32_t dtype, const void *x, int64_t tokens,
     check(cudaMemsetAsync(static_cast<char *>(rows) + kept * rowBytes, 0,
                           (pairs - kept) * rowBytes, s),
           "cudaMemsetAsync");
+  check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+}
+
+void moert_cuda_dispatch_capacity(int32_t dtype, const void *x,
+                                  int64_t tokens, int64_t hidden,
+                                  const int32_t *ids, int64_t k,
+                                  int64_t experts, int64_t capacity,
+                                  const int32_t *after, int64_t stride,
+                                  void *rows, int32_t *slots, int32_t *counts,
+                                  int64_t *dropped) {
+  const char *op = "moert_cuda_dispatch_capacity";
+  if (tokens < 0 || hidden < 0 || k < 0 || experts < 1 || capacity < 1 ||
+      stride < std::min(capacity, tokens * k) || stride < 1)
+    detail::fail(op, ": bad sizes: ", tokens, " tokens of ", hidden, ", top-",
+                 k, " of ", experts, " experts, capacity ", capacity,
+                 " in rows of ", stride, " per expert");
+  cudaStream_t s = device().stream;
+  int64_t *offsets = nullptr;
+  check(cudaMallocAsync(reinterpret_cast<void **>(&offsets),
+                        sizeof(int64_t) * (experts + 1), s),
+        "cudaMallocAsync");
+  int64_t lost = 0;
+  permute(x, dtype, tokens, hidden, ids, k, experts, capacity, rows, slots,
+          offsets, nullptr, &lost, s, /*unroutedIsError=*/false, op,
+          Placement{stride, after, counts});
+  check(cudaFreeAsync(offsets, s), "cudaFreeAsync");
+  check(cudaMemcpyAsync(dropped, &lost, sizeof lost, cudaMemcpyDefault, s),
+        "cudaMemcpyAsync");
   check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
 }
 

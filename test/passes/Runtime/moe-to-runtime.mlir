@@ -105,16 +105,46 @@ func.func @dropless_dispatch(%x: tensor<8x16xf32>, %ids: tensor<8x2xi32>)
 
 // -----
 
-// Capacity dispatch keeps the reference lowering.
+// Capacity dispatch (position policy) keeps the reference lowering on the
+// CPU; with target=cuda it is one call into the padded buffer [4, 2, 16]:
+// capacity 2, no `after` counts (a null pointer), rows of 2 per expert,
+// and `dropped` a buffer the call fills.
 // CHECK-LABEL: func.func @capacity_dispatch
 // CHECK: moe.dispatch
 // CHECK-NOT: moert_dispatch
+// CUDA-LABEL: func.func @capacity_dispatch
+// CUDA-NOT: moe.dispatch
+// CUDA-DAG: %[[NULL:.*]] = llvm.mlir.zero : !llvm.ptr
+// CUDA-DAG: %[[DROPPED:.*]] = memref.alloc() {alignment = 64 : i64} : memref<i64>
+// CUDA: call @moert_cuda_dispatch_capacity(%c0_i32, %{{.*}}, %c8_i64, %c16_i64, %{{.*}}, %c1_i64, %c4_i64, %c2_i64, %[[NULL]], %c2_i64, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) : (i32, !llvm.ptr, i64, i64, !llvm.ptr, i64, i64, i64, !llvm.ptr, i64, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> ()
+// CUDA: %[[D:.*]] = bufferization.to_tensor %[[DROPPED]]
+// CUDA: return {{.*}}, %[[D]]
 func.func @capacity_dispatch(%x: tensor<8x16xf32>, %ids: tensor<8x1xi32>)
     -> (tensor<4x2x16xf32>, tensor<8x1xi32>, tensor<4xi32>, tensor<i64>) {
   %rows, %slots, %counts, %dropped = moe.dispatch %x, %ids capacity 2 drop position
       : (tensor<8x16xf32>, tensor<8x1xi32>)
      -> (tensor<4x2x16xf32>, tensor<8x1xi32>, tensor<4xi32>, tensor<i64>)
   return %rows, %slots, %counts, %dropped : tensor<4x2x16xf32>, tensor<8x1xi32>, tensor<4xi32>, tensor<i64>
+}
+
+// -----
+
+// A shard's capacity dispatch passes its `after` counts; rows [4, 3, 16]
+// hold min(capacity 5, 3 pairs) rows per expert. The probs policy keeps the
+// reference lowering on both targets.
+// CUDA-LABEL: func.func @capacity_after
+// CUDA: call @moert_cuda_dispatch_capacity(%c0_i32, %{{.*}}, %c3_i64, %c16_i64, %{{.*}}, %c1_i64, %c4_i64, %c5_i64, %{{.*}}, %c3_i64,
+// CUDA: moe.dispatch {{.*}} drop probs
+func.func @capacity_after(%x: tensor<3x16xf32>, %ids: tensor<3x1xi32>,
+    %after: tensor<4xi32>, %w: tensor<3x1xf32>)
+    -> (tensor<4x3x16xf32>, tensor<4x5x16xf32>) {
+  %rows, %slots, %counts, %dropped = moe.dispatch %x, %ids capacity 5 drop position after %after
+      : (tensor<3x16xf32>, tensor<3x1xi32>, tensor<4xi32>)
+     -> (tensor<4x3x16xf32>, tensor<3x1xi32>, tensor<4xi32>, tensor<i64>)
+  %rows2, %slots2, %counts2, %dropped2 = moe.dispatch %x, %ids capacity 5 drop probs by %w
+      : (tensor<3x16xf32>, tensor<3x1xi32>, tensor<3x1xf32>)
+     -> (tensor<4x5x16xf32>, tensor<3x1xi32>, tensor<4xi32>, tensor<i64>)
+  return %rows, %rows2 : tensor<4x3x16xf32>, tensor<4x5x16xf32>
 }
 
 // -----
