@@ -3,7 +3,7 @@
 # backend: moe-run, moert-cuda-test and moert-cuda-bench, the libraries they load that a bare
 # CUDA machine lacks (MPI, oneDNN, OpenMP; not glibc, libstdc++ or the CUDA
 # libraries, which it has), every corpus model compiled with --target=cuda
-# for one rank, and the Mixtral block of bench/gpu_bench.py (its weights are
+# for one rank (ort_moe also in f16 and bf16), and the Mixtral block of bench/gpu_bench.py (its weights are
 # rebuilt there). scripts/gpu-run.sh runs them there.
 #
 #   ./scripts/gpu-pack.sh [DIR]      (default: .gpu, ignored by git)
@@ -27,9 +27,11 @@ for lib in $(ldd "$BUILD/bin/moe-run" "$BUILD/bin/moert-cuda-test" | awk '/=> \/
     *) [ -e "$PACK/lib/$(basename "$lib")" ] || cp -L "$lib" "$PACK/lib/" ;;
   esac
 done
-for model in $MODELS; do
+# MODEL or MODEL.DTYPE (its floats converted: run_corpus.py --dtype).
+for entry in $MODELS ort_moe.f16 ort_moe.bf16; do
+  model=${entry%%.*}; dtype=${entry#"$model"}; dtype=${dtype#.}
   /usr/bin/python3 "$ROOT/test/e2e/run_corpus.py" --bin "$BUILD/bin" --corpus "$ROOT/test/corpus" \
-    --work "$PACK/bundles/$model" --target cuda --build-only --plans one "$model"
+    --work "$PACK/bundles/$entry" --target cuda --build-only --plans one --dtype "${dtype:-f32}" "$model"
 done
 /usr/bin/python3 "$ROOT/bench/gpu_bench.py" pack --build "$BUILD" "$PACK/bench/mixtral_block"
 du -sh "$PACK"

@@ -25,9 +25,11 @@ status=0
 nvidia-smi -L | tee "$LOGS/device.txt"
 "$PACK/bin/moert-cuda-test" 2>&1 | tee "$LOGS/moert-cuda-test.txt" || status=1
 for bundle in "$PACK"/bundles/*; do
-  model=$(basename "$bundle")
+  entry=$(basename "$bundle") # MODEL or MODEL.DTYPE
+  model=${entry%%.*}; dtype=${entry#"$model"}; dtype=${dtype#.}
   "${PYTHON:-python3}" "$ROOT/test/e2e/run_corpus.py" --bin "$PACK/bin" --corpus "$ROOT/test/corpus" \
-    --work "$bundle" --target cuda --run-only --plans one "$model" 2>&1 | tee "$LOGS/$model.txt" || status=1
+    --work "$bundle" --target cuda --run-only --plans one --dtype "${dtype:-f32}" "$model" 2>&1 \
+    | tee "$LOGS/$entry.txt" || status=1
 done
 "$PACK/bin/moert-cuda-bench" 2>&1 | tee "$LOGS/moert-cuda-bench.txt" || status=1
 if [ -d "$PACK/bench/mixtral_block" ]; then

@@ -28,6 +28,10 @@ static std::optional<StringRef> dtypeName(Type type) {
     return StringRef("f32");
   if (type.isF64())
     return StringRef("f64");
+  if (type.isF16())
+    return StringRef("f16");
+  if (type.isBF16())
+    return StringRef("bf16");
   if (type.isInteger(64))
     return StringRef("i64");
   if (type.isInteger(32))

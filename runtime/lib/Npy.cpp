@@ -17,10 +17,29 @@
 
 using namespace moert;
 
+// NumPy has no bfloat16: bf16 travels in float32 files.
 static const DType dtypes[] = {
-    {"f32", "<f4", 4}, {"f64", "<f8", 8}, {"i32", "<i4", 4},
-    {"i64", "<i8", 8}, {"i8", "|i1", 1},  {"bool", "|b1", 1},
+    {"f32", "<f4", 4}, {"f64", "<f8", 8},  {"i32", "<i4", 4},
+    {"i64", "<i8", 8}, {"i8", "|i1", 1},   {"bool", "|b1", 1},
+    {"f16", "<f2", 2}, {"bf16", "<f4", 2},
 };
+
+/// float32 to bfloat16, rounded to nearest even; NaNs stay NaNs.
+static uint16_t toBF16(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, 4);
+  if ((bits & 0x7fffffffu) > 0x7f800000u)
+    return static_cast<uint16_t>((bits >> 16) | 0x40);
+  bits += 0x7fffu + ((bits >> 16) & 1);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+static float fromBF16(uint16_t half) {
+  uint32_t bits = static_cast<uint32_t>(half) << 16;
+  float value;
+  std::memcpy(&value, &bits, 4);
+  return value;
+}
 
 const DType *moert::findDType(const std::string &name) {
   for (const DType &t : dtypes)
@@ -240,9 +259,42 @@ std::string moert::readNpy(const std::string &path, Array &array) {
   return "";
 }
 
+bool moert::convertToModelType(Array &array, const DType &type) {
+  bool bf16 = std::strcmp(type.name, "bf16") == 0;
+  if (!bf16 && array.descr == type.descr)
+    return true;
+  if (!(bf16 || std::strcmp(type.name, "f16") == 0) || array.descr != "<f4")
+    return false;
+  int64_t count = numElements(array.shape);
+  Buffer converted(count * 2);
+  const auto *in = reinterpret_cast<const float *>(array.data.data());
+  auto *out = reinterpret_cast<uint16_t *>(converted.data());
+  for (int64_t i = 0; i < count; ++i) {
+    if (bf16) {
+      out[i] = toBF16(in[i]);
+    } else {
+      _Float16 h = static_cast<_Float16>(in[i]);
+      std::memcpy(&out[i], &h, 2);
+    }
+  }
+  array.data = std::move(converted);
+  array.descr = type.descr;
+  return true;
+}
+
 std::string moert::writeNpy(const std::string &path, const DType &type,
                             const std::vector<int64_t> &shape,
                             const void *data) {
+  // bf16 is written widened to the float32 that carries it.
+  std::vector<float> widened;
+  if (std::strcmp(type.name, "bf16") == 0) {
+    widened.resize(numElements(shape));
+    const auto *halves = static_cast<const uint16_t *>(data);
+    for (size_t i = 0; i < widened.size(); ++i)
+      widened[i] = fromBF16(halves[i]);
+    static const DType f32{"f32", "<f4", 4};
+    return writeNpy(path, f32, shape, widened.data());
+  }
   std::string dict = std::string("{'descr': '") + type.descr +
                      "', 'fortran_order': False, 'shape': (";
   for (size_t i = 0; i < shape.size(); ++i)

@@ -7,6 +7,11 @@ moe-run on 1, 2 and 4 ranks, and check it:
   * every sharded output equals the one-rank output (same tolerance);
   * the dropped tokens that `moe-run --stats` counts equal the reference's.
 
+With --dtype f16 or bf16 the ONNX model's float initializers, inputs and
+outputs are converted to that type first (moe-run rounds the float32 inputs
+to it), and outputs are held to 1e-2 (f16) or 5e-2 (bf16) x the scale of
+the float32 reference instead.
+
 Token shuffle permutes tokens before the capacity check, so with capacity
 it keeps other tokens than the reference (as SageMaker's shuffle does); the
 same number are dropped (zero rows), and the rows kept by both must agree.
@@ -45,7 +50,7 @@ PLANS = [
     (4, ["--dp", "2", "--ep", "2", "--dispatcher", "all-gather"]),
     (4, ["--ep", "2", "--tp", "2", "--token-shuffle"]),
 ]
-TOLERANCE = 1e-4
+TOLERANCES = {"f32": 1e-4, "f16": 1e-2, "bf16": 5e-2}
 TIMEOUT_S = 300
 
 
@@ -99,6 +104,31 @@ def unresolved(moe_run, model_so):
     return sorted(dynamic_symbols(model_so, False) - loader_symbols(moe_run, model_so))
 
 
+def half_model(source, dtype, path):
+    """`source` with its float32 initializers, inputs and outputs in `dtype`
+    (f16 or bf16, rounded to nearest even), saved at `path`."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    model = onnx.load(source)
+    graph = model.graph
+    code = TensorProto.FLOAT16 if dtype == "f16" else TensorProto.BFLOAT16
+    for init in graph.initializer:
+        if init.data_type != TensorProto.FLOAT:
+            continue
+        values = numpy_helper.to_array(init)
+        if dtype == "f16":
+            bits = values.astype(np.float16).view(np.uint16)
+        else:
+            u = np.ascontiguousarray(values, np.float32).view(np.uint32).astype(np.uint64)
+            bits = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+        init.CopyFrom(helper.make_tensor(init.name, code, values.shape, bits.tobytes(), raw=True))
+    for value in list(graph.input) + list(graph.output):
+        if value.type.tensor_type.elem_type == TensorProto.FLOAT:
+            value.type.tensor_type.elem_type = code
+    del graph.value_info[:]
+    onnx.save(model, path)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--bin", required=True)
@@ -114,8 +144,13 @@ def main():
     parser.add_argument("--run-only", action="store_true",
                         help="run and check the bundles that an earlier --build-only left in "
                              "--work (on a machine without the compiler)")
+    parser.add_argument("--dtype", default="f32", choices=sorted(TOLERANCES),
+                        help="compile the model with its floats in this type (ONNX models only)")
     parser.add_argument("model")
     args = parser.parse_args()
+    if args.dtype != "f32" and args.format != "onnx":
+        parser.error("--dtype %s converts ONNX models only" % args.dtype)
+    tolerance = TOLERANCES[args.dtype]
 
     model_file = os.path.join(args.corpus, "%s.%s" % (args.model, args.format))
     inputs = sorted(glob.glob(os.path.join(args.corpus, args.model + ".in.*.npy")))
@@ -129,10 +164,16 @@ def main():
     mpirun = shutil.which("mpirun")
     if not args.run_only:
         shutil.rmtree(args.work, ignore_errors=True)
+        if args.dtype != "f32":
+            os.makedirs(args.work)
+            converted = os.path.join(args.work, "%s.%s.onnx" % (args.model, args.dtype))
+            half_model(model_file, args.dtype, converted)
+            model_file = converted
     plans = {"all": PLANS, "basic": PLANS[:3], "one": PLANS[:1]}[args.plans]
     failures, baseline = [], None
     for ranks, options in plans:
-        label = "%s.%s np=%d [%s]" % (args.model, args.format, ranks, " ".join(options))
+        label = "%s.%s%s np=%d [%s]" % (args.model, args.format,
+                                        "" if args.dtype == "f32" else " " + args.dtype, ranks, " ".join(options))
         tag = "np%d%s" % (ranks, "".join(o.strip("-") for o in options))
         bundle = os.path.join(args.work, tag)
         out_dir = bundle + ".out"
@@ -188,17 +229,17 @@ def main():
                 notes.append("%d rows kept by both" % both.sum())
                 err = float(np.abs(rows_got[both] - rows_ref[both]).max())
                 notes.append("%s err %.2e (scale %.3g)" % (name, err, scale))
-                if not err <= TOLERANCE * scale:
+                if not err <= tolerance * scale:
                     problems.append("%s differs from the reference by %.3e" % (name, err))
                 continue
             err = float(np.abs(out - ref).max())
             notes.append("%s err %.2e (scale %.3g)" % (name, err, scale))
-            if not err <= TOLERANCE * scale:
-                problems.append("%s differs from the reference by %.3e > %.1e x %.3g" % (name, err, TOLERANCE, scale))
+            if not err <= tolerance * scale:
+                problems.append("%s differs from the reference by %.3e > %.1e x %.3g" % (name, err, tolerance, scale))
             if baseline is not None:
                 diff = float(np.abs(got[name].astype(np.float64) - baseline[name]).max())
                 notes.append("vs 1 rank %.2e" % diff)
-                if not diff <= TOLERANCE * scale:
+                if not diff <= tolerance * scale:
                     problems.append("%s differs from the one-rank output by %.3e" % (name, diff))
         dropped = sum(int(d) for d in re.findall(r"dropped (\d+)", log))
         notes.append("dropped %d (reference %d)" % (dropped, expected_dropped))

@@ -21,7 +21,7 @@ static bool mapTensor(const json::Value &v, TensorSpec &t, json::Path p,
       (weight && !o.map("offsets", t.offsets)))
     return false;
   if (!(t.type = moert::findDType(dtype))) {
-    p.field("dtype").report("expected f32, f64, i32, i64, i8 or bool");
+    p.field("dtype").report("expected f32, f64, i32, i64, i8, bool, f16 or bf16");
     return false;
   }
   if (moert::numElements(t.shape) < 0) {

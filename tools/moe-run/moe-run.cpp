@@ -126,7 +126,7 @@ static Error readInputs(Session &s) {
     moert::Array &array = s.inputs[i];
     if (std::string error = moert::readNpy(file.str(), array); !error.empty())
       return failure(formatv("input '{0}': {1}", name, error));
-    if (array.descr != spec->type->descr) {
+    if (!moert::convertToModelType(array, *spec->type)) {
       const moert::DType *type = moert::findDTypeByDescr(array.descr);
       return failure(formatv("input '{0}': {1} holds {2} data, the model "
                              "expects {3}",

@@ -17,15 +17,17 @@
 
 namespace moert {
 
-/// An element type: manifest name ("f32"), NumPy descr ("<f4"), bytes.
+/// An element type: manifest name ("f32"), the NumPy descr of the .npy
+/// files that carry it ("<f4"; bf16, which NumPy lacks, travels as float32),
+/// bytes in memory.
 struct DType {
   const char *name;
   const char *descr;
   int64_t size;
 };
 
-/// The types of the manifest ("f32", "f64", "i32", "i64", "i8", "bool");
-/// null for any other name.
+/// The types of the manifest ("f32", "f64", "i32", "i64", "i8", "bool",
+/// "f16", "bf16"); null for any other name.
 const DType *findDType(const std::string &name);
 /// The type whose NumPy descr is `descr`; null when there is none.
 const DType *findDTypeByDescr(const std::string &descr);
@@ -64,7 +66,13 @@ struct Array {
 /// little-endian array. Returns an error message, empty on success.
 std::string readNpy(const std::string &path, Array &array);
 
-/// Writes `data` (numElements(shape) elements of `type`) as a .npy file.
+/// Makes `array`, read from a .npy file, hold elements of `type`: float32
+/// data given for f16 or bf16 is rounded to nearest even (bf16 always comes
+/// so). False, leaving `array` alone, when its data is of another type.
+bool convertToModelType(Array &array, const DType &type);
+
+/// Writes `data` (numElements(shape) elements of `type`) as a .npy file;
+/// bf16 is written as float32.
 /// Returns an error message, empty on success.
 std::string writeNpy(const std::string &path, const DType &type,
                      const std::vector<int64_t> &shape, const void *data);
