@@ -1,10 +1,11 @@
 """The Mixtral MoE block on a GPU: moe-run's CUDA bundle against PyTorch eager
 and ONNX Runtime's CUDA com.microsoft.MoE, on the same weights and input.
 
-    /usr/bin/python3 bench/gpu_bench.py pack DIR      (here: needs moe-compile)
-    python3 bench/gpu_bench.py run DIR --bin BIN      (on the GPU machine)
+    /usr/bin/python3 bench/gpu_bench.py pack DIR [--dtype bf16]   (here: needs moe-compile)
+    python3 bench/gpu_bench.py run DIR --bin BIN                   (on the GPU machine)
 
-`pack` exports the block (the CPU benchmark's module and sizes) to ONNX,
+`pack` exports the block (the CPU benchmark's module and sizes, in f32 or
+bf16) to ONNX,
 compiles it with `moe-compile --target=cuda` into DIR, and records which
 module parameter each of the bundle's weights holds (stacked over experts,
 transposed) instead of the 352 MB of weights, which the GPU machine rebuilds
@@ -30,19 +31,33 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import moe_bench  # noqa: E402
 
 ROOT = moe_bench.ROOT
-SHAPE_ARGS = ("tokens", "hidden", "ffn", "experts", "top_k")
+SHAPE_ARGS = ("tokens", "hidden", "ffn", "experts", "top_k", "dtype")
+TOLERANCES = {"f32": moe_bench.TOLERANCE, "bf16": 5e-2}
 
 
 def module_and_input(config, device="cpu"):
     args = argparse.Namespace(**config)
     module, x = moe_bench.mixtral_block(args)
-    return module.to(device), x.to(device)
+    dtype = torch.bfloat16 if config["dtype"] == "bf16" else torch.float32
+    return module.to(device, dtype), x.to(device, dtype)
+
+
+def as_array(tensor):
+    """A parameter as NumPy holds it: float32, or bf16 as its uint16 bits."""
+    tensor = tensor.detach().cpu()
+    if tensor.dtype == torch.bfloat16:
+        return tensor.view(torch.int16).numpy().view(np.uint16)
+    return tensor.numpy()
+
+
+def parameters(module):
+    return {name: as_array(p) for name, p in module.named_parameters()}
 
 
 def parameter_views(module):
     """Every parameter, and every family `experts.*.NAME` stacked over the
     experts, each as stored and with its last two axes swapped."""
-    params = {name: p.detach().cpu().numpy() for name, p in module.named_parameters()}
+    params = parameters(module)
     families = {}
     for name in params:
         family = re.sub(r"\.\d+\.", ".*.", name)
@@ -64,10 +79,11 @@ def weight_sources(bundle, module):
     views = parameter_views(module)
     sources = []
     for weight in spec["weights"]:
-        if weight["dtype"] != "f32" or len(weight["offsets"]) != 1:
-            sys.exit("gpu_bench: weight %s is not one f32 array" % weight["symbol"])
+        stored = {"f32": np.float32, "bf16": np.uint16}.get(weight["dtype"])
+        if stored is None or len(weight["offsets"]) != 1:
+            sys.exit("gpu_bench: weight %s is not one f32 or bf16 array" % weight["symbol"])
         shape = tuple(weight["shape"])
-        data = np.fromfile(blob, np.float32, int(np.prod(shape)), offset=weight["offsets"][0]).reshape(shape)
+        data = np.fromfile(blob, stored, int(np.prod(shape)), offset=weight["offsets"][0]).reshape(shape)
         found = [(name, stacked, transposed) for name, stacked, transposed, view in views
                  if view.shape == shape and np.array_equal(view, data)]
         if len(found) != 1:
@@ -98,7 +114,7 @@ def pack(args):
 def write_weights(bundle, module, sources):
     """weights.bin of the bundle from the module's parameters."""
     spec = json.load(open(os.path.join(bundle, "model.json")))
-    params = {name: p.detach().cpu().numpy() for name, p in module.named_parameters()}
+    params = parameters(module)
     with open(os.path.join(bundle, spec["weights_file"]), "wb") as out:
         for weight, source in zip(spec["weights"], sources):
             if source["stacked"]:
@@ -113,7 +129,7 @@ def write_weights(bundle, module, sources):
                 sys.exit("gpu_bench: %s gives %s for weight %s %s" % (source["parameter"], array.shape,
                                                                      weight["symbol"], weight["shape"]))
             out.seek(weight["offsets"][0])
-            out.write(np.ascontiguousarray(array, np.float32).tobytes())
+            out.write(np.ascontiguousarray(array).tobytes())
 
 
 def gpu_median_ms(fn, repeat, warmup):
@@ -135,7 +151,7 @@ def run_ours(args, bundle, x_path, outdir):
 
 def run_torch(module, x, repeat, warmup):
     with torch.no_grad():
-        out = module(x).cpu().numpy()
+        out = module(x).float().cpu().numpy()
         return gpu_median_ms(lambda: module(x), repeat, warmup), out, {}
 
 
@@ -143,7 +159,7 @@ def ort_block(module, config):
     """The block as one com.microsoft.MoE node (new [E, out, in] layout, silu
     with fc3, top-k renormalized), after the router's MatMul."""
     from onnx import TensorProto, helper, numpy_helper
-    params = {name: p.detach().cpu().numpy() for name, p in module.named_parameters()}
+    params = parameters(module)
     experts = range(config["experts"])
     stack = lambda w: np.stack([params["experts.%d.%s.weight" % (e, w)] for e in experts])  # noqa: E731
     inits = [numpy_helper.from_array(np.ascontiguousarray(params["gate.weight"].T), "router_t"),
@@ -162,6 +178,8 @@ def ort_block(module, config):
 
 def run_ort(module, config, x, repeat, warmup):
     """None, with the reason, where onnxruntime has no CUDA provider."""
+    if config["dtype"] != "f32":
+        return None, "the com.microsoft.MoE graph here is f32"
     try:
         import onnxruntime as ort
     except ImportError:
@@ -182,13 +200,15 @@ def run(args):
     config = meta["config"]
     module, x = module_and_input(config)
     write_weights(args.dir, module, meta["weights"])
-    x_np = x.numpy()
+    # float32 files hold bf16 inputs exactly (moe-run rounds them back).
+    x_np = x.float().numpy()
     work = tempfile.mkdtemp()
     x_path = os.path.join(work, "input.npy")
     np.save(x_path, x_np)
     print("%s; %s; torch %s" % (moe_bench.describe("mixtral_block", argparse.Namespace(**config)),
                                 torch.cuda.get_device_name(), torch.__version__))
-    print("median of %d runs after %d warm-up runs, f32 (TF32 off)" % (args.repeat, args.warmup), flush=True)
+    print("median of %d runs after %d warm-up runs, %s (TF32 off)" % (args.repeat, args.warmup, config["dtype"]),
+          flush=True)
     torch.backends.cuda.matmul.allow_tf32 = False
     results = {}
     results["moe-run --target=cuda"] = ours = run_ours(args, args.dir, x_path, os.path.join(work, "out"))
@@ -197,11 +217,12 @@ def run(args):
     ort_result, why = run_ort(module, config, x_np, args.repeat, args.warmup)
     if ort_result:
         results["ONNX Runtime CUDA com.microsoft.MoE"] = ort_result
-    moe_bench.print_table(results, results["PyTorch eager"][1], ours[0])
+    tolerance = TOLERANCES[config["dtype"]]
+    moe_bench.print_table(results, results["PyTorch eager"][1], ours[0], tolerance)
     if why:
         print("ONNX Runtime: not run: %s" % why)
     print("tokens per expert [%s]\ncommand: %s" % (ours[2]["tokens"], ours[2]["cmd"]))
-    return 0 if all(moe_bench.rel_err(out, results["PyTorch eager"][1]) <= moe_bench.TOLERANCE
+    return 0 if all(moe_bench.rel_err(out, results["PyTorch eager"][1]) <= tolerance
                     for _, out, _ in results.values()) else 1
 
 
@@ -216,6 +237,7 @@ def main():
     p.add_argument("--ffn", type=int, default=3584)
     p.add_argument("--experts", type=int, default=8)
     p.add_argument("--top-k", type=int, default=2)
+    p.add_argument("--dtype", default="f32", choices=sorted(TOLERANCES), help="the block's weights and activations")
     r = sub.add_parser("run", help="time the packed block on this machine's GPU")
     r.add_argument("dir")
     r.add_argument("--bin", required=True, help="where moe-run is")

@@ -223,12 +223,12 @@ def rel_err(out, ref):
 TOLERANCE = 1e-4
 
 
-def print_table(results, ref, base):
+def print_table(results, ref, base, tolerance=TOLERANCE):
     print("%-40s %10s %10s %10s" % ("", "median ms", "vs ours", "max err"))
     for label, (ms, out, _) in results.items():
         ratio = "%9.2fx" % (ms / base) if base else "-"
         err = rel_err(out, ref)
-        print("%-40s %10.1f %10s %10.1e%s" % (label, ms, ratio, err, "  MISMATCH" if err > TOLERANCE else ""))
+        print("%-40s %10.1f %10s %10.1e%s" % (label, ms, ratio, err, "  MISMATCH" if err > tolerance else ""))
     print("(vs ours = that time / moe-run 1-rank time: > 1 means moe-run is faster; "
           "max err = max |out - PyTorch| / max |PyTorch|)")
 

@@ -11,7 +11,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${MOE_BUILD_DIR:-$ROOT/build}
 PACK=${1:-$ROOT/.gpu}
-MODELS="mixtral ort_moe ort_moe_legacy switch qwen2_moe deepseek_v3 decoder_layer"
+MODELS="mixtral mixtral_bf16 ort_moe ort_moe_legacy switch qwen2_moe deepseek_v3 decoder_layer"
 
 for tool in moe-compile moe-run moert-cuda-test moert-cuda-bench; do
   [ -x "$BUILD/bin/$tool" ] || { echo "gpu-pack: $BUILD/bin/$tool is missing; build with the CUDA toolkit and NCCL installed (./scripts/build.sh)" >&2; exit 1; }

@@ -62,6 +62,10 @@ std::optional<double> constantFloat(Value value) {
 }
 
 bool isZeroConstant(Value value) {
+  // Zeros stay zeros through any cast (a bf16 zeros made in f32: opset
+  // 17's ConstantOfShape has no bf16).
+  if (auto cast = skipNoOps(value).getDefiningOp<onnx::CastOp>())
+    return isZeroConstant(cast.getInputs()[0]);
   // ConstantOfShape(shape) with a zero (or the default) fill.
   if (auto fill = definedBy<onnx::ConstantOfShapeOp>(value)) {
     auto fillValue = fill->getAttrOfType<DenseElementsAttr>("value");
@@ -215,7 +219,19 @@ FailureOr<RouterMatch> matchSoftmaxTopK(onnx::TopKOp topk,
   if ((largest && largest.getInt() != 1) || (axis && axis.getInt() != -1 &&
                                              axis.getInt() != 1))
     return rewriter.notifyMatchFailure(topk, "not a top-k over the experts");
-  auto softmax = definedBy<onnx::SoftmaxOp>(topk.getInputs()[0]);
+  // A bf16 or f16 model widens its scores around the softmax (Hugging
+  // Face's softmax(..., dtype=float)): the ONNX exporter casts after the
+  // softmax, TorchScript before it. moe.router takes the narrow logits and
+  // routes them in f32, as the model means to.
+  auto skipFloatCast = [](Value value) {
+    value = skipNoOps(value);
+    if (auto cast = value.getDefiningOp<onnx::CastOp>();
+        cast && isa<FloatType>(getElementTypeOrSelf(cast.getInputs()[0])) &&
+        isa<FloatType>(getElementTypeOrSelf(value)))
+      return skipNoOps(cast.getInputs()[0]);
+    return value;
+  };
+  auto softmax = definedBy<onnx::SoftmaxOp>(skipFloatCast(topk.getInputs()[0]));
   if (!softmax)
     return rewriter.notifyMatchFailure(topk, "scores are not a softmax");
   auto logitsType =
@@ -229,7 +245,7 @@ FailureOr<RouterMatch> matchSoftmaxTopK(onnx::TopKOp topk,
   std::optional<int64_t> k = constantInt(topk.getInputs()[1]);
   if (!k)
     return rewriter.notifyMatchFailure(topk, "k is not a constant");
-  match.logits = softmax.getInputs()[0];
+  match.logits = skipFloatCast(softmax.getInputs()[0]);
   match.scoring = ScoringFunction::Softmax;
   match.k = *k;
   match.numExperts = logitsType.getDimSize(1);

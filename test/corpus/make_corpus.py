@@ -76,8 +76,9 @@ def export_torch(name, module, example, input_name="hidden_states", output_name=
         warnings.simplefilter("always")
         with torch.no_grad():
             reference = module(example)
-        save_npy("%s.in.%s.npy" % (name, input_name), example.numpy())
-        save_npy("%s.out.%s.npy" % (name, output_name), reference.numpy())
+        # float32 files, also for bf16 models (NumPy has no bfloat16).
+        save_npy("%s.in.%s.npy" % (name, input_name), example.float().numpy())
+        save_npy("%s.out.%s.npy" % (name, output_name), reference.float().numpy())
         torch.onnx.export(module, (example,), path(name + ".onnx"), opset_version=17,
                           input_names=[input_name], output_names=[output_name], dynamic_axes=dynamic_axes)
         traced = torch.jit.trace(module, (example,))
@@ -102,6 +103,15 @@ def make_mixtral():
     torch.manual_seed(101)
     x = torch.randn(2, 4, 16)
     return module, x
+
+
+def make_mixtral_bf16():
+    """mixtral's module and input in bfloat16, as a bf16 checkpoint runs:
+    the exporter keeps HF's softmax(dtype=float) as a Cast to float32 after
+    the bf16 Softmax, and the weights go back to bf16 before they scale the
+    expert outputs."""
+    module, x = make_mixtral()
+    return module.to(torch.bfloat16), x.to(torch.bfloat16)
 
 
 def make_qwen2_moe():
@@ -246,6 +256,8 @@ def main():
     torch.set_num_threads(1)  # deterministic reductions for the reference outputs
     module, x = make_mixtral()
     export_torch("mixtral", module, x)
+    module, x = make_mixtral_bf16()
+    export_torch("mixtral_bf16", module, x)
     module, x = make_qwen2_moe()
     export_torch("qwen2_moe", module, x)
     module, x, note = make_switch()

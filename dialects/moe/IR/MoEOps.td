@@ -85,6 +85,11 @@ defvar MoE_RoutingDoc = [{
       every weight, for every selection, is multiplied by `scaling_factor`.
     * Ties go to the lower index: of the expert, of the group, and for
       `expert_choice` of the token.
+    * f16 and bf16 logits (and bias) are routed in f32, and only the weights
+      are rounded to the logits' type at the end: routers run in full
+      precision (Switch Transformer's selective precision, Hugging Face's
+      `softmax(..., dtype=torch.float)`), since ties in a narrow type would
+      pick other experts.
 }];
 
 defvar MoE_RoutingConstraints = [{

@@ -458,9 +458,8 @@ static void translateIndexAdd(T &t, Node *node) {
   if (!axes.empty())
     index = t.onnx.op("Unsqueeze", {index, t.onnx.constantInts(axes)});
   index = t.onnx.op("Expand", {index, t.onnx.shapeOf(source)});
-  std::string zeros =
-      t.onnx.op("ConstantOfShape", {t.onnx.shapeOf(self)},
-                {tensorAttr("value", at::zeros({1}, at::TensorOptions(type)))});
+  std::string zeros = t.onnx.constantOfShape(
+      t.onnx.shapeOf(self), at::zeros({1}, at::TensorOptions(type)));
   std::string added =
       t.onnx.op("ScatterElements", {zeros, index, source},
                 {intAttr("axis", dim), stringAttr("reduction", "add")});
@@ -572,9 +571,7 @@ static void translateFilled(T &t, Node *node) {
   if (fill.isKnown()) {
     at::Tensor value =
         at::full({1}, fill.value.toScalar(), at::TensorOptions().dtype(*type));
-    setResult(
-        t, node,
-        t.onnx.op("ConstantOfShape", {shape}, {tensorAttr("value", value)}));
+    setResult(t, node, t.onnx.constantOfShape(shape, value));
     return;
   }
   setResult(t, node, t.onnx.op("Expand", {t.tensorAs(fill, *type), shape}));

@@ -431,6 +431,14 @@ std::string OnnxBuilder::cast(const std::string &value, at::ScalarType type) {
   return op("Cast", {value}, {intAttr("to", toOnnxType(type))});
 }
 
+std::string OnnxBuilder::constantOfShape(const std::string &shape,
+                                         const at::Tensor &value) {
+  // Opset 17's ConstantOfShape has no bfloat16: fill in float32, then cast.
+  if (value.scalar_type() == at::kBFloat16)
+    return cast(constantOfShape(shape, value.to(at::kFloat)), at::kBFloat16);
+  return op("ConstantOfShape", {shape}, {tensorAttr("value", value)});
+}
+
 std::string OnnxBuilder::shapeOf(const std::string &value) {
   if (std::optional<SmallVector<int64_t>> dims = staticShape(value))
     return constantInts(*dims);

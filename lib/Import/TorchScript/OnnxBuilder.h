@@ -83,6 +83,9 @@ public:
 
   /// `value` converted to `type` (itself when it already has it).
   std::string cast(const std::string &value, at::ScalarType type);
+  /// A tensor of `shape` (a 1-D int64 value) filled with `value`'s one
+  /// element, in its type.
+  std::string constantOfShape(const std::string &shape, const at::Tensor &value);
   /// The shape of `value` as a 1-D int64 tensor: a constant when static,
   /// else a Shape node.
   std::string shapeOf(const std::string &value);

@@ -71,9 +71,27 @@ static std::string messageOf(const std::exception &error) {
   return printable;
 }
 
+/// The element type of the module's floating-point parameters when they
+/// all share one (a bf16 or f16 checkpoint); float32 otherwise.
+static at::ScalarType parameterFloatType(const torch::jit::Module &module) {
+  std::optional<at::ScalarType> found;
+  for (const at::Tensor &parameter : module.parameters()) {
+    if (!at::isFloatingType(parameter.scalar_type()))
+      continue;
+    if (found && *found != parameter.scalar_type())
+      return at::kFloat;
+    found = parameter.scalar_type();
+  }
+  return found.value_or(at::kFloat);
+}
+
 /// Adds forward's tensor arguments as graph inputs with their
-/// --input-shape shapes, which TorchScript archives do not record.
-static LogicalResult addInputs(const torch::jit::Method &forward,
+/// --input-shape shapes, which TorchScript archives do not record. Nor do
+/// they record element types: an input of unrecorded type takes the type of
+/// the module's floating-point parameters, so that a bf16 checkpoint takes
+/// bf16 activations as it does in PyTorch.
+static LogicalResult addInputs(const torch::jit::Module &module,
+                               const torch::jit::Method &forward,
                                torch::jit::Graph &graph, Location loc,
                                const ImportOptions &options,
                                GraphTranslator &translator) {
@@ -97,7 +115,8 @@ static LogicalResult addInputs(const torch::jit::Method &forward,
       continue;
     }
     translator.onnx.addInput(
-        name, tensorType->scalarType().value_or(at::kFloat), shape->second);
+        name, tensorType->scalarType().value_or(parameterFloatType(module)),
+        shape->second);
     translator.setTensor(input, name);
   }
   if (!missing.empty()) {
@@ -224,7 +243,7 @@ static LogicalResult translateArchive(llvm::MemoryBufferRef buffer,
   GraphTranslator translator(builder);
   translator.set(graph->inputs()[0],
                  Operand::known(module._ivalue(), /*path=*/""));
-  if (failed(addInputs(*forward, *graph, loc, options, translator)))
+  if (failed(addInputs(module, *forward, *graph, loc, options, translator)))
     return failure();
 
   for (torch::jit::Node *node : graph->nodes()) {

@@ -431,6 +431,19 @@ static Value scaleWeights(OpBuilder &b, Location loc, Value weights,
 // The pattern
 //===----------------------------------------------------------------------===//
 
+/// `value` with its elements converted to `to` (extf or truncf).
+static Value convertFloats(OpBuilder &b, Location loc, Value value,
+                           FloatType to) {
+  RankedTensorType type = tensorType(value);
+  bool widen = to.getWidth() > type.getElementTypeBitWidth();
+  return mapElements(b, loc, type.clone(to), value, {},
+                     [&](OpBuilder &nb, Location nloc, ValueRange x) -> Value {
+                       if (widen)
+                         return arith::ExtFOp::create(nb, nloc, to, x[0]);
+                       return arith::TruncFOp::create(nb, nloc, to, x[0]);
+                     });
+}
+
 namespace {
 struct RouterOpLowering final : OpConversionPattern<RouterOp> {
   using OpConversionPattern::OpConversionPattern;
@@ -440,7 +453,16 @@ struct RouterOpLowering final : OpConversionPattern<RouterOp> {
                   ConversionPatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
     Value logits = adaptor.getLogits();
+    Value bias = adaptor.getBias();
     int64_t k = op.getIds().getType().getDimSize(1);
+    // Narrower logits route in f32; only the weights are rounded back.
+    auto narrow = cast<FloatType>(tensorType(logits).getElementType());
+    bool widen = narrow.getWidth() < 32;
+    if (widen) {
+      logits = convertFloats(rewriter, loc, logits, rewriter.getF32Type());
+      if (bias)
+        bias = convertFloats(rewriter, loc, bias, rewriter.getF32Type());
+    }
 
     // Sparse mixer works on the raw logits; the others on the scores.
     auto scores = [&] {
@@ -449,10 +471,10 @@ struct RouterOpLowering final : OpConversionPattern<RouterOp> {
     Selection selection;
     switch (op.getSelection()) {
     case SelectionMethod::TopK:
-      selection = selectTopK(rewriter, loc, scores(), adaptor.getBias(), k);
+      selection = selectTopK(rewriter, loc, scores(), bias, k);
       break;
     case SelectionMethod::GroupedTopK:
-      selection = selectGroupedTopK(rewriter, loc, scores(), adaptor.getBias(),
+      selection = selectGroupedTopK(rewriter, loc, scores(), bias,
                                     k, *op.getNumGroups(), *op.getGroupTopk(),
                                     *op.getGroupScore(),
                                     op.getMaskedScore()
@@ -482,6 +504,8 @@ struct RouterOpLowering final : OpConversionPattern<RouterOp> {
     double factor = op.getScalingFactor().convertToDouble();
     if (factor != 1.0)
       weights = scaleWeights(rewriter, loc, weights, factor);
+    if (widen)
+      weights = convertFloats(rewriter, loc, weights, narrow);
     rewriter.replaceOp(op, {selection.ids, weights});
     return success();
   }

@@ -32,22 +32,28 @@ func.func @topk(%logits: tensor<4x8xf32>) -> (tensor<4x2xi32>, tensor<4x2xf32>) 
 // -----
 
 // The bias only steers selection; normalize and scaling_factor follow.
+// bf16 logits and bias are routed in f32; only the weights are rounded back.
 
 // CHECK-LABEL: func.func @topk_bias_normalize_scale(
 // CHECK-SAME:      %[[LOGITS:.*]]: tensor<4x8xbf16>, %[[BIAS:.*]]: tensor<8xbf16>)
-// CHECK:         %[[KEYS:.*]] = linalg.generic {{.*}} ins(%[[SCORES:[^ ,]*]], %[[BIAS]] : tensor<4x8xbf16>, tensor<8xbf16>)
+// CHECK:         linalg.generic {{.*}} ins(%[[LOGITS]] : tensor<4x8xbf16>) outs(%{{.*}} : tensor<4x8xf32>)
+// CHECK:           arith.extf %{{.*}} : bf16 to f32
+// CHECK:         %[[WIDEBIAS:.*]] = linalg.generic {{.*}} ins(%[[BIAS]] : tensor<8xbf16>) outs(%{{.*}} : tensor<8xf32>)
+// CHECK:         %[[KEYS:.*]] = linalg.generic {{.*}} ins(%[[SCORES:[^ ,]*]], %[[WIDEBIAS]] : tensor<4x8xf32>, tensor<8xf32>)
 // CHECK:           arith.addf
-// CHECK:         %[[TOP:.*]]:2 = scf.for {{.*}} iter_args(%{{.*}} = %[[KEYS]], %{{.*}} = %{{.*}}) -> (tensor<4x8xbf16>, tensor<4x3xi32>)
-// CHECK:               arith.cmpf ogt, %{{.*}}, %{{.*}} : bf16
+// CHECK:         %[[TOP:.*]]:2 = scf.for {{.*}} iter_args(%{{.*}} = %[[KEYS]], %{{.*}} = %{{.*}}) -> (tensor<4x8xf32>, tensor<4x3xi32>)
+// CHECK:               arith.cmpf ogt, %{{.*}}, %{{.*}} : f32
 // CHECK:         %[[W:.*]] = linalg.generic {{.*}} ins(%[[TOP]]#1 : tensor<4x3xi32>)
 // CHECK:           tensor.extract %[[SCORES]]
-// CHECK:         %[[SUM:.*]] = linalg.generic {{.*}} ins(%[[W]] : tensor<4x3xbf16>) outs(%{{.*}} : tensor<4xbf16>)
-// CHECK:         %[[NORM:.*]] = linalg.generic {{.*}} ins(%[[W]], %[[SUM]] : tensor<4x3xbf16>, tensor<4xbf16>)
+// CHECK:         %[[SUM:.*]] = linalg.generic {{.*}} ins(%[[W]] : tensor<4x3xf32>) outs(%{{.*}} : tensor<4xf32>)
+// CHECK:         %[[NORM:.*]] = linalg.generic {{.*}} ins(%[[W]], %[[SUM]] : tensor<4x3xf32>, tensor<4xf32>)
 // CHECK:           arith.divf
-// CHECK:         %[[SCALE:.*]] = arith.constant 2.500000e+00 : bf16
-// CHECK:         %[[SCALED:.*]] = linalg.generic {{.*}} ins(%[[NORM]] : tensor<4x3xbf16>)
+// CHECK:         %[[SCALE:.*]] = arith.constant 2.500000e+00 : f32
+// CHECK:         %[[SCALED:.*]] = linalg.generic {{.*}} ins(%[[NORM]] : tensor<4x3xf32>)
 // CHECK:           arith.mulf %{{.*}}, %[[SCALE]]
-// CHECK:         return %[[TOP]]#1, %[[SCALED]]
+// CHECK:         %[[NARROW:.*]] = linalg.generic {{.*}} ins(%[[SCALED]] : tensor<4x3xf32>) outs(%{{.*}} : tensor<4x3xbf16>)
+// CHECK:           arith.truncf %{{.*}} : f32 to bf16
+// CHECK:         return %[[TOP]]#1, %[[NARROW]]
 func.func @topk_bias_normalize_scale(%logits: tensor<4x8xbf16>, %bias: tensor<8xbf16>)
     -> (tensor<4x3xi32>, tensor<4x3xbf16>) {
   %ids, %w = moe.router sigmoid topk %logits bias(%bias)
