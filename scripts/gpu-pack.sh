@@ -3,8 +3,9 @@
 # backend: moe-run, moert-cuda-test and moert-cuda-bench, the libraries they load that a bare
 # CUDA machine lacks (MPI, oneDNN, OpenMP; not glibc, libstdc++ or the CUDA
 # libraries, which it has), every corpus model compiled with --target=cuda
-# for one rank (ort_moe also in f16 and bf16), and the Mixtral block of bench/gpu_bench.py (its weights are
-# rebuilt there). scripts/gpu-run.sh runs them there.
+# for one rank (ort_moe also in f16 and bf16), and the Mixtral block of
+# bench/gpu_bench.py in f32 and bf16 (its weights are rebuilt there).
+# scripts/gpu-run.sh runs them there.
 #
 #   ./scripts/gpu-pack.sh [DIR]      (default: .gpu, ignored by git)
 set -euo pipefail
@@ -34,4 +35,5 @@ for entry in $MODELS ort_moe.f16 ort_moe.bf16; do
     --work "$PACK/bundles/$entry" --target cuda --build-only --plans one --dtype "${dtype:-f32}" "$model"
 done
 /usr/bin/python3 "$ROOT/bench/gpu_bench.py" pack --build "$BUILD" "$PACK/bench/mixtral_block"
+/usr/bin/python3 "$ROOT/bench/gpu_bench.py" pack --build "$BUILD" --dtype bf16 "$PACK/bench/mixtral_block_bf16"
 du -sh "$PACK"

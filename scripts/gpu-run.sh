@@ -32,8 +32,9 @@ for bundle in "$PACK"/bundles/*; do
     | tee "$LOGS/$entry.txt" || status=1
 done
 "$PACK/bin/moert-cuda-bench" 2>&1 | tee "$LOGS/moert-cuda-bench.txt" || status=1
-if [ -d "$PACK/bench/mixtral_block" ]; then
-  PYTHONUNBUFFERED=1 "${PYTHON:-python3}" "$ROOT/bench/gpu_bench.py" run "$PACK/bench/mixtral_block" --bin "$PACK/bin" \
-    2>&1 | tee "$LOGS/gpu_bench.txt" || status=1
-fi
+for block in "$PACK"/bench/*; do
+  [ -d "$block" ] || continue
+  PYTHONUNBUFFERED=1 "${PYTHON:-python3}" "$ROOT/bench/gpu_bench.py" run "$block" --bin "$PACK/bin" \
+    2>&1 | tee "$LOGS/gpu_bench_$(basename "$block").txt" || status=1
+done
 exit $status
