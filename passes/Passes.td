@@ -409,9 +409,11 @@ def ConvertMoEToRuntimePass
     the reference lowering does. Experts with biases are left to
     `convert-moe-to-linalg`.
 
-    `target=cuda` only: a `moe.router` with `topk` selection and no bias
-    (softmax or sigmoid scores, k <= 32, E <= 4096) becomes
-    `moert_cuda_router`, the fused gating kernel, with `normalize` and
+    `target=cuda` only: a `moe.router` with `topk` or `grouped_topk`
+    selection (softmax or sigmoid scores, any selection bias, k <= 32,
+    at most 32 groups, E <= 4096) becomes `moert_cuda_router`, the fused
+    gating kernel, with the bias (or a null pointer), the groups, the kept
+    groups, the group score, the masked score, `normalize` and
     `scaling_factor` passed on; a `moe.combine` becomes `moert_cuda_combine`,
     the weighted un-permute (capacity rows `[G, C, M]` read as `G * C`
     rows; f16 and bf16 sums in f32). On the CPU both stay compiled loops.

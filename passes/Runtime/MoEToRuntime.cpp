@@ -16,8 +16,9 @@
 // counts and zeroes the rows outside every group, as the reference does.
 // Experts with biases keep the reference lowering.
 //
-// For CUDA, a top-k moe.router (softmax or sigmoid scores, no bias) is the
-// fused gating kernel (moert_cuda_router: one warp per token) and
+// For CUDA, a top-k or grouped top-k moe.router (softmax or sigmoid scores,
+// a selection bias or none) is the fused gating kernel (moert_cuda_router:
+// one warp per token) and
 // moe.combine the weighted un-permute (moert_cuda_combine), where the
 // reference lowering would launch a kernel per step (scores, k rounds of
 // argmax, normalization; a gather per slot). On the CPU both stay compiled
@@ -31,6 +32,8 @@
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+#include <limits>
 
 namespace mlir::moe {
 #define GEN_PASS_DEF_CONVERTMOETORUNTIMEPASS
@@ -131,9 +134,12 @@ struct RouterToRuntime final : OpRewritePattern<RouterOp> {
 
   LogicalResult matchAndRewrite(RouterOp op,
                                 PatternRewriter &rewriter) const override {
-    if (op.getSelection() != SelectionMethod::TopK || op.getBias())
-      return rewriter.notifyMatchFailure(op, "only top-k without a bias runs "
-                                             "as the fused gating kernel");
+    bool grouped = op.getSelection() == SelectionMethod::GroupedTopK;
+    if (op.getSelection() != SelectionMethod::TopK && !grouped)
+      return rewriter.notifyMatchFailure(op, "only top-k and grouped top-k "
+                                             "run as the fused gating kernel");
+    if (grouped && *op.getNumGroups() > 32)
+      return rewriter.notifyMatchFailure(op, "more than 32 groups");
     auto logitsType = cast<RankedTensorType>(op.getLogits().getType());
     Type element = logitsType.getElementType();
     if (!isCudaFloat(element))
@@ -152,14 +158,32 @@ struct RouterToRuntime final : OpRewritePattern<RouterOp> {
     int32_t scoring = op.getScoring() == ScoringFunction::Softmax
                           ? /*MOERT_CUDA_SOFTMAX_TOPK*/ 0
                           : /*MOERT_CUDA_SIGMOID_TOPK*/ 2;
-    Value scale = arith::ConstantOp::create(
-        rewriter, loc, rewriter.getF64FloatAttr(op.getScalingFactor().convertToDouble()));
+    auto f64 = [&](double value) -> Value {
+      return arith::ConstantOp::create(rewriter, loc,
+                                       rewriter.getF64FloatAttr(value));
+    };
+    Value bias = op.getBias()
+                     ? readPointer(rewriter, loc, op.getBias())
+                     : LLVM::ZeroOp::create(
+                           rewriter, loc,
+                           LLVM::LLVMPointerType::get(rewriter.getContext()))
+                           .getResult();
+    int64_t groups = grouped ? *op.getNumGroups() : 0;
+    int64_t groupTopk = grouped ? *op.getGroupTopk() : 0;
+    int32_t groupScore =
+        grouped && *op.getGroupScore() == GroupScore::Top2Sum ? 1 : 0;
+    double masked = op.getMaskedScore()
+                        ? op.getMaskedScore()->convertToDouble()
+                        : -std::numeric_limits<double>::infinity();
     call(rewriter, loc, "moert_cuda_router",
          {i32Const(rewriter, loc, *dtypeCode(element)),
           readPointer(rewriter, loc, op.getLogits()),
           i64Const(rewriter, loc, tokens), i64Const(rewriter, loc, experts),
           i64Const(rewriter, loc, k), i32Const(rewriter, loc, scoring),
-          i32Const(rewriter, loc, op.getNormalize()), scale,
+          i32Const(rewriter, loc, op.getNormalize()),
+          f64(op.getScalingFactor().convertToDouble()), bias,
+          i64Const(rewriter, loc, groups), i64Const(rewriter, loc, groupTopk),
+          i32Const(rewriter, loc, groupScore), f64(masked),
           dataPointer(rewriter, loc, weights), dataPointer(rewriter, loc, ids)});
     rewriter.replaceOp(op, {asTensor(rewriter, loc, ids),
                             asTensor(rewriter, loc, weights)});

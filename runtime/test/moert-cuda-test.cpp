@@ -137,10 +137,18 @@ std::vector<float> randomValues(size_t n, std::mt19937 &rng, float scale = 1) {
   return v;
 }
 
-/// The CPU reference of moert_cuda_topk_gating.
+/// Selection beyond plain top-k (moert_cuda_router's bias and groups).
+struct Selection {
+  std::vector<float> bias;
+  int groups = 0, groupTopk = 0, groupScore = 0;
+  float masked = -INFINITY;
+};
+
+/// The CPU reference of moert_cuda_topk_gating and moert_cuda_router.
 void gatingReference(const std::vector<float> &logits, int64_t T, int64_t E,
                      int64_t k, int scoring, bool normalize,
-                     std::vector<float> &weights, std::vector<int32_t> &ids) {
+                     std::vector<float> &weights, std::vector<int32_t> &ids,
+                     const Selection &select = {}) {
   weights.assign(T * k, 0);
   ids.assign(T * k, 0);
   for (int64_t t = 0; t < T; ++t) {
@@ -155,10 +163,35 @@ void gatingReference(const std::vector<float> &logits, int64_t T, int64_t E,
       for (float &x : s)
         x = 1 / (1 + std::exp(-x));
     }
+    std::vector<float> keys = s;
+    for (int64_t e = 0; e < E && !select.bias.empty(); ++e)
+      keys[e] += select.bias[e];
+    if (select.groups > 0) {
+      int64_t per = E / select.groups;
+      std::vector<float> groupScores(select.groups);
+      for (int g = 0; g < select.groups; ++g) {
+        std::vector<float> members(keys.begin() + g * per,
+                                   keys.begin() + (g + 1) * per);
+        std::sort(members.rbegin(), members.rend());
+        groupScores[g] = members[0] + (select.groupScore == 1 ? members[1] : 0);
+      }
+      std::vector<int> groupOrder(select.groups);
+      std::iota(groupOrder.begin(), groupOrder.end(), 0);
+      std::sort(groupOrder.begin(), groupOrder.end(), [&](int a, int b) {
+        return groupScores[a] > groupScores[b] ||
+               (groupScores[a] == groupScores[b] && a < b);
+      });
+      std::vector<bool> kept(select.groups, false);
+      for (int r = 0; r < select.groupTopk; ++r)
+        kept[groupOrder[r]] = true;
+      for (int64_t e = 0; e < E; ++e)
+        if (!kept[e / per])
+          keys[e] = select.masked;
+    }
     std::vector<int32_t> order(E);
     std::iota(order.begin(), order.end(), 0);
     std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
-      return s[a] > s[b] || (s[a] == s[b] && a < b);
+      return keys[a] > keys[b] || (keys[a] == keys[b] && a < b);
     });
     float total = 0;
     for (int64_t j = 0; j < k; ++j) {
@@ -201,27 +234,57 @@ void testGating(std::mt19937 &rng) {
 }
 
 /// moe.router's entry point: the gating kernel with the weights in the
-/// logits' type, times the scaling factor.
+/// logits' type, times the scaling factor; plain top-k, then with a
+/// selection bias and 6 groups of 4 (DeepSeek-V3: sigmoid, top-2 sums,
+/// -inf outside the 3 best groups; Hugging Face's 0.0 mask; V2's max).
 void testRouter(std::mt19937 &rng, const TypeCase &type) {
   const int64_t T = 45, E = 24, k = 4;
   const double scale = 2.5;
-  for (int scoring : {MOERT_CUDA_SOFTMAX_TOPK, MOERT_CUDA_SIGMOID_TOPK})
+  struct Case {
+    int scoring;
+    bool bias;
+    int groupScore;
+    float masked;
+    int groups;
+  };
+  const Case cases[] = {{MOERT_CUDA_SOFTMAX_TOPK, false, 0, 0, 0},
+                        {MOERT_CUDA_SIGMOID_TOPK, false, 0, 0, 0},
+                        {MOERT_CUDA_SIGMOID_TOPK, true, 1, -INFINITY, 6},
+                        {MOERT_CUDA_SIGMOID_TOPK, true, 1, 0.0f, 6},
+                        {MOERT_CUDA_SOFTMAX_TOPK, false, 0, -INFINITY, 6}};
+  for (const Case &c : cases)
     for (bool normalize : {false, true}) {
       std::vector<float> logits = randomValues(T * E, rng);
       for (float &x : logits)
         x = roundTo(type.code, x);
-      Buffer<char> dLogits(encode(type.code, logits));
+      Selection select;
+      if (c.bias) {
+        select.bias = randomValues(E, rng, 0.5f);
+        for (float &b : select.bias)
+          b = roundTo(type.code, b);
+      }
+      select.groups = c.groups;
+      select.groupTopk = c.groups ? 3 : 0;
+      select.groupScore = c.groupScore;
+      select.masked = c.masked;
+      Buffer<char> dLogits(encode(type.code, logits)),
+          dBias(encode(type.code, select.bias));
       Buffer<char> dWeights(T * k * type.bytes);
       Buffer<int32_t> dIds(T * k);
-      moert_cuda_router(type.code, dLogits.ptr, T, E, k, scoring, normalize,
-                        scale, dWeights.ptr, dIds.ptr);
+      moert_cuda_router(type.code, dLogits.ptr, T, E, k, c.scoring, normalize,
+                        scale, c.bias ? dBias.ptr : nullptr, select.groups,
+                        select.groupTopk, select.groupScore, select.masked,
+                        dWeights.ptr, dIds.ptr);
       std::vector<float> weights;
       std::vector<int32_t> ids;
-      gatingReference(logits, T, E, k, scoring, normalize, weights, ids);
+      gatingReference(logits, T, E, k, c.scoring, normalize, weights, ids,
+                      select);
       for (float &w : weights)
         w = roundTo(type.code, static_cast<float>(w * scale));
       std::string what = std::string("router ") + type.name + " scoring " +
-                         std::to_string(scoring) +
+                         std::to_string(c.scoring) +
+                         (c.bias ? " biased" : "") +
+                         (c.groups ? " grouped" : "") +
                          (normalize ? " normalized" : "");
       expect(dIds.download() == ids, what + ": expert ids");
       expect(maxRelError(decode(type.code, dWeights.download()), weights) <

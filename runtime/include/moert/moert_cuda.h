@@ -47,15 +47,22 @@ void moert_cuda_topk_gating(const void *logits, int32_t dtype, int64_t tokens,
                             int32_t normalize, float *weights,
                             int32_t *expertIds, void *stream);
 
-/* moe.router's top-k routing (selection topk without a bias, scoring
- * MOERT_CUDA_SOFTMAX_TOPK or MOERT_CUDA_SIGMOID_TOPK): the gating above with
- * the weights [T, k] in the logits' dtype, normalized as moe.router's
+/* moe.router's topk and grouped_topk routing (scoring
+ * MOERT_CUDA_SOFTMAX_TOPK or MOERT_CUDA_SIGMOID_TOPK), computed in f32: the
+ * gating above, selecting by the scores plus `bias` (E values in the
+ * logits' dtype; null for none) and, when `groups` > 0, only among the
+ * `groupTopk` best of `groups` contiguous groups (scored by the max of
+ * their keys, groupScore 0, or the sum of their two largest, 1; the other
+ * groups' keys become `maskedScore`). The weights [T, k], in the logits'
+ * dtype, are the unbiased scores of the picks, normalized as moe.router's
  * `normalize` (sum plus 1e-20), then times `scale` (its scaling_factor).
- * Waits for the runtime's stream. */
+ * At most 32 picks, 32 groups and 4096 experts. Waits for the runtime's
+ * stream. */
 void moert_cuda_router(int32_t dtype, const void *logits, int64_t tokens,
                        int64_t experts, int64_t k, int32_t scoring,
-                       int32_t normalize, double scale, void *weights,
-                       int32_t *ids);
+                       int32_t normalize, double scale, const void *bias,
+                       int64_t groups, int64_t groupTopk, int32_t groupScore,
+                       double maskedScore, void *weights, int32_t *ids);
 
 /* Permutation by expert, stable in (token, slot) order:
  *   slotRow[t * k + j] = the row of xPermuted that holds token t for its

@@ -2,8 +2,9 @@
 //
 // The token-routing kernels of an MoE layer on the GPU, for f32, f16 and
 // bf16 activations (math in f32):
-//   gating     one warp per token: scores, top-k by repeated warp argmax
-//              (ties to the lower expert index, as the CPU path), weights;
+//   gating     one warp per token: scores, a selection bias and group-limited
+//              selection, top-k by repeated warp argmax (ties to the lower
+//              index, as the CPU path), weights;
 //   permute    a stable counting sort of the T * k assignments by expert:
 //              per-block histograms, a scan over blocks, ranks within a
 //              block, then one block per row copies it, 16 bytes at a time;
@@ -54,18 +55,51 @@ __device__ inline float warpMax(float v) {
   return v;
 }
 
-/// Shared memory holds one row of scores per warp. Weights are written as W
-/// (f32 for moert_cuda_topk_gating, the logits' type for moe.router).
+/// How the gating kernel selects, beyond plain top-k of the scores: a
+/// selection bias (DeepSeek-V3's, added to the scores only to select; null
+/// for none) and group-limited selection (DeepSeek-V2/V3: `groups` > 0
+/// contiguous groups, the `groupTopk` best by the max or the top-2 sum of
+/// their keys stay, the others' keys become `masked`).
+template <typename T> struct SelectionOptions {
+  const T *bias = nullptr;
+  int groups = 0;
+  int groupTopk = 0;
+  int groupScore = 0; // 0: max, 1: sum of the two largest
+  float masked = -INFINITY;
+};
+
+/// The score of group `g` of `per` keys: its max, or its two largest summed.
+__device__ inline float groupScoreOf(const float *keys, int g, int per,
+                                     int groupScore) {
+  float first = -INFINITY, second = -INFINITY;
+  for (int e = g * per; e < (g + 1) * per; ++e) {
+    float v = keys[e];
+    if (v > first) {
+      second = first;
+      first = v;
+    } else if (v > second) {
+      second = v;
+    }
+  }
+  return groupScore == 1 ? first + second : first;
+}
+
+/// Shared memory holds two rows per warp: the scores (what the weights are)
+/// and the keys (what selects: scores plus bias, masked by group). Weights
+/// are written as W (f32 for moert_cuda_topk_gating, the logits' type for
+/// moe.router).
 template <typename T, typename W>
 __global__ void gatingKernel(const T *logits, int64_t tokens, int experts,
                              int k, int scoring, int normalize, float scale,
-                             W *weights, int32_t *expertIds) {
-  extern __shared__ float scores[];
+                             SelectionOptions<T> select, W *weights,
+                             int32_t *expertIds) {
+  extern __shared__ float shared[];
   int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   int64_t token = static_cast<int64_t>(blockIdx.x) * (blockDim.x / kWarp) + warp;
   if (token >= tokens)
     return;
-  float *row = scores + warp * experts;
+  float *row = shared + 2 * warp * experts;
+  float *keys = row + experts;
   const T *in = logits + token * experts;
   float rowMax = -INFINITY;
   for (int e = lane; e < experts; e += kWarp) {
@@ -86,34 +120,57 @@ __global__ void gatingKernel(const T *logits, int64_t tokens, int experts,
     for (int e = lane; e < experts; e += kWarp)
       row[e] = 1.0f / (1.0f + __expf(-row[e]));
   }
+  for (int e = lane; e < experts; e += kWarp)
+    keys[e] = select.bias ? row[e] + toFloat(select.bias[e]) : row[e];
   __syncwarp();
 
-  float picked = 0, total = 0;
+  if (select.groups > 0) {
+    // One lane per group (groups <= 32 is checked on the host); the best
+    // groups by repeated warp argmax, ties to the lower group.
+    int per = experts / select.groups;
+    float score = lane < select.groups
+                      ? groupScoreOf(keys, lane, per, select.groupScore)
+                      : NAN;
+    unsigned kept = 0;
+    for (int r = 0; r < select.groupTopk; ++r) {
+      float best = isnan(score) ? -INFINITY : score;
+      int bestId = isnan(score) ? kWarp : lane;
+      warpArgmax(best, bestId);
+      kept |= 1u << bestId;
+      if (lane == bestId)
+        score = NAN;
+    }
+    for (int e = lane; e < experts; e += kWarp)
+      if (!((kept >> (e / per)) & 1))
+        keys[e] = select.masked;
+    __syncwarp();
+  }
+
   int pickedId = 0;
   for (int j = 0; j < k; ++j) {
     float best = -INFINITY;
     int bestId = experts;
-    // Picked experts are NaN; -inf scores can still be picked.
+    // Picked experts are NaN; -inf keys can still be picked.
     for (int e = lane; e < experts; e += kWarp)
-      if (row[e] > best || (bestId == experts && !isnan(row[e]))) {
-        best = row[e];
+      if (keys[e] > best || (bestId == experts && !isnan(keys[e]))) {
+        best = keys[e];
         bestId = e;
       }
     warpArgmax(best, bestId);
-    if (lane == j) {
-      picked = best;
+    if (lane == j)
       pickedId = bestId;
-    }
     if (lane == 0)
-      row[bestId] = NAN;
+      keys[bestId] = NAN;
     __syncwarp();
   }
-  // Lanes 0 .. k-1 hold the picks (k <= 32 is checked on the host).
+  // Lanes 0 .. k-1 hold the picks (k <= 32 is checked on the host); their
+  // weights are the unbiased scores.
+  float picked = lane < k ? row[pickedId] : 0;
   if (scoring == MOERT_CUDA_TOPK_SOFTMAX) {
     float top = __shfl_sync(0xffffffffu, picked, 0);
     picked = lane < k ? __expf(picked - top) : 0;
   }
-  total = warpSum(lane < k ? picked : 0);
+  float total = warpSum(lane < k ? picked : 0);
   if (lane < k) {
     // moe.router's normalize divides by the sum plus 1e-20.
     if (scoring == MOERT_CUDA_TOPK_SOFTMAX)
@@ -290,27 +347,38 @@ size_t alignUp(size_t n) { return (n + 255) / 256 * 256; }
 
 } // namespace
 
-/// Launches the gating kernel with weights of type W (null: f32).
+/// Launches the gating kernel with weights of type W (void: f32), and the
+/// selection bias (of the logits' type) and groups of `select`.
 template <typename W>
 static void gating(const void *logits, int32_t dtype, int64_t tokens,
                    int64_t experts, int64_t k, int32_t scoring,
-                   int32_t normalize, float scale, void *weights,
+                   int32_t normalize, float scale,
+                   const SelectionOptions<void> &select, void *weights,
                    int32_t *expertIds, cudaStream_t s, const char *op) {
   if (k < 1 || k > kWarp || k > experts || experts > 4096)
     detail::fail(op, ": top-", k, " of ", experts,
                  " experts is not supported (1 <= k <= min(32, E), E <= 4096)");
   if (scoring < MOERT_CUDA_SOFTMAX_TOPK || scoring > MOERT_CUDA_SIGMOID_TOPK)
     detail::fail(op, ": unknown scoring code ", scoring);
+  if (select.groups < 0 || select.groups > kWarp ||
+      (select.groups && (experts % select.groups || select.groupTopk < 1 ||
+                         select.groupTopk > select.groups)))
+    detail::fail(op, ": ", select.groups, " groups keeping ", select.groupTopk,
+                 " of ", experts, " experts is not supported (at most 32 "
+                 "groups that divide the experts)");
   if (tokens == 0)
     return;
   int warps = experts > 1024 ? 1 : 4;
-  size_t shared = sizeof(float) * warps * experts;
+  size_t shared = 2 * sizeof(float) * warps * experts;
   dispatchType(dtype, op, [&](auto *type) {
     using T = std::remove_pointer_t<decltype(type)>;
     using Out = std::conditional_t<std::is_void_v<W>, float, T>;
+    SelectionOptions<T> typed{static_cast<const T *>(select.bias),
+                              select.groups, select.groupTopk,
+                              select.groupScore, select.masked};
     gatingKernel<T, Out><<<blocksFor(tokens, warps), warps * kWarp, shared, s>>>(
         static_cast<const T *>(logits), tokens, static_cast<int>(experts),
-        static_cast<int>(k), scoring, normalize, scale,
+        static_cast<int>(k), scoring, normalize, scale, typed,
         static_cast<Out *>(weights), expertIds);
   });
   checkLaunch("gating kernel");
@@ -320,17 +388,21 @@ void moert_cuda_topk_gating(const void *logits, int32_t dtype, int64_t tokens,
                             int64_t experts, int64_t k, int32_t scoring,
                             int32_t normalize, float *weights,
                             int32_t *expertIds, void *stream) {
-  gating<void>(logits, dtype, tokens, experts, k, scoring, normalize, 1.0f,
+  gating<void>(logits, dtype, tokens, experts, k, scoring, normalize, 1.0f, {},
                weights, expertIds, streamOr(stream), "moert_cuda_topk_gating");
 }
 
 void moert_cuda_router(int32_t dtype, const void *logits, int64_t tokens,
                        int64_t experts, int64_t k, int32_t scoring,
-                       int32_t normalize, double scale, void *weights,
-                       int32_t *ids) {
+                       int32_t normalize, double scale, const void *bias,
+                       int64_t groups, int64_t groupTopk, int32_t groupScore,
+                       double maskedScore, void *weights, int32_t *ids) {
   cudaStream_t s = device().stream;
+  SelectionOptions<void> select{bias, static_cast<int>(groups),
+                                static_cast<int>(groupTopk), groupScore,
+                                static_cast<float>(maskedScore)};
   gating<char>(logits, dtype, tokens, experts, k, scoring, normalize,
-               static_cast<float>(scale), weights, ids, s,
+               static_cast<float>(scale), select, weights, ids, s,
                "moert_cuda_router");
   check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
 }

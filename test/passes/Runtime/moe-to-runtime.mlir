@@ -160,7 +160,9 @@ func.func @capacity_after(%x: tensor<3x16xf32>, %ids: tensor<3x1xi32>,
 // CUDA-DAG: %[[SCALE:.*]] = arith.constant 1.000000e+00 : f64
 // CUDA-DAG: %[[W:.*]] = memref.alloc() {alignment = 64 : i64} : memref<32x2xbf16>
 // CUDA-DAG: %[[IDS:.*]] = memref.alloc() {alignment = 64 : i64} : memref<32x2xi32>
-// CUDA: call @moert_cuda_router(%c5_i32, %{{.*}}, %c32_i64, %c8_i64, %c2_i64, %c0_i32, %c1_i32, %[[SCALE]], %{{.*}}, %{{.*}}) : (i32, !llvm.ptr, i64, i64, i64, i32, i32, f64, !llvm.ptr, !llvm.ptr) -> ()
+// CUDA-DAG: %[[NOBIAS:.*]] = llvm.mlir.zero : !llvm.ptr
+// CUDA-DAG: %[[NEGINF:.*]] = arith.constant 0xFFF0000000000000 : f64
+// CUDA: call @moert_cuda_router(%c5_i32, %{{.*}}, %c32_i64, %c8_i64, %c2_i64, %c0_i32, %c1_i32, %[[SCALE]], %[[NOBIAS]], %c0_i64, %c0_i64, %c0_i32, %[[NEGINF]], %{{.*}}, %{{.*}}) : (i32, !llvm.ptr, i64, i64, i64, i32, i32, f64, !llvm.ptr, i64, i64, i32, f64, !llvm.ptr, !llvm.ptr) -> ()
 // CUDA-DAG: %[[TI:.*]] = bufferization.to_tensor %[[IDS]]
 // CUDA-DAG: %[[TW:.*]] = bufferization.to_tensor %[[W]]
 // CUDA: return %[[TI]], %[[TW]]
@@ -186,25 +188,42 @@ func.func @router_sigmoid(%logits: tensor<16x64xf32>)
 
 // -----
 
-// What the kernel does not do keeps the reference lowering: a selection
-// bias, grouped top-k, sinkhorn, and f64 logits.
+// DeepSeek-V3's router (sigmoid, a selection bias, 8 groups of which the 4
+// best by top-2 sums stay, Hugging Face's 0.0 mask) and V2's (softmax, max
+// group scores, -inf) are the gating kernel too, with the bias's pointer,
+// groups, kept groups, group score (1: top-2 sum, 0: max) and mask.
+// CUDA-LABEL: func.func @router_grouped
+// CUDA-NOT: moe.router
+// CUDA: %[[BIAS:.*]] = llvm.inttoptr
+// CUDA: call @moert_cuda_router(%c0_i32, %{{.*}}, %c16_i64, %c64_i64, %c8_i64, %c2_i32, %c1_i32, %{{.*}}, %[[BIAS]], %c8_i64, %c4_i64, %c1_i32, %{{.*}}, %{{.*}}, %{{.*}})
+// CUDA: call @moert_cuda_router(%c0_i32, %{{.*}}, %c16_i64, %c64_i64, %c6_i64, %c0_i32, %c0_i32, %{{.*}}, %{{.*}}, %c8_i64, %c3_i64, %c0_i32, %{{.*}}, %{{.*}}, %{{.*}})
+func.func @router_grouped(%logits: tensor<16x64xf32>, %b: tensor<64xf32>)
+    -> (tensor<16x8xf32>, tensor<16x6xf32>) {
+  %i0, %w0 = moe.router sigmoid grouped_topk %logits bias(%b)
+      groups 8 top 4 by top2_sum masked = 0.0 {normalize, scaling_factor = 2.5}
+      : tensor<16x64xf32>, tensor<64xf32> -> tensor<16x8xi32>, tensor<16x8xf32>
+  %i1, %w1 = moe.router softmax grouped_topk %logits groups 8 top 3 by max
+      : tensor<16x64xf32> -> tensor<16x6xi32>, tensor<16x6xf32>
+  return %w0, %w1 : tensor<16x8xf32>, tensor<16x6xf32>
+}
+
+// -----
+
+// What the kernel does not do keeps the reference lowering: sinkhorn, more
+// than 32 groups, and f64 logits.
 // CUDA-LABEL: func.func @router_reference
 // CUDA-NOT: moert_cuda_router
-// CUDA-COUNT-4: moe.router
+// CUDA-COUNT-3: moe.router
 // CUDA-NOT: moert_cuda_router
-func.func @router_reference(%logits: tensor<16x8xf32>, %b: tensor<8xf32>,
-    %l64: tensor<16x8xf64>)
-    -> (tensor<16x2xf32>, tensor<16x2xf32>, tensor<16x2xf32>, tensor<16x2xf64>) {
-  %i0, %w0 = moe.router sigmoid topk %logits bias(%b)
-      : tensor<16x8xf32>, tensor<8xf32> -> tensor<16x2xi32>, tensor<16x2xf32>
-  %i1, %w1 = moe.router softmax grouped_topk %logits groups 4 top 2 by max
-      : tensor<16x8xf32> -> tensor<16x2xi32>, tensor<16x2xf32>
-  %i2, %w2 = moe.router softmax sinkhorn %logits
-      : tensor<16x8xf32> -> tensor<16x2xi32>, tensor<16x2xf32>
-  %i3, %w3 = moe.router softmax topk %l64
+func.func @router_reference(%logits: tensor<16x64xf32>, %l64: tensor<16x8xf64>)
+    -> (tensor<16x2xf32>, tensor<16x2xf32>, tensor<16x2xf64>) {
+  %i0, %w0 = moe.router softmax sinkhorn %logits
+      : tensor<16x64xf32> -> tensor<16x2xi32>, tensor<16x2xf32>
+  %i1, %w1 = moe.router softmax grouped_topk %logits groups 64 top 2 by max
+      : tensor<16x64xf32> -> tensor<16x2xi32>, tensor<16x2xf32>
+  %i2, %w2 = moe.router softmax topk %l64
       : tensor<16x8xf64> -> tensor<16x2xi32>, tensor<16x2xf64>
-  return %w0, %w1, %w2, %w3
-      : tensor<16x2xf32>, tensor<16x2xf32>, tensor<16x2xf32>, tensor<16x2xf64>
+  return %w0, %w1, %w2 : tensor<16x2xf32>, tensor<16x2xf32>, tensor<16x2xf64>
 }
 
 // -----
