@@ -403,11 +403,10 @@ def ConvertMoEToRuntimePass
     `bufferization.to_buffer` and a new buffer: `moert_grouped_matmul`
     (`target=cpu`, f32) or `moert_cuda_grouped_matmul` (`target=cuda`, f32,
     f16, bf16), with the group counts, the capacity stride (0 for dropless
-    rows) and the `[E, out, in]` weight read in place. The activation (or
-    SwiGLU, or the FC3 gate) is one elementwise op over all rows. The
-    runtime checks the counts and zeroes the rows outside every group, as
-    the reference lowering does. Experts with biases are left to
-    `convert-moe-to-linalg`.
+    rows), the `[E, out, in]` weight read in place and the `[E, out]` bias
+    (or a null pointer). The activation (or SwiGLU, or the FC3 gate) is one
+    elementwise op over all rows. The runtime checks the counts and zeroes
+    the rows outside every group, as the reference lowering does.
 
     `target=cuda` only: a `moe.router` with `topk` or `grouped_topk`
     selection (softmax or sigmoid scores, any selection bias, k <= 32,

@@ -12,9 +12,9 @@
 // groups is one grouped GEMM in the runtime (moert_grouped_matmul: a oneDNN
 // matmul per group on the CPU; moert_cuda_grouped_matmul: one cuBLAS
 // grouped call on the GPU), reading the [out, in] weights in place, and the
-// activation is one elementwise op over all rows. The runtime checks the
+// activation is one elementwise op over all rows. Biases are the runtime's
+// too (each group's rows start as its expert's bias). The runtime checks the
 // counts and zeroes the rows outside every group, as the reference does.
-// Experts with biases keep the reference lowering.
 //
 // For CUDA, a top-k or grouped top-k moe.router (softmax or sigmoid scores,
 // a selection bias or none) is the fused gating kernel (moert_cuda_router:
@@ -232,9 +232,6 @@ struct ExpertsToRuntime final : OpRewritePattern<ExpertsOp> {
 
   LogicalResult matchAndRewrite(ExpertsOp op,
                                 PatternRewriter &rewriter) const override {
-    if (op.getFc1Bias() || op.getFc3Bias() || op.getFc2Bias())
-      return rewriter.notifyMatchFailure(op, "biases keep the reference "
-                                             "lowering");
     auto rowsType = cast<RankedTensorType>(op.getRows().getType());
     auto outType = cast<RankedTensorType>(op.getType());
     if (!rowsType.hasStaticShape())
@@ -262,8 +259,13 @@ struct ExpertsToRuntime final : OpRewritePattern<ExpertsOp> {
     int64_t experts = op.getNumExperts();
     Value counts = readPointer(rewriter, loc, op.getCounts());
 
-    // rows x W^T for a stacked weight [E, out, in], all groups at once.
-    auto project = [&](Value input, Value weight) -> Value {
+    Value noBias =
+        LLVM::ZeroOp::create(rewriter, loc,
+                             LLVM::LLVMPointerType::get(rewriter.getContext()))
+            .getResult();
+    // rows x W^T (+ b) for a stacked weight [E, out, in] and bias [E, out],
+    // all groups at once.
+    auto project = [&](Value input, Value weight, Value bias) -> Value {
       auto weightType = cast<RankedTensorType>(weight.getType());
       int64_t out = weightType.getDimSize(1), in = weightType.getDimSize(2);
       Value result =
@@ -275,15 +277,18 @@ struct ExpertsToRuntime final : OpRewritePattern<ExpertsOp> {
             i64Const(rewriter, loc, rows), i64Const(rewriter, loc, in),
             i64Const(rewriter, loc, out), readPointer(rewriter, loc, input),
             readPointer(rewriter, loc, weight),
+            bias ? readPointer(rewriter, loc, bias) : noBias,
             dataPointer(rewriter, loc, result)});
       return asTensor(rewriter, loc, result);
     };
-    Value h1 = project(x, op.getFc1Weight());
-    Value h3 = op.getFc3Weight() ? project(x, op.getFc3Weight()) : Value();
+    Value h1 = project(x, op.getFc1Weight(), op.getFc1Bias());
+    Value h3 = op.getFc3Weight()
+                   ? project(x, op.getFc3Weight(), op.getFc3Bias())
+                   : Value();
     int64_t width = op.getFc2Weight().getType().getDimSize(2);
     Value activated = lowering::applyActivation(rewriter, loc, h1, h3,
                                                 op.getActivation(), width);
-    Value y = project(activated, op.getFc2Weight());
+    Value y = project(activated, op.getFc2Weight(), op.getFc2Bias());
     if (capacity)
       y = tensor::ExpandShapeOp::create(
           rewriter, loc, outType, y,

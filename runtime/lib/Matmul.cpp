@@ -227,7 +227,7 @@ std::vector<int64_t> detail::groupBegins(const int32_t *counts, int64_t groups,
 void moert_grouped_matmul(int32_t dtype, int64_t groups, int64_t experts,
                           const int32_t *counts, int64_t groupStride,
                           int64_t rows, int64_t K, int64_t N, const void *A,
-                          const void *W, void *C) {
+                          const void *W, const void *bias, void *C) {
   const char *op = "moert_grouped_matmul";
   if (dtype != MOERT_F32)
     detail::fail(op, ": the CPU runtime multiplies f32 only (dtype code ", dtype, ")");
@@ -239,15 +239,21 @@ void moert_grouped_matmul(int32_t dtype, int64_t groups, int64_t experts,
   auto *a = static_cast<const float *>(A);
   auto *w = static_cast<const float *>(W);
   auto *c = static_cast<float *>(C);
+  auto *b = static_cast<const float *>(bias);
   // Rows outside every group are zero.
   std::vector<char> covered(rows, 0);
   for (int64_t g = 0; g < groups; ++g) {
     std::fill(covered.begin() + begins[g],
               covered.begin() + begins[g] + counts[g], 1);
-    // C_g = A_g W_e^T, W_e [N, K] read transposed in place.
-    moert_matmul_f32(counts[g], N, K, a + begins[g] * K, K, 1,
-                     w + (g % experts) * N * K, 1, K, c + begins[g] * N, N, 1,
-                     /*accumulate=*/0, /*site=*/1);
+    int64_t e = g % experts;
+    // The bias first, then the product accumulated onto it.
+    if (b)
+      for (int64_t r = begins[g]; r < begins[g] + counts[g]; ++r)
+        std::copy(b + e * N, b + (e + 1) * N, c + r * N);
+    // C_g (+)= A_g W_e^T, W_e [N, K] read transposed in place.
+    moert_matmul_f32(counts[g], N, K, a + begins[g] * K, K, 1, w + e * N * K,
+                     1, K, c + begins[g] * N, N, 1,
+                     /*accumulate=*/b != nullptr, /*site=*/1);
   }
   for (int64_t r = 0; r < rows; ++r)
     if (!covered[r])

@@ -525,15 +525,17 @@ void testCapacityDispatch(std::mt19937 &rng, const TypeCase &type,
 }
 
 /// moert_cuda_grouped_matmul: 6 groups of 3 experts over 40 rows (packed,
-/// or every 8 rows), weights [E, N, K] read transposed, other rows zero.
+/// or every 8 rows), weights [E, N, K] read transposed, with or without
+/// biases [E, N], other rows zero.
 void testGroupedMatmul(std::mt19937 &rng, const TypeCase &type,
-                       int64_t groupStride) {
+                       int64_t groupStride, bool withBias) {
   const int64_t G = 6, E = 3, R = groupStride ? G * groupStride : 40, K = 24,
                 N = 20;
   std::vector<int32_t> counts = {5, 0, 8, 3, 7, 6};
   std::vector<float> a = randomValues(R * K, rng),
-                     w = randomValues(E * N * K, rng, 0.2f);
-  for (std::vector<float> *v : {&a, &w})
+                     w = randomValues(E * N * K, rng, 0.2f),
+                     bias = randomValues(E * N, rng);
+  for (std::vector<float> *v : {&a, &w, &bias})
     for (float &x : *v)
       x = roundTo(type.code, x);
   std::vector<float> want(R * N, 0);
@@ -543,7 +545,7 @@ void testGroupedMatmul(std::mt19937 &rng, const TypeCase &type,
       begin = g * groupStride;
     for (int64_t r = begin; r < begin + counts[g]; ++r)
       for (int64_t n = 0; n < N; ++n) {
-        float sum = 0;
+        float sum = withBias ? bias[(g % E) * N + n] : 0;
         for (int64_t k = 0; k < K; ++k)
           sum += a[r * K + k] * w[((g % E) * N + n) * K + k];
         want[r * N + n] = sum;
@@ -551,14 +553,17 @@ void testGroupedMatmul(std::mt19937 &rng, const TypeCase &type,
     begin += counts[g];
   }
   Buffer<char> dA(encode(type.code, a)), dW(encode(type.code, w)),
+      dBias(encode(type.code, bias)),
       dC(encode(type.code, std::vector<float>(R * N, 1.0f)));
   Buffer<int32_t> dCounts(counts);
   moert_cuda_grouped_matmul(type.code, G, E, dCounts.ptr, groupStride, R, K, N,
-                            dA.ptr, dW.ptr, dC.ptr);
+                            dA.ptr, dW.ptr, withBias ? dBias.ptr : nullptr,
+                            dC.ptr);
   float err = maxRelError(decode(type.code, dC.download()), want);
   expect(err < std::max(type.tolerance, 1e-4f),
          std::string("grouped matmul ") + type.name +
-             (groupStride ? " capacity" : " dropless") + " (max rel error " +
+             (groupStride ? " capacity" : " dropless") +
+             (withBias ? " with biases" : "") + " (max rel error " +
              std::to_string(err) + ")");
 }
 
@@ -632,7 +637,8 @@ int main(int argc, char **argv) {
   }
   for (const TypeCase &type : kTypes)
     for (int64_t groupStride : {0, 8})
-      testGroupedMatmul(rng, type, groupStride);
+      for (bool withBias : {false, true})
+        testGroupedMatmul(rng, type, groupStride, withBias);
   testExchangesOfOne(rng);
   std::printf("moert-cuda-test: %d of %d checks passed\n", checks - failures,
               checks);

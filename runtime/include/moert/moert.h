@@ -110,13 +110,14 @@ void moert_dispatch(int32_t dtype, const void *x, int64_t tokens,
  * other, or every groupStride rows when groupStride > 0, as capacity
  * buffers are), and belonging to expert g mod experts. Each group's rows of
  * C [rows, N] = its rows of A times W_e^T, W [experts, N, K] (the [out, in]
- * weights); every other row of C is zeroed. A negative count, a count past
+ * weights), plus bias[e] (bias [experts, N], or null for none); every other
+ * row of C is zeroed. A negative count, a count past
  * the stride or groups past `rows` end the process. The CPU runtime takes
  * f32 (dtype 0); its GEMMs are expert GEMMs (site 1). */
 void moert_grouped_matmul(int32_t dtype, int64_t groups, int64_t experts,
                           const int32_t *counts, int64_t groupStride,
                           int64_t rows, int64_t K, int64_t N, const void *A,
-                          const void *W, void *C);
+                          const void *W, const void *bias, void *C);
 
 /* Statistics of MoE layer `layer` (ids from 0), always collected.
  * begin/end bracket the layer's time in a run. moert_layer_tokens counts the

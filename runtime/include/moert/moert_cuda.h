@@ -114,13 +114,15 @@ void moert_cuda_grouped_gemm(int32_t dtype, int64_t experts,
                              void *stream);
 
 /* moert_grouped_matmul of moert.h (moe.experts' GEMMs: groups of rows by
- * `counts`, W [experts, N, K] read transposed, other rows of C zeroed) on
- * the device in f32, f16 or bf16: one cuBLAS grouped call. counts may be
+ * `counts`, W [experts, N, K] read transposed, plus bias [experts, N] when
+ * not null, other rows of C zeroed) on the device in f32, f16 or bf16: one
+ * cuBLAS grouped call, onto the rows' biases when there are. counts may be
  * device memory. Waits for the runtime's stream. */
 void moert_cuda_grouped_matmul(int32_t dtype, int64_t groups, int64_t experts,
                                const int32_t *counts, int64_t groupStride,
                                int64_t rows, int64_t K, int64_t N,
-                               const void *A, const void *W, void *C);
+                               const void *A, const void *W, const void *bias,
+                               void *C);
 
 /* Weighted un-permute: out[t] = sum_j weights[t, j] * y[slotRow[t * k + j]]
  * over the slots that were kept (y [R, H], out [T, H]). */

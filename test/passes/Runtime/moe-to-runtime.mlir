@@ -5,13 +5,15 @@
 // BAD: convert-moe-to-runtime: unknown target 'rocm' (expected cpu or cuda)
 
 // Dropless rows [6, 4] in 4 groups of 2 experts, a separate SwiGLU: fc1 and
-// fc3 are grouped GEMMs of 6 rows x 4 -> 5 (f32: code 0, stride 0), the
-// SwiGLU one elementwise op over all rows, fc2 a grouped GEMM 5 -> 3.
+// fc3 are grouped GEMMs of 6 rows x 4 -> 5 (f32: code 0, stride 0, no bias:
+// a null pointer), the SwiGLU one elementwise op over all rows, fc2 a
+// grouped GEMM 5 -> 3.
 // CHECK-LABEL: func.func @dropless_swiglu
 // CHECK-NOT: moe.experts
+// CHECK: %[[NOBIAS:.*]] = llvm.mlir.zero : !llvm.ptr
 // CHECK: %[[COUNTS:.*]] = llvm.inttoptr
 // CHECK: %[[H1:.*]] = memref.alloc() {alignment = 64 : i64} : memref<6x5xf32>
-// CHECK: call @moert_grouped_matmul(%c0_i32, %c4_i64, %c2_i64, %[[COUNTS]], %c0_i64, %c6_i64, %c4_i64, %c5_i64, %{{.*}}, %{{.*}}, %{{.*}})
+// CHECK: call @moert_grouped_matmul(%c0_i32, %c4_i64, %c2_i64, %[[COUNTS]], %c0_i64, %c6_i64, %c4_i64, %c5_i64, %{{.*}}, %{{.*}}, %[[NOBIAS]], %{{.*}})
 // CHECK: memref.alloc() {alignment = 64 : i64} : memref<6x5xf32>
 // CHECK: call @moert_grouped_matmul(%c0_i32, %c4_i64, %c2_i64, %[[COUNTS]], %c0_i64, %c6_i64, %c4_i64, %c5_i64,
 // CHECK: %[[A:.*]] = linalg.generic {{.*}} ins(%{{.*}}, %{{.*}} : tensor<6x5xf32>, tensor<6x5xf32>)
@@ -67,10 +69,19 @@ func.func @bf16(%rows: tensor<6x4xbf16>, %counts: tensor<2xi32>,
 
 // -----
 
-// Biases keep the reference lowering.
+// Biases go to the runtime with their projections: fc1's [2, 5] bias, none
+// for fc2.
 // CHECK-LABEL: func.func @biased
-// CHECK: moe.experts
-// CHECK-NOT: moert_grouped_matmul
+// CHECK-NOT: moe.experts
+// CHECK: %[[NOBIAS:.*]] = llvm.mlir.zero : !llvm.ptr
+// CHECK: %[[B1:.*]] = bufferization.to_buffer %{{.*}} read_only : tensor<2x5xf32> to memref<2x5xf32>
+// CHECK: %[[B1INT:.*]] = memref.extract_aligned_pointer_as_index %[[B1]]
+// CHECK: %[[B1I64:.*]] = arith.index_cast %[[B1INT]]
+// CHECK: %[[B1PTR:.*]] = llvm.inttoptr %[[B1I64]]
+// CHECK: call @moert_grouped_matmul(%c0_i32, %c2_i64, %c2_i64, %{{.*}}, %c0_i64, %c6_i64, %c4_i64, %c5_i64, %{{.*}}, %{{.*}}, %[[B1PTR]], %{{.*}})
+// CHECK: call @moert_grouped_matmul(%c0_i32, %c2_i64, %c2_i64, %{{.*}}, %c0_i64, %c6_i64, %c5_i64, %c3_i64, %{{.*}}, %{{.*}}, %[[NOBIAS]], %{{.*}})
+// CUDA-LABEL: func.func @biased
+// CUDA-COUNT-2: call @moert_cuda_grouped_matmul(
 func.func @biased(%rows: tensor<6x4xf32>, %counts: tensor<2xi32>,
     %w1: tensor<2x5x4xf32>, %b1: tensor<2x5xf32>, %w2: tensor<2x3x5xf32>) -> tensor<6x3xf32> {
   %y = moe.experts %rows, %counts fc1(%w1, %b1) fc2(%w2) activation <relu>

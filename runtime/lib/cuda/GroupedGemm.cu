@@ -1,19 +1,22 @@
-//===- GroupedGemm.cpp - Expert GEMMs as one cuBLAS grouped call ----------===//
+//===- GroupedGemm.cu - Expert GEMMs as one cuBLAS grouped call -----------===//
 //
 // moert_cuda_grouped_gemm (weights [E, K, N], offsets on the host) and
 // moert_cuda_grouped_matmul (moe.experts' form: [E, N, K] weights read
 // transposed, groups of rows by device counts) are one
 // cublasGemmGroupedBatchedEx over the groups that have rows. The pointer
 // arrays live on the device (cuBLAS reads them there) and are staged
-// through pinned host memory kept between calls.
+// through pinned host memory kept between calls. Expert biases are written
+// into C first, row by row, and the GEMMs accumulate onto them.
 //
 //===----------------------------------------------------------------------===//
 
-#include "Device.h"
+#include "Kernels.cuh"
 
 #include "moert/moert_cuda.h"
 
+#include <algorithm>
 #include <climits>
+#include <type_traits>
 #include <vector>
 
 using namespace moert;
@@ -43,6 +46,17 @@ struct PointerArrays {
 } // namespace
 
 namespace {
+/// Row r of C [rows, N] = bias[rowExpert[r]], or zeros where it is -1: one
+/// block per row.
+template <typename T>
+__global__ void fillRowBias(T *c, int64_t n, const int32_t *rowExpert,
+                            const T *bias) {
+  int64_t row = blockIdx.x;
+  int32_t e = rowExpert[row];
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+    c[row * n + i] = e < 0 ? fromFloat<T>(0.0f) : bias[e * n + i];
+}
+
 /// One group of a grouped GEMM: row-major C [rows, N] = A [rows, K] times
 /// the weight, which is [K, N] or, `transposed`, [N, K].
 struct Group {
@@ -56,7 +70,7 @@ struct Group {
 /// C = A W is column-major C^T = W^T A^T: cuBLAS's (m, n, k) = (N, rows, K)
 /// with the weight first, read transposed when it is stored [N, K].
 static void groupedGemm(int32_t dtype, const std::vector<Group> &all,
-                        int64_t K, int64_t N, bool transposed,
+                        int64_t K, int64_t N, bool transposed, float beta,
                         cudaStream_t stream, const char *op) {
   std::vector<Group> groups;
   for (const Group &g : all) {
@@ -91,12 +105,12 @@ static void groupedGemm(int32_t dtype, const std::vector<Group> &all,
   std::vector<cublasOperation_t> opW(count, transposed ? CUBLAS_OP_T
                                                        : CUBLAS_OP_N),
       opA(count, CUBLAS_OP_N);
-  std::vector<float> alpha(count, 1.0f), beta(count, 0.0f);
+  std::vector<float> alpha(count, 1.0f), betas(count, beta);
   cudaDataType_t type = blasType(dtype);
   check(cublasGemmGroupedBatchedEx(
             dev.blas, opW.data(), opA.data(), m.data(), n.data(), k.data(),
             alpha.data(), arrays.device, type, lda.data(),
-            arrays.device + count, type, ldb.data(), beta.data(),
+            arrays.device + count, type, ldb.data(), betas.data(),
             arrays.device + 2 * count, type, ldc.data(), count,
             groupSize.data(), CUBLAS_COMPUTE_32F),
         "cublasGemmGroupedBatchedEx");
@@ -117,13 +131,15 @@ void moert_cuda_grouped_gemm(int32_t dtype, int64_t experts,
                       static_cast<const char *>(W) + e * K * N * bytes,
                       static_cast<char *>(C) + hostOffsets[e] * N * bytes});
   }
-  groupedGemm(dtype, groups, K, N, /*transposed=*/false, streamOr(stream), op);
+  groupedGemm(dtype, groups, K, N, /*transposed=*/false, /*beta=*/0.0f,
+              streamOr(stream), op);
 }
 
 void moert_cuda_grouped_matmul(int32_t dtype, int64_t groups, int64_t experts,
                                const int32_t *counts, int64_t groupStride,
                                int64_t rows, int64_t K, int64_t N,
-                               const void *A, const void *W, void *C) {
+                               const void *A, const void *W, const void *bias,
+                               void *C) {
   const char *op = "moert_cuda_grouped_matmul";
   size_t bytes = elementBytes(dtype, op);
   if (groups < 0 || experts < 1 || rows < 0 || K < 0 || N < 0)
@@ -137,14 +153,40 @@ void moert_cuda_grouped_matmul(int32_t dtype, int64_t groups, int64_t experts,
   check(cudaStreamSynchronize(dev.stream), "cudaStreamSynchronize");
   std::vector<int64_t> begins = detail::groupBegins(
       hostCounts.data(), groups, groupStride, rows, op);
-  // Rows outside every group are zero.
-  check(cudaMemsetAsync(C, 0, rows * N * bytes, dev.stream), "cudaMemsetAsync");
+  if (bias && rows > 0 && N > 0) {
+    // Each group's rows start as its expert's bias, the others as zeros.
+    std::vector<int32_t> rowExpert(rows, -1);
+    for (int64_t g = 0; g < groups; ++g)
+      std::fill(rowExpert.begin() + begins[g],
+                rowExpert.begin() + begins[g] + hostCounts[g],
+                static_cast<int32_t>(g % experts));
+    int32_t *deviceRows = nullptr;
+    check(cudaMallocAsync(reinterpret_cast<void **>(&deviceRows),
+                          rows * sizeof(int32_t), dev.stream),
+          "cudaMallocAsync");
+    check(cudaMemcpyAsync(deviceRows, rowExpert.data(), rows * sizeof(int32_t),
+                          cudaMemcpyHostToDevice, dev.stream),
+          "cudaMemcpyAsync");
+    dispatchType(dtype, op, [&](auto *type) {
+      using T = std::remove_pointer_t<decltype(type)>;
+      fillRowBias<T><<<rows, 256, 0, dev.stream>>>(
+          static_cast<T *>(C), N, deviceRows, static_cast<const T *>(bias));
+    });
+    checkLaunch("bias kernel");
+    check(cudaFreeAsync(deviceRows, dev.stream), "cudaFreeAsync");
+  } else {
+    // Rows outside every group are zero.
+    check(cudaMemsetAsync(C, 0, rows * N * bytes, dev.stream),
+          "cudaMemsetAsync");
+  }
   std::vector<Group> list;
   for (int64_t g = 0; g < groups; ++g)
     list.push_back({hostCounts[g],
                     static_cast<const char *>(A) + begins[g] * K * bytes,
                     static_cast<const char *>(W) + (g % experts) * N * K * bytes,
                     static_cast<char *>(C) + begins[g] * N * bytes});
-  groupedGemm(dtype, list, K, N, /*transposed=*/true, dev.stream, op);
+  groupedGemm(dtype, list, K, N, /*transposed=*/true,
+              /*beta=*/bias ? 1.0f : 0.0f, dev.stream, op);
+  // Also keeps rowExpert alive until its copy is done.
   check(cudaStreamSynchronize(dev.stream), "cudaStreamSynchronize");
 }
