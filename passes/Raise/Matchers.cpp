@@ -225,9 +225,13 @@ FailureOr<RouterMatch> matchSoftmaxTopK(onnx::TopKOp topk,
   // routes them in f32, as the model means to.
   auto skipFloatCast = [](Value value) {
     value = skipNoOps(value);
-    if (auto cast = value.getDefiningOp<onnx::CastOp>();
-        cast && isa<FloatType>(getElementTypeOrSelf(cast.getInputs()[0])) &&
-        isa<FloatType>(getElementTypeOrSelf(value)))
+    auto cast = value.getDefiningOp<onnx::CastOp>();
+    if (!cast)
+      return value;
+    auto from = dyn_cast<FloatType>(getElementTypeOrSelf(cast.getInputs()[0]));
+    auto to = dyn_cast<FloatType>(getElementTypeOrSelf(value));
+    // Only widening: a router narrowed on purpose keeps its cast.
+    if (from && to && from.getWidth() < to.getWidth())
       return skipNoOps(cast.getInputs()[0]);
     return value;
   };

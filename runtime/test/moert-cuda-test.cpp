@@ -234,11 +234,12 @@ void testGating(std::mt19937 &rng) {
 }
 
 /// moe.router's entry point: the gating kernel with the weights in the
-/// logits' type, times the scaling factor; plain top-k, then with a
-/// selection bias and 6 groups of 4 (DeepSeek-V3: sigmoid, top-2 sums,
-/// -inf outside the 3 best groups; Hugging Face's 0.0 mask; V2's max).
+/// logits' type, times the scaling factor; plain top-k, with a selection
+/// bias, then with 8 groups of 8 (DeepSeek-V3: sigmoid, a bias, top-2 sums,
+/// -inf outside the 3 best groups; Hugging Face's 0.0 mask; V2's max). 64
+/// experts: each lane scans two.
 void testRouter(std::mt19937 &rng, const TypeCase &type) {
-  const int64_t T = 45, E = 24, k = 4;
+  const int64_t T = 45, E = 64, k = 4;
   const double scale = 2.5;
   struct Case {
     int scoring;
@@ -249,9 +250,10 @@ void testRouter(std::mt19937 &rng, const TypeCase &type) {
   };
   const Case cases[] = {{MOERT_CUDA_SOFTMAX_TOPK, false, 0, 0, 0},
                         {MOERT_CUDA_SIGMOID_TOPK, false, 0, 0, 0},
-                        {MOERT_CUDA_SIGMOID_TOPK, true, 1, -INFINITY, 6},
-                        {MOERT_CUDA_SIGMOID_TOPK, true, 1, 0.0f, 6},
-                        {MOERT_CUDA_SOFTMAX_TOPK, false, 0, -INFINITY, 6}};
+                        {MOERT_CUDA_SIGMOID_TOPK, true, 0, 0, 0},
+                        {MOERT_CUDA_SIGMOID_TOPK, true, 1, -INFINITY, 8},
+                        {MOERT_CUDA_SIGMOID_TOPK, true, 1, 0.0f, 8},
+                        {MOERT_CUDA_SOFTMAX_TOPK, false, 0, -INFINITY, 8}};
   for (const Case &c : cases)
     for (bool normalize : {false, true}) {
       std::vector<float> logits = randomValues(T * E, rng);
@@ -478,13 +480,13 @@ void testDispatch(std::mt19937 &rng, const TypeCase &type) {
 
 /// moert_cuda_dispatch_capacity against moe.dispatch's capacity semantics
 /// (position policy), some ids unrouted, rows compared byte for byte
-/// (unused rows zero): 240 pairs for capacity 40; or a shard of 24 pairs
+/// (unused rows zero): 240 pairs for capacity 25; or a shard of 24 pairs
 /// after earlier shards sent each expert 20 to 35 (capacity 30, rows of
 /// min(30, 24) per expert).
 void testCapacityDispatch(std::mt19937 &rng, const TypeCase &type,
                           bool withAfter) {
   const int64_t T = withAfter ? 12 : 120, k = 2, E = 5, H = 24,
-                C = withAfter ? 30 : 40;
+                C = withAfter ? 30 : 25;
   const int64_t B = withAfter ? std::min(C, T * k) : C;
   std::vector<int32_t> ids(T * k), after(E, 0);
   std::uniform_int_distribution<int32_t> pick(-1, E);

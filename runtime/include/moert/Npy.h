@@ -69,6 +69,7 @@ std::string readNpy(const std::string &path, Array &array);
 /// Makes `array`, read from a .npy file, hold elements of `type`: float32
 /// data given for f16 or bf16 is rounded to nearest even (bf16 always comes
 /// so). False, leaving `array` alone, when its data is of another type.
+/// Called once per array: a converted bf16 array keeps the file's descr.
 bool convertToModelType(Array &array, const DType &type);
 
 /// Writes `data` (numElements(shape) elements of `type`) as a .npy file;

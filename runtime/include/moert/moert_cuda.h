@@ -56,8 +56,9 @@ void moert_cuda_topk_gating(const void *logits, int32_t dtype, int64_t tokens,
  * groups' keys become `maskedScore`). The weights [T, k], in the logits'
  * dtype, are the unbiased scores of the picks, normalized as moe.router's
  * `normalize` (sum plus 1e-20), then times `scale` (its scaling_factor).
- * At most 32 picks, 32 groups and 4096 experts. Waits for the runtime's
- * stream. */
+ * A token whose scores are all NaN gets ids -1 and weights 0. At most 32
+ * picks, 32 groups (two experts each for top-2 sums) and 4096 experts.
+ * Waits for the runtime's stream. */
 void moert_cuda_router(int32_t dtype, const void *logits, int64_t tokens,
                        int64_t experts, int64_t k, int32_t scoring,
                        int32_t normalize, double scale, const void *bias,

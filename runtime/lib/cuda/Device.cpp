@@ -182,6 +182,18 @@ static auto &managedBuffers() {
                "the GPU has ", free, " of ", total, " bytes free");
 }
 
+void *cuda::deviceAlloc(size_t bytes, cudaStream_t stream) {
+  void *ptr = nullptr;
+  cudaError_t status = cudaMallocAsync(&ptr, bytes, stream);
+  if (status == cudaErrorMemoryAllocation) {
+    cudaGetLastError();
+    managedBuffers().trim();
+    status = cudaMallocAsync(&ptr, bytes, stream);
+  }
+  check(status, "cudaMallocAsync");
+  return ptr;
+}
+
 void *mgpuMemAlloc(uint64_t bytes, void *stream, bool isHostShared) {
   device();
   void *ptr = nullptr;
@@ -191,7 +203,7 @@ void *mgpuMemAlloc(uint64_t bytes, void *stream, bool isHostShared) {
     if (!(ptr = managedBuffers().take(bytes)))
       outOfMemory(bytes, "a buffer of the program");
   } else {
-    check(cudaMallocAsync(&ptr, bytes, streamOr(stream)), "cudaMallocAsync");
+    ptr = deviceAlloc(bytes, streamOr(stream));
   }
   return ptr;
 }

@@ -28,6 +28,11 @@ Device &device();
 /// `stream`, or the runtime's stream when null.
 cudaStream_t streamOr(void *stream);
 
+/// Device memory of `bytes` on `stream` (cudaMallocAsync). When the device
+/// is out of memory, the managed buffers kept for later calls are released
+/// first and the allocation tried again; then a failure ends every rank.
+void *deviceAlloc(size_t bytes, cudaStream_t stream);
+
 inline void check(cudaError_t status, const char *call) {
   if (status != cudaSuccess)
     detail::fail(call, " failed: ", cudaGetErrorName(status), " (",

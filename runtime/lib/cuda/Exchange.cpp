@@ -276,8 +276,7 @@ void moert_cuda_exclusive_scan_sum(const void *in, void *out, int64_t count,
           {{"element types", dtype, dtypeNames}, {"element counts", count}});
   if (p.comm && bytes > 0) {
     void *staging = nullptr;
-    check(cudaMallocAsync(&staging, bytes * g.size, p.stream),
-          "cudaMallocAsync");
+    staging = deviceAlloc(bytes * g.size, p.stream);
     check(ncclAllGather(in, staging, bytes, ncclUint8, p.comm, p.stream),
           "ncclAllGather");
     check(cudaMemcpyAsync(gathered.data(), staging, bytes * g.size,
@@ -338,9 +337,7 @@ void moert_cuda_send(const void *in, int64_t bytes, int64_t axes,
     fail(op, ": negative byte count ", bytes);
   if (d == p.group->pos) {
     SelfMessage message{nullptr, bytes};
-    check(cudaMallocAsync(&message.data, std::max<int64_t>(bytes, 1),
-                          p.stream),
-          "cudaMallocAsync");
+    message.data = deviceAlloc(std::max<int64_t>(bytes, 1), p.stream);
     copyOnDevice(message.data, in, bytes, p.stream);
     selfMessages[axes].push_back(message);
   } else {
@@ -373,8 +370,7 @@ void moert_cuda_recv(void *out, int64_t bytes, int64_t axes, int64_t source) {
     // Received whatever the size, so that the sender's ncclSend completes.
     void *landing = out;
     if (got != bytes)
-      check(cudaMallocAsync(&landing, std::max<int64_t>(got, 1), p.stream),
-            "cudaMallocAsync");
+      landing = deviceAlloc(std::max<int64_t>(got, 1), p.stream);
     check(ncclRecv(landing, got, ncclUint8, s, p.comm, p.stream), "ncclRecv");
     if (landing != out)
       check(cudaFreeAsync(landing, p.stream), "cudaFreeAsync");

@@ -153,17 +153,19 @@ void moert_cuda_grouped_matmul(int32_t dtype, int64_t groups, int64_t experts,
   check(cudaStreamSynchronize(dev.stream), "cudaStreamSynchronize");
   std::vector<int64_t> begins = detail::groupBegins(
       hostCounts.data(), groups, groupStride, rows, op);
+  // Read by an asynchronous copy: it lives until the final wait.
+  std::vector<int32_t> rowExpert;
   if (bias && rows > 0 && N > 0) {
+    if (rows > INT_MAX)
+      detail::fail(op, ": ", rows, " rows are beyond one launch's blocks");
     // Each group's rows start as its expert's bias, the others as zeros.
-    std::vector<int32_t> rowExpert(rows, -1);
+    rowExpert.assign(rows, -1);
     for (int64_t g = 0; g < groups; ++g)
       std::fill(rowExpert.begin() + begins[g],
                 rowExpert.begin() + begins[g] + hostCounts[g],
                 static_cast<int32_t>(g % experts));
-    int32_t *deviceRows = nullptr;
-    check(cudaMallocAsync(reinterpret_cast<void **>(&deviceRows),
-                          rows * sizeof(int32_t), dev.stream),
-          "cudaMallocAsync");
+    auto *deviceRows = static_cast<int32_t *>(
+        deviceAlloc(rows * sizeof(int32_t), dev.stream));
     check(cudaMemcpyAsync(deviceRows, rowExpert.data(), rows * sizeof(int32_t),
                           cudaMemcpyHostToDevice, dev.stream),
           "cudaMemcpyAsync");
@@ -187,6 +189,5 @@ void moert_cuda_grouped_matmul(int32_t dtype, int64_t groups, int64_t experts,
                     static_cast<char *>(C) + begins[g] * N * bytes});
   groupedGemm(dtype, list, K, N, /*transposed=*/true,
               /*beta=*/bias ? 1.0f : 0.0f, dev.stream, op);
-  // Also keeps rowExpert alive until its copy is done.
   check(cudaStreamSynchronize(dev.stream), "cudaStreamSynchronize");
 }

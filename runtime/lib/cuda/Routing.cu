@@ -140,6 +140,8 @@ __global__ void gatingKernel(const T *logits, int64_t tokens, int experts,
       if (lane == bestId)
         score = NAN;
     }
+    // Every lane has read the keys of its group before any is masked.
+    __syncwarp();
     for (int e = lane; e < experts; e += kWarp)
       if (!((kept >> (e / per)) & 1))
         keys[e] = select.masked;
@@ -157,15 +159,16 @@ __global__ void gatingKernel(const T *logits, int64_t tokens, int experts,
         bestId = e;
       }
     warpArgmax(best, bestId);
+    // No candidate left (NaN scores from NaN logits): the pair is unrouted.
     if (lane == j)
-      pickedId = bestId;
-    if (lane == 0)
+      pickedId = bestId < experts ? bestId : -1;
+    if (lane == 0 && bestId < experts)
       keys[bestId] = NAN;
     __syncwarp();
   }
   // Lanes 0 .. k-1 hold the picks (k <= 32 is checked on the host); their
   // weights are the unbiased scores.
-  float picked = lane < k ? row[pickedId] : 0;
+  float picked = lane < k && pickedId >= 0 ? row[pickedId] : 0;
   if (scoring == MOERT_CUDA_TOPK_SOFTMAX) {
     float top = __shfl_sync(0xffffffffu, picked, 0);
     picked = lane < k ? __expf(picked - top) : 0;
@@ -213,10 +216,13 @@ __global__ void blockHistogram(const int32_t *expertIds, int64_t n,
 /// The pairs expert e may keep: all without a capacity, else the capacity
 /// less what earlier shards sent it (moe.dispatch's `after`).
 __device__ inline int64_t expertLimit(int64_t capacity, const int32_t *after,
-                                      int e) {
+                                      int64_t stride, int e) {
   if (capacity <= 0)
     return INT64_MAX;
   int64_t limit = capacity - (after ? after[e] : 0);
+  // A padded block holds `stride` rows whatever `after` says.
+  if (stride > 0 && limit > stride)
+    limit = stride;
   return limit > 0 ? limit : 0;
 }
 
@@ -235,7 +241,7 @@ __global__ void scanBlocks(int32_t *blockCounts, int blocks, int experts,
       blockCounts[static_cast<int64_t>(b) * experts + e] = running;
       running += c;
     }
-    int64_t limit = expertLimit(capacity, after, e);
+    int64_t limit = expertLimit(capacity, after, stride, e);
     kept[e] = running > limit ? limit : running;
     if (keptCounts)
       keptCounts[e] = static_cast<int32_t>(kept[e]);
@@ -258,7 +264,8 @@ __global__ void scanBlocks(int32_t *blockCounts, int blocks, int experts,
 /// plus its rank among the block's earlier assignments to the same expert.
 __global__ void placeRows(const int32_t *expertIds, int64_t n, int k,
                           int experts, int64_t capacity, const int32_t *after,
-                          const int32_t *blockFirst, const int64_t *offsets,
+                          int64_t stride, const int32_t *blockFirst,
+                          const int64_t *offsets,
                           int32_t *slotRow, int64_t *rowSource,
                           PermuteReport *report) {
   __shared__ int32_t ids[kBlock];
@@ -276,7 +283,7 @@ __global__ void placeRows(const int32_t *expertIds, int64_t n, int k,
   int32_t rank = blockFirst[static_cast<int64_t>(blockIdx.x) * experts + e];
   for (int j = 0; j < static_cast<int>(threadIdx.x); ++j)
     rank += ids[j] == e;
-  if (rank >= expertLimit(capacity, after, e)) {
+  if (rank >= expertLimit(capacity, after, stride, e)) {
     slotRow[i] = -1;
     return;
   }
@@ -337,7 +344,7 @@ struct Scratch {
       return ptr;
     if (ptr)
       check(cudaFreeAsync(ptr, stream), "cudaFreeAsync");
-    check(cudaMallocAsync(&ptr, want, stream), "cudaMallocAsync");
+    ptr = deviceAlloc(want, stream);
     bytes = want;
     return ptr;
   }
@@ -361,11 +368,14 @@ static void gating(const void *logits, int32_t dtype, int64_t tokens,
   if (scoring < MOERT_CUDA_SOFTMAX_TOPK || scoring > MOERT_CUDA_SIGMOID_TOPK)
     detail::fail(op, ": unknown scoring code ", scoring);
   if (select.groups < 0 || select.groups > kWarp ||
-      (select.groups && (experts % select.groups || select.groupTopk < 1 ||
-                         select.groupTopk > select.groups)))
+      (select.groups &&
+       (experts % select.groups || select.groupTopk < 1 ||
+        select.groupTopk > select.groups ||
+        (select.groupScore == 1 && experts / select.groups < 2))))
     detail::fail(op, ": ", select.groups, " groups keeping ", select.groupTopk,
                  " of ", experts, " experts is not supported (at most 32 "
-                 "groups that divide the experts)");
+                 "groups that divide the experts, two per group for top-2 "
+                 "sums)");
   if (tokens == 0)
     return;
   int warps = experts > 1024 ? 1 : 4;
@@ -397,6 +407,9 @@ void moert_cuda_router(int32_t dtype, const void *logits, int64_t tokens,
                        int32_t normalize, double scale, const void *bias,
                        int64_t groups, int64_t groupTopk, int32_t groupScore,
                        double maskedScore, void *weights, int32_t *ids) {
+  if (scoring == MOERT_CUDA_TOPK_SOFTMAX)
+    detail::fail("moert_cuda_router: moe.router scores with softmax or "
+                 "sigmoid (scoring code 0 or 2), not ", scoring);
   cudaStream_t s = device().stream;
   SelectionOptions<void> select{bias, static_cast<int>(groups),
                                 static_cast<int>(groupTopk), groupScore,
@@ -458,8 +471,9 @@ static void permute(const void *x, int32_t dtype, int64_t tokens,
       offsets, placement.counts, report);
   checkLaunch("permute scan kernel");
   placeRows<<<blocks, kBlock, 0, s>>>(expertIds, n, static_cast<int>(k), e,
-                                      capacity, placement.after, blockCounts,
-                                      offsets, slotRow, rowSource, report);
+                                      capacity, placement.after,
+                                      placement.stride, blockCounts, offsets,
+                                      slotRow, rowSource, report);
   checkLaunch("permute place kernel");
   size_t rowBytes = hidden * elementBytes(dtype, op);
   if (outRows > 0 && rowBytes > 0) {
@@ -515,9 +529,8 @@ void moert_cuda_dispatch(int32_t dtype, const void *x, int64_t tokens,
                  k, " of ", experts, " experts");
   cudaStream_t s = device().stream;
   int64_t *offsets = nullptr;
-  check(cudaMallocAsync(reinterpret_cast<void **>(&offsets),
-                        sizeof(int64_t) * (experts + 1), s),
-        "cudaMallocAsync");
+  offsets = static_cast<int64_t *>(
+      deviceAlloc(sizeof(int64_t) * (experts + 1), s));
   std::vector<int64_t> hostOffsets(experts + 1);
   permute(x, dtype, tokens, hidden, ids, k, experts, /*capacity=*/0, rows,
           slots, offsets, hostOffsets.data(), nullptr, s,
@@ -548,15 +561,15 @@ void moert_cuda_dispatch_capacity(int32_t dtype, const void *x,
                                   int64_t *dropped) {
   const char *op = "moert_cuda_dispatch_capacity";
   if (tokens < 0 || hidden < 0 || k < 0 || experts < 1 || capacity < 1 ||
-      stride < std::min(capacity, tokens * k) || stride < 1)
+      stride < std::min(capacity, tokens * k) || stride < 1 ||
+      experts * stride > INT32_MAX)
     detail::fail(op, ": bad sizes: ", tokens, " tokens of ", hidden, ", top-",
                  k, " of ", experts, " experts, capacity ", capacity,
                  " in rows of ", stride, " per expert");
   cudaStream_t s = device().stream;
   int64_t *offsets = nullptr;
-  check(cudaMallocAsync(reinterpret_cast<void **>(&offsets),
-                        sizeof(int64_t) * (experts + 1), s),
-        "cudaMallocAsync");
+  offsets = static_cast<int64_t *>(
+      deviceAlloc(sizeof(int64_t) * (experts + 1), s));
   int64_t lost = 0;
   permute(x, dtype, tokens, hidden, ids, k, experts, capacity, rows, slots,
           offsets, nullptr, &lost, s, /*unroutedIsError=*/false, op,
