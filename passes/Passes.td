@@ -110,7 +110,14 @@ def MoEInstrumentLayersPass
     dispatch's dropped count, `moert_layer_end` after the combine. The
     `moe.replicas` axes of routers and dispatches say which ranks hold copies,
     so that each token is counted once. `moe-run --stats` prints the result.
+    With `target=cuda` the calls are `moert_cuda_layer_*`, which count and
+    time on the GPU's stream instead of reading device buffers on the host.
   }];
+  let options = [
+    Option<"target", "target", "std::string", "\"cpu\"",
+           "The runtime that records: cpu (moert_layer_*) or cuda "
+           "(moert_cuda_layer_*)">,
+  ];
   let dependentDialects = ["::mlir::bufferization::BufferizationDialect",
                            "::mlir::func::FuncDialect",
                            "::mlir::LLVM::LLVMDialect",
@@ -217,6 +224,26 @@ def MoEGPUMapLoopsPass : Pass<"moe-gpu-map-loops"> {
                            "::mlir::arith::ArithDialect",
                            "::mlir::gpu::GPUDialect",
                            "::mlir::scf::SCFDialect"];
+}
+
+def MoEGPUStreamOrderPass
+    : Pass<"moe-gpu-stream-order", "::mlir::func::FuncOp"> {
+  let summary = "Run GPU work in stream order and make the host wait only "
+                "where it touches memory";
+  let description = [{
+    For host code after `gpu-kernel-outlining`, on a runtime that runs all
+    GPU work on one stream. In each block, synchronous `gpu.launch_func`s
+    become asynchronous and, with the block's `gpu.dealloc async`s, chain
+    on one token; the synchronous `gpu.wait`s for tokens of the chain go,
+    and a `gpu.wait async` starts the chain or joins it. Calls to
+    `moert_cuda_*` functions, which enqueue their work on the runtime's
+    stream and wait themselves before they read device data on the host,
+    leave the chain pending, as do ops that touch no memory or only
+    allocate it. A single `gpu.wait` for the chain comes before any other
+    op (a host load or store, another call, an op with regions, whose blocks
+    are chained on their own) and before the block's terminator.
+  }];
+  let dependentDialects = ["::mlir::gpu::GPUDialect"];
 }
 
 def MoERaisePass : Pass<"moe-raise"> {

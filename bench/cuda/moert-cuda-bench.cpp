@@ -6,8 +6,9 @@
 //   * grouped GEMM (moert_cuda_grouped_gemm over the experts' row ranges,
 //     random routing) against one dense cuBLAS GEMM of the same FLOPs;
 //     target: 80% or more;
-//   * permutation by expert (moert_cuda_permute: T * k rows read and
-//     written) against a device-to-device copy of the same bytes.
+//   * permutation by expert (moert_cuda_dispatch, what compiled moe.dispatch
+//     calls, all on the device: T * k rows read and written) against a
+//     device-to-device copy of the same bytes.
 // Medians of 20 timed runs after 3 warm-ups, with CUDA events.
 //
 //   moert-cuda-bench [TOKENS]
@@ -97,9 +98,9 @@ int main(int argc, char **argv) {
   moert_cuda_permute(x, MOERT_BF16, T, H, dIds, k, E, 0, xp, slotRow, offsets,
                      hostOffsets.data(), &dropped, nullptr);
 
+  auto *counts = static_cast<int32_t *>(deviceBuffer(E * sizeof(int32_t)));
   double permuteMs = medianMs([&] {
-    moert_cuda_permute(x, MOERT_BF16, T, H, dIds, k, E, 0, xp, slotRow,
-                       offsets, nullptr, nullptr, nullptr);
+    moert_cuda_dispatch(MOERT_BF16, x, T, H, dIds, k, E, xp, slotRow, counts);
   });
   double copyMs = medianMs([&] {
     check(cudaMemcpyAsync(xp, x, std::min(T, R) * H * bf16,

@@ -57,6 +57,12 @@ struct LowerToGPUOptions : public PassPipelineOptions<LowerToGPUOptions> {
   PassOptions::Option<bool> instrument{
       *this, "instrument", llvm::cl::desc("Record per-layer statistics"),
       llvm::cl::init(false)};
+  PassOptions::Option<bool> streamOrder{
+      *this, "stream-order",
+      llvm::cl::desc("Launch kernels and free buffers without waiting for "
+                     "the GPU; the host waits only where it touches memory "
+                     "(moe-gpu-stream-order). Off: every launch waits"),
+      llvm::cl::init(true)};
   PassOptions::Option<std::string> entry{
       *this, "entry", llvm::cl::desc("The program's function"),
       llvm::cl::init("main_graph")};

@@ -29,8 +29,11 @@ static void buildBufferizedPipeline(OpPassManager &pm, bool decompose,
   if (decompose)
     pm.addPass(moe::createMoEDecomposePass());
   if (runtime) {
-    if (instrument)
-      pm.addPass(moe::createMoEInstrumentLayersPass());
+    if (instrument) {
+      moe::MoEInstrumentLayersPassOptions layers;
+      layers.target = target.str();
+      pm.addPass(moe::createMoEInstrumentLayersPass(layers));
+    }
     moe::ConvertCommToRuntimePassOptions comm;
     comm.target = target.str();
     pm.addPass(moe::createConvertCommToRuntimePass(comm));
@@ -149,6 +152,8 @@ void moe::buildLowerToGPUPipeline(OpPassManager &pm,
   pm.addNestedPass<func::FuncOp>(moe::createMoEGPUMapLoopsPass(mapLoops));
   pm.addNestedPass<func::FuncOp>(createConvertParallelLoopToGpuPass());
   pm.addPass(createGpuKernelOutliningPass());
+  if (options.streamOrder)
+    pm.addNestedPass<func::FuncOp>(moe::createMoEGPUStreamOrderPass());
   pm.addPass(createLowerAffinePass());
   pm.addPass(createSCFToControlFlowPass());
   SmallVector<std::string> chips(options.chips.begin(), options.chips.end());

@@ -5,7 +5,8 @@
 // router, dispatch and combine of the module belong to layer i) and adds the
 // runtime calls that record them. The `moe.replicas` axes that moe-partition
 // puts on routers and dispatches name the grid axes over which they hold
-// copies of the same data, so that each token is counted once.
+// copies of the same data, so that each token is counted once. For CUDA the
+// hooks are the runtime's moert_cuda_layer_*, which record on the device.
 //
 //===----------------------------------------------------------------------===//
 
@@ -57,15 +58,23 @@ struct MoEInstrumentLayersPass
           << " combines do not pair up into layers";
       return signalPassFailure();
     }
+    if (target != "cpu" && target != "cuda") {
+      module.emitError("moe-instrument-layers: unknown target '")
+          << target << "' (cpu or cuda)";
+      return signalPassFailure();
+    }
+    // The CUDA runtime's hooks count and time on its stream.
+    std::string prefix = target == "cuda" ? "moert_cuda_layer_" : "moert_layer_";
+    auto hook = [&](StringRef name) { return prefix + name.str(); };
     OpBuilder b(module.getContext());
     for (auto [layer, router] : llvm::enumerate(routers)) {
       Location loc = router.getLoc();
       b.setInsertionPoint(router);
-      call(b, loc, "moert_layer_begin", {i64Const(b, loc, layer)});
+      call(b, loc, hook("begin"), {i64Const(b, loc, layer)});
       b.setInsertionPointAfter(router);
       auto idsType = router.getIds().getType();
       auto logitsType = cast<RankedTensorType>(router.getLogits().getType());
-      call(b, loc, "moert_layer_tokens",
+      call(b, loc, hook("tokens"),
            {i64Const(b, loc, layer), readPointer(b, loc, router.getIds()),
             i64Const(b, loc, idsType.getNumElements()),
             i64Const(b, loc, logitsType.getDimSize(1)),
@@ -74,13 +83,13 @@ struct MoEInstrumentLayersPass
     for (auto [layer, dispatch] : llvm::enumerate(dispatches)) {
       Location loc = dispatch.getLoc();
       b.setInsertionPointAfter(dispatch);
-      call(b, loc, "moert_layer_dropped",
+      call(b, loc, hook("dropped"),
            {i64Const(b, loc, layer), readPointer(b, loc, dispatch.getDropped()),
             replicaAxes(b, dispatch)});
     }
     for (auto [layer, combine] : llvm::enumerate(combines)) {
       b.setInsertionPointAfter(combine);
-      call(b, combine.getLoc(), "moert_layer_end",
+      call(b, combine.getLoc(), hook("end"),
            {i64Const(b, combine.getLoc(), layer)});
     }
   }

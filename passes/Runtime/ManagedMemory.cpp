@@ -46,7 +46,7 @@ struct DeallocToManaged : public OpRewritePattern<memref::DeallocOp> {
     if (!op.getMemref().getDefiningOp<gpu::AllocOp>())
       return rewriter.notifyMatchFailure(op, "not a gpu.alloc'ed buffer");
     // gpu-to-llvm lowers only the asynchronous form: free on a fresh
-    // stream, then wait for it.
+    // stream, then wait for it (moe-gpu-stream-order chains it instead).
     Location loc = op.getLoc();
     Type token = rewriter.getType<gpu::AsyncTokenType>();
     Value stream = gpu::WaitOp::create(rewriter, loc, token, ValueRange())

@@ -61,6 +61,18 @@ int64_t dtypeBytes(int32_t dtype, const char *op);
 /// Adds one expert GEMM (site 1 of moert_matmul_f32) to the statistics.
 void recordGemm(double flops, double seconds);
 
+/// Per-layer statistics that another runtime gathers (the CUDA runtime's,
+/// on the device) and adds when moe-run prints them: `beforePrintStats`
+/// registers the function that adds them. checkLayer ends the process on a
+/// layer id the statistics cannot hold; currentRun is the run that layer
+/// times now count towards.
+void checkLayer(int64_t id, const char *op);
+int64_t currentRun();
+void addLayerTokens(int64_t id, const std::vector<int64_t> &tokens);
+void addLayerDropped(int64_t id, int64_t dropped);
+void addLayerSeconds(int64_t id, int64_t run, double seconds);
+void beforePrintStats(void (*collect)());
+
 /// For ranks that saw an error another rank of `comm` reports: waits in a
 /// barrier of `comm` that the reporting rank never joins, until its
 /// MPI_Abort ends this one. Keeps the report the only message.

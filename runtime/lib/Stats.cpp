@@ -63,17 +63,49 @@ void detail::recordGemm(double flops, double seconds) {
   stats.gemmSeconds += seconds;
 }
 
+/// The run that layer times count towards: calls outside a run count
+/// towards the first.
+int64_t detail::currentRun() {
+  return std::max<int64_t>(stats.runsBegun, 1) - 1;
+}
+
+void detail::checkLayer(int64_t id, const char *op) { layer(id, op); }
+
+void detail::addLayerTokens(int64_t id, const std::vector<int64_t> &tokens) {
+  Layer &l = layer(id, "addLayerTokens");
+  if (l.tokens.size() < tokens.size())
+    l.tokens.resize(tokens.size());
+  for (size_t e = 0; e < tokens.size(); ++e)
+    l.tokens[e] += tokens[e];
+}
+
+void detail::addLayerDropped(int64_t id, int64_t dropped) {
+  layer(id, "addLayerDropped").dropped += dropped;
+}
+
+void detail::addLayerSeconds(int64_t id, int64_t run, double seconds) {
+  Layer &l = layer(id, "addLayerSeconds");
+  if (static_cast<int64_t>(l.seconds.size()) <= run)
+    l.seconds.resize(run + 1);
+  l.seconds[run] += seconds;
+}
+
+static std::vector<void (*)()> &collectors() {
+  static std::vector<void (*)()> all;
+  return all;
+}
+
+void detail::beforePrintStats(void (*collect)()) {
+  collectors().push_back(collect);
+}
+
 void moert_layer_begin(int64_t id) {
   layer(id, "moert_layer_begin").begin = Clock::now();
 }
 
 void moert_layer_end(int64_t id) {
   Layer &l = layer(id, "moert_layer_end");
-  // Calls outside a run count towards the first.
-  size_t run = std::max<int64_t>(stats.runsBegun, 1) - 1;
-  if (l.seconds.size() <= run)
-    l.seconds.resize(run + 1);
-  l.seconds[run] += secondsSince(l.begin);
+  addLayerSeconds(id, currentRun(), secondsSince(l.begin));
 }
 
 void moert_layer_tokens(int64_t id, const int32_t *ids, int64_t numIds,
@@ -135,6 +167,8 @@ static std::string perRun(int64_t total, int64_t runs) {
 }
 
 void moert::printStats() {
+  for (void (*collect)() : collectors())
+    collect();
   int64_t runs = stats.runSeconds.size(); // the same on every rank
 
   // Agreed extents: layer ids, experts per layer.

@@ -5,7 +5,9 @@
 // moe.combine's entry points, permutation (with and without capacity),
 // grouped GEMM and un-permute, moe.dispatch (dropless against the CPU
 // runtime's, capacity against its semantics), moe.experts' grouped
-// matmul, strided matmuls in every layout, in f32, f16 and bf16, and the exchanges of a group of one (no axes). Exit
+// matmul, strided matmuls in every layout, in f32, f16 and bf16, the
+// exchanges of a group of one (no axes) and the device-side layer
+// statistics (printed for the lit test to check). Exit
 // 0 when all agree. Without a GPU it ends with the runtime's error, which
 // the no-GPU lit test checks.
 //
@@ -614,6 +616,24 @@ void testExchangesOfOne(std::mt19937 &rng) {
 
 } // namespace
 
+/// The device-side layer statistics: two calls of layer 3 in one run, ids
+/// with one unrouted (-1) and one past the experts, 7 dropped each time;
+/// printStats prints them (the lit test checks the line).
+void testLayerStats() {
+  Buffer<int32_t> ids(std::vector<int32_t>{0, 1, 1, 2, 2, 2, -1, 5});
+  Buffer<int64_t> dropped(std::vector<int64_t>{7});
+  moert::beginRun();
+  for (int call = 0; call < 2; ++call) {
+    moert_cuda_layer_begin(3);
+    moert_cuda_layer_tokens(3, ids.ptr, 8, 5, 0);
+    moert_cuda_layer_dropped(3, dropped.ptr, 0);
+    moert_cuda_layer_end(3);
+  }
+  cudaDeviceSynchronize();
+  moert::endRun();
+  moert::printStats();
+}
+
 int main(int argc, char **argv) {
   moert::init(argc, argv);
   moert_cuda_init();
@@ -642,6 +662,7 @@ int main(int argc, char **argv) {
       for (bool withBias : {false, true})
         testGroupedMatmul(rng, type, groupStride, withBias);
   testExchangesOfOne(rng);
+  testLayerStats();
   std::printf("moert-cuda-test: %d of %d checks passed\n", checks - failures,
               checks);
   moert::finalize();

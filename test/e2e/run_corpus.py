@@ -5,7 +5,11 @@ moe-run on 1, 2 and 4 ranks, and check it:
   * every output equals the reference (max abs error <= 1e-4 x the output's
     scale, its max abs value);
   * every sharded output equals the one-rank output (same tolerance);
-  * the dropped tokens that `moe-run --stats` counts equal the reference's.
+  * the dropped tokens that `moe-run --stats` counts equal the reference's;
+  * the tokens per expert it counts agree with the one-rank run's (within
+    1% of a layer's pairs, for routing ties that rounding may flip), and in
+    a --run-only check of another target, with those of the CPU build that
+    --build-only ran beside it.
 
 With --dtype f16 or bf16 the ONNX model's float initializers, inputs and
 outputs are converted to that type first (moe-run rounds the float32 inputs
@@ -51,6 +55,9 @@ PLANS = [
     (4, ["--ep", "2", "--tp", "2", "--token-shuffle"]),
 ]
 TOLERANCES = {"f32": 1e-4, "f16": 1e-2, "bf16": 5e-2}
+# What a --build-only bundle for another target keeps of its CPU twin's
+# `moe-run --stats`: {layer: tokens per expert}.
+EXPECTED_TOKENS = "cpu_tokens.json"
 TIMEOUT_S = 300
 
 
@@ -66,12 +73,50 @@ def reference_dropped(corpus, model):
     return int(re.search(r"dropped (\d+)", note).group(1))
 
 
+def layer_tokens(log):
+    """{layer: [tokens per expert]} from `moe-run --stats`."""
+    return {int(layer): [float(t) for t in tokens.split(",") if t.strip()]
+            for layer, tokens in re.findall(r"^layer (\d+): tokens per expert \[(.*?)\]", log, re.M)}
+
+
+def tokens_problem(got, want, what):
+    """Why per-expert token counts disagree with `want`, or None."""
+    if sorted(got) != sorted(want):
+        return "stats list layers %s, %s lists %s" % (sorted(got), what, sorted(want))
+    for layer, counts in sorted(want.items()):
+        mine = got[layer]
+        slack = max(2.0, 0.01 * sum(counts))
+        if len(mine) != len(counts) or any(abs(a - b) > slack for a, b in zip(mine, counts)):
+            return "layer %d tokens per expert %s, %s has %s" % (layer, mine, what, counts)
+    return None
+
+
 def run(cmd, env=None):
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S, env=env)
     except subprocess.TimeoutExpired:
         return 124, "timed out after %d s: %s" % (TIMEOUT_S, " ".join(cmd))
     return done.returncode, done.stdout + done.stderr
+
+
+def record_cpu_tokens(compile_cmd, bundle, in_names, inputs, bin_dir):
+    """Builds the bundle's plan for the CPU, runs it once and keeps its tokens
+    per expert in the bundle (EXPECTED_TOKENS); returns a problem or None."""
+    twin = bundle + ".cpu"
+    status, log = run(compile_cmd[:3] + [twin] +
+                      ["--target=cpu" if a.startswith("--target=") else a for a in compile_cmd[4:]])
+    if status == 0:
+        cmd = [os.path.join(bin_dir, "moe-run"), twin, "--output-dir", twin + ".out", "--stats"]
+        for name, path in zip(in_names, inputs):
+            cmd += ["--input", "%s=%s" % (name, path)]
+        status, log = run(cmd)
+    shutil.rmtree(twin, ignore_errors=True)
+    shutil.rmtree(twin + ".out", ignore_errors=True)
+    if status != 0:
+        return log.strip()
+    with open(os.path.join(bundle, EXPECTED_TOKENS), "w") as f:
+        json.dump(layer_tokens(log), f)
+    return None
 
 
 def dynamic_symbols(path, defined):
@@ -169,7 +214,7 @@ def main():
             half_model(model_file, args.dtype, converted)
             model_file = converted
     plans = {"all": PLANS, "basic": PLANS[:3], "one": PLANS[:1]}[args.plans]
-    failures, baseline = [], None
+    failures, baseline, baseline_tokens = [], None, None
     for ranks, options in plans:
         label = "%s.%s%s np=%d [%s]" % (args.model, args.format,
                                         "" if args.dtype == "f32" else " " + args.dtype, ranks, " ".join(options))
@@ -198,6 +243,11 @@ def main():
                       % (label, " ".join(missing)))
             else:
                 print("BUILT %s --target=%s" % (label, args.target))
+                if args.target != "cpu" and ranks == 1:
+                    problem = record_cpu_tokens(compile_cmd, bundle, in_names, inputs, args.bin)
+                    if problem:
+                        failures.append(label)
+                        print("FAIL %s: the CPU build for the token check: %s" % (label, problem))
             continue
         run_cmd = [os.path.join(args.bin, "moe-run"), bundle, "--output-dir", out_dir, "--stats"]
         for name, path in zip(in_names, inputs):
@@ -249,10 +299,19 @@ def main():
         notes.append("dropped %d (reference %d)" % (dropped, expected_dropped))
         if dropped != expected_dropped:
             problems.append("dropped %d tokens, the reference drops %d" % (dropped, expected_dropped))
-        if not re.search(r"^layer 0: tokens per expert", log, re.M):
+        tokens = layer_tokens(log)
+        if 0 not in tokens:
             problems.append("--stats printed no layer")
+        expected_file = os.path.join(bundle, EXPECTED_TOKENS)
+        if baseline_tokens is not None:
+            problems.append(tokens_problem(tokens, baseline_tokens, "the one-rank run"))
+        elif os.path.exists(expected_file):
+            with open(expected_file) as f:
+                want = {int(k): v for k, v in json.load(f).items()}
+            problems.append(tokens_problem(tokens, want, "the CPU build"))
+        problems = [p for p in problems if p]
         if ranks == 1 and not options:
-            baseline = got
+            baseline, baseline_tokens = got, tokens
         if problems:
             failures.append(label)
             print("FAIL %s: %s" % (label, "; ".join(problems)))

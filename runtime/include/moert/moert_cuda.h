@@ -8,6 +8,13 @@
 |* is ordered on `stream` (null: the runtime's stream). A CUDA, cuBLAS or *|
 |* NCCL error ends every rank with the failing call named.                *|
 |*                                                                        *|
+|* Stream order: a call may be made with earlier work still running on    *|
+|* the stream, and returns with its own work possibly still running,      *|
+|* unless it says it waits; it waits itself before it reads device data   *|
+|* on the host. Host code that reads or writes what a call touches waits  *|
+|* for the stream first (mgpuStreamSynchronize(moert_cuda_stream())).     *|
+|* moe-gpu-stream-order relies on this for every moert_cuda_* function.   *|
+|*                                                                        *|
 \*===----------------------------------------------------------------------===*/
 
 #ifndef MOERT_MOERT_CUDA_H
@@ -57,8 +64,7 @@ void moert_cuda_topk_gating(const void *logits, int32_t dtype, int64_t tokens,
  * dtype, are the unbiased scores of the picks, normalized as moe.router's
  * `normalize` (sum plus 1e-20), then times `scale` (its scaling_factor).
  * A token whose scores are all NaN gets ids -1 and weights 0. At most 32
- * picks, 32 groups (two experts each for top-2 sums) and 4096 experts.
- * Waits for the runtime's stream. */
+ * picks, 32 groups (two experts each for top-2 sums) and 4096 experts. */
 void moert_cuda_router(int32_t dtype, const void *logits, int64_t tokens,
                        int64_t experts, int64_t k, int32_t scoring,
                        int32_t normalize, double scale, const void *bias,
@@ -81,8 +87,9 @@ void moert_cuda_permute(const void *x, int32_t dtype, int64_t tokens,
                         int64_t *hostOffsets, int64_t *dropped, void *stream);
 
 /* moert_dispatch of moert.h (moe.dispatch without capacity: ids outside
- * [0, experts) go nowhere) on device buffers in f32, f16 or bf16, through
- * the permutation above. Waits for the runtime's stream. */
+ * [0, experts) go nowhere, their rows past the kept ones zero) on device
+ * buffers in f32, f16 or bf16, through the permutation above, all on the
+ * device. */
 void moert_cuda_dispatch(int32_t dtype, const void *x, int64_t tokens,
                          int64_t hidden, const int32_t *ids, int64_t k,
                          int64_t experts, void *rows, int32_t *slots,
@@ -96,7 +103,7 @@ void moert_cuda_dispatch(int32_t dtype, const void *x, int64_t tokens,
  * row e * stride, unused rows zero (stride at least min(capacity, T * k));
  * slots e * stride + p or -1; counts the kept rows per expert; *dropped
  * (one i64 the device can write) the pairs lost to capacity. Ids outside
- * [0, E) go nowhere. Waits for the runtime's stream. */
+ * [0, E) go nowhere. All on the device. */
 void moert_cuda_dispatch_capacity(int32_t dtype, const void *x,
                                   int64_t tokens, int64_t hidden,
                                   const int32_t *ids, int64_t k,
@@ -118,7 +125,8 @@ void moert_cuda_grouped_gemm(int32_t dtype, int64_t experts,
  * `counts`, W [experts, N, K] read transposed, plus bias [experts, N] when
  * not null, other rows of C zeroed) on the device in f32, f16 or bf16: one
  * cuBLAS grouped call, onto the rows' biases when there are. counts may be
- * device memory. Waits for the runtime's stream. */
+ * device memory: the call waits for the stream to read them (cuBLAS takes
+ * the group sizes on the host), then enqueues the GEMMs. */
 void moert_cuda_grouped_matmul(int32_t dtype, int64_t groups, int64_t experts,
                                const int32_t *counts, int64_t groupStride,
                                int64_t rows, int64_t K, int64_t N,
@@ -132,8 +140,7 @@ void moert_cuda_unpermute(const void *y, int32_t dtype, int64_t tokens,
                           const float *weights, void *out, void *stream);
 
 /* moe.combine: the un-permute above with rows [R, width] in f32, f16 or
- * bf16 and the weights [T, k] in the same type (sums in f32). Waits for the
- * runtime's stream. */
+ * bf16 and the weights [T, k] in the same type (sums in f32). */
 void moert_cuda_combine(int32_t dtype, const void *rows, int64_t tokens,
                         int64_t width, int64_t k, const int32_t *slots,
                         const void *weights, void *out);
@@ -141,8 +148,8 @@ void moert_cuda_combine(int32_t dtype, const void *rows, int64_t tokens,
 /* C[m*sCm + n*sCn] (+)= sum_k A[m*sAm + k*sAk] * B[k*sBk + n*sBn], as
  * moert_matmul_f32 (accumulate, site) for f32, f16 and bf16 (A, B and C of
  * one type, f32 accumulation). Views with a unit stride go to cuBLAS,
- * others to a plain kernel. Waits for the runtime's stream before it
- * returns. */
+ * others to a plain kernel. An expert GEMM (site 1) waits for the stream
+ * before and after, to time it alone. */
 void moert_cuda_matmul(int32_t dtype, int64_t M, int64_t N, int64_t K,
                        const void *A, int64_t sAm, int64_t sAk, const void *B,
                        int64_t sBk, int64_t sBn, void *C, int64_t sCm,
@@ -153,8 +160,8 @@ void moert_cuda_matmul(int32_t dtype, int64_t M, int64_t N, int64_t K,
  * buffers, over NCCL. Each group's communicator is made on first use from
  * an id that its first rank broadcasts over MPI; like the CPU calls, each
  * first checks over MPI that the whole group makes the same call with the
- * same sizes. The calls run on the runtime's stream and wait for it, since
- * host code may read what they write. Sums take every moert_dtype, the
+ * same sizes. The calls run on the runtime's stream and wait for it before
+ * they return. Sums take every moert_dtype, the
  * scan all but f16 and bf16. moert_cuda_send returns once the receiver has
  * posted its moert_cuda_recv (no eager sends, unlike small MPI messages):
  * two ranks that both send before they receive wait for each other. */
@@ -180,6 +187,18 @@ void moert_cuda_send(const void *in, int64_t bytes, int64_t axes,
 void moert_cuda_recv(void *out, int64_t bytes, int64_t axes, int64_t source);
 void moert_cuda_broadcast(const void *in, void *out, int64_t bytes,
                           int64_t axes, int64_t root);
+
+/* Per-layer statistics (moe-instrument-layers with target=cuda): the
+ * moert_layer_* hooks of moert.h on device buffers, kept on the device.
+ * They count the routed ids and add the dropped count (one device i64)
+ * with kernels on the runtime's stream and time each layer between two
+ * events; moert::printStats gathers the counts and times. */
+void moert_cuda_layer_begin(int64_t id);
+void moert_cuda_layer_end(int64_t id);
+void moert_cuda_layer_tokens(int64_t id, const int32_t *ids, int64_t numIds,
+                             int64_t numExperts, int64_t replicaAxes);
+void moert_cuda_layer_dropped(int64_t id, const int64_t *dropped,
+                              int64_t replicaAxes);
 
 /* A managed (host- and device-reachable) copy of the `bytes` at `host`,
  * made on the first call for that address and prefetched to the device;

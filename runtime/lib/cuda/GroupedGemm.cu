@@ -153,7 +153,7 @@ void moert_cuda_grouped_matmul(int32_t dtype, int64_t groups, int64_t experts,
   check(cudaStreamSynchronize(dev.stream), "cudaStreamSynchronize");
   std::vector<int64_t> begins = detail::groupBegins(
       hostCounts.data(), groups, groupStride, rows, op);
-  // Read by an asynchronous copy: it lives until the final wait.
+  // Pageable: the copy below reads it before it returns.
   std::vector<int32_t> rowExpert;
   if (bias && rows > 0 && N > 0) {
     if (rows > INT_MAX)
@@ -189,5 +189,4 @@ void moert_cuda_grouped_matmul(int32_t dtype, int64_t groups, int64_t experts,
                     static_cast<char *>(C) + begins[g] * N * bytes});
   groupedGemm(dtype, list, K, N, /*transposed=*/true,
               /*beta=*/bias ? 1.0f : 0.0f, dev.stream, op);
-  check(cudaStreamSynchronize(dev.stream), "cudaStreamSynchronize");
 }

@@ -228,11 +228,13 @@ __device__ inline int64_t expertLimit(int64_t capacity, const int32_t *after,
 
 /// One thread per expert turns block counts into each block's first rank
 /// within the expert; then offsets (kept rows per expert scanned, or e *
-/// stride for padded buffers), the kept counts and the dropped count.
+/// stride for padded buffers), the kept counts and the dropped count (in
+/// the report, and in `dropped` when not null).
 __global__ void scanBlocks(int32_t *blockCounts, int blocks, int experts,
                            int64_t capacity, const int32_t *after,
                            int64_t stride, int64_t *offsets,
-                           int32_t *keptCounts, PermuteReport *report) {
+                           int32_t *keptCounts, PermuteReport *report,
+                           int64_t *dropped) {
   extern __shared__ int64_t kept[];
   for (int e = threadIdx.x; e < experts; e += blockDim.x) {
     int32_t running = 0;
@@ -257,6 +259,8 @@ __global__ void scanBlocks(int32_t *blockCounts, int blocks, int experts,
       sum += kept[e];
     }
     offsets[experts] = stride > 0 ? experts * stride : sum;
+    if (dropped)
+      *dropped = static_cast<int64_t>(atomicAdd(&report->dropped, 0ull));
   }
 }
 
@@ -292,15 +296,18 @@ __global__ void placeRows(const int32_t *expertIds, int64_t n, int k,
   rowSource[row] = i / k;
 }
 
-/// One block per row of the permuted buffer; rows past the kept total idle,
-/// rows without a source (unused rows of padded buffers) are zeroed.
+/// One block per row of the permuted buffer; rows without a source (unused
+/// rows of padded buffers) are zeroed, and rows past the kept total too when
+/// `zeroTail` (else they are left alone).
 template <typename V>
 __global__ void copyRows(const V *x, int64_t width, const int64_t *rowSource,
-                         const int64_t *offsets, int experts, V *out) {
+                         const int64_t *offsets, int experts, bool zeroTail,
+                         V *out) {
   int64_t row = blockIdx.x;
-  if (row >= offsets[experts])
+  bool past = row >= offsets[experts];
+  if (past && !zeroTail)
     return;
-  int64_t source = rowSource[row];
+  int64_t source = past ? -1 : rowSource[row];
   V *dst = out + row * width;
   for (int64_t c = threadIdx.x; c < width; c += blockDim.x)
     dst[c] = source < 0 ? V{} : x[source * width + c];
@@ -417,28 +424,32 @@ void moert_cuda_router(int32_t dtype, const void *logits, int64_t tokens,
   gating<char>(logits, dtype, tokens, experts, k, scoring, normalize,
                static_cast<float>(scale), select, weights, ids, s,
                "moert_cuda_router");
-  check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
 }
 
 /// Where moert_cuda_permute puts the kept pairs: packed by expert (stride
 /// 0), or expert e's from row e * stride, unused rows zeroed (moe.dispatch's
 /// capacity buffers). `after` (E counts, may be null) lowers each expert's
-/// capacity by the pairs that earlier shards sent it; `counts` (may be
-/// null) receives the kept rows per expert.
+/// capacity by the pairs that earlier shards sent it; `counts` and
+/// `dropped` (device pointers, may be null) receive the kept rows per
+/// expert and the pairs lost to capacity; `zeroTail` zeroes the rows of a
+/// packed buffer past the kept ones.
 struct Placement {
   int64_t stride = 0;
   const int32_t *after = nullptr;
   int32_t *counts = nullptr;
+  int64_t *dropped = nullptr;
+  bool zeroTail = false;
 };
 
-/// moert_cuda_permute; ids outside [0, experts) are an error when
-/// `unroutedIsError`, else pairs that go nowhere (slot -1).
-static void permute(const void *x, int32_t dtype, int64_t tokens,
-                    int64_t hidden, const int32_t *expertIds, int64_t k,
-                    int64_t experts, int64_t capacity, void *xPermuted,
-                    int32_t *slotRow, int64_t *offsets, int64_t *hostOffsets,
-                    int64_t *dropped, cudaStream_t s, bool unroutedIsError,
-                    const char *op, Placement placement = {}) {
+/// Enqueues the permutation of moert_cuda_permute on `s` (pairs whose ids
+/// are outside [0, experts) go nowhere: slot -1) and returns its report, in
+/// device scratch that the next permutation reuses.
+static PermuteReport *permute(const void *x, int32_t dtype, int64_t tokens,
+                              int64_t hidden, const int32_t *expertIds,
+                              int64_t k, int64_t experts, int64_t capacity,
+                              void *xPermuted, int32_t *slotRow,
+                              int64_t *offsets, cudaStream_t s, const char *op,
+                              Placement placement = {}) {
   int64_t n = tokens * k;
   if (experts < 1 || experts > 16384 || n > INT32_MAX)
     detail::fail(op, ": ", experts, " experts and ", n,
@@ -468,7 +479,7 @@ static void permute(const void *x, int32_t dtype, int64_t tokens,
   checkLaunch("permute histogram kernel");
   scanBlocks<<<1, std::min(e, 1024), sizeof(int64_t) * e, s>>>(
       blockCounts, blocks, e, capacity, placement.after, placement.stride,
-      offsets, placement.counts, report);
+      offsets, placement.counts, report, placement.dropped);
   checkLaunch("permute scan kernel");
   placeRows<<<blocks, kBlock, 0, s>>>(expertIds, n, static_cast<int>(k), e,
                                       capacity, placement.after,
@@ -480,16 +491,28 @@ static void permute(const void *x, int32_t dtype, int64_t tokens,
     // 16-byte moves where the rows allow, else the element size.
     if (rowBytes % 16 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
         reinterpret_cast<uintptr_t>(xPermuted) % 16 == 0)
-      copyRows<<<outRows, 128, 0, s>>>(static_cast<const int4 *>(x), rowBytes / 16,
-                                 rowSource, offsets, e,
-                                 static_cast<int4 *>(xPermuted));
+      copyRows<<<outRows, 128, 0, s>>>(
+          static_cast<const int4 *>(x), rowBytes / 16, rowSource, offsets, e,
+          placement.zeroTail, static_cast<int4 *>(xPermuted));
     else
-      copyRows<<<outRows, 128, 0, s>>>(static_cast<const char *>(x), rowBytes,
-                                 rowSource, offsets, e,
-                                 static_cast<char *>(xPermuted));
+      copyRows<<<outRows, 128, 0, s>>>(
+          static_cast<const char *>(x), rowBytes, rowSource, offsets, e,
+          placement.zeroTail, static_cast<char *>(xPermuted));
     checkLaunch("permute copy kernel");
   }
+  return report;
+}
 
+void moert_cuda_permute(const void *x, int32_t dtype, int64_t tokens,
+                        int64_t hidden, const int32_t *expertIds, int64_t k,
+                        int64_t experts, int64_t capacity, void *xPermuted,
+                        int32_t *slotRow, int64_t *offsets,
+                        int64_t *hostOffsets, int64_t *dropped, void *stream) {
+  const char *op = "moert_cuda_permute";
+  cudaStream_t s = streamOr(stream);
+  PermuteReport *report =
+      permute(x, dtype, tokens, hidden, expertIds, k, experts, capacity,
+              xPermuted, slotRow, offsets, s, op);
   // The grouped GEMM needs the offsets on the host, and bad expert ids must
   // fail here rather than corrupt memory later.
   PermuteReport counters;
@@ -502,21 +525,11 @@ static void permute(const void *x, int32_t dtype, int64_t tokens,
                         cudaMemcpyDeviceToHost, s),
         "cudaMemcpyAsync");
   check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
-  if (counters.invalid && unroutedIsError)
+  if (counters.invalid)
     detail::fail(op, ": ", counters.invalid, " expert ids outside [0, ",
                  experts, ")");
   if (dropped)
     *dropped = static_cast<int64_t>(counters.dropped);
-}
-
-void moert_cuda_permute(const void *x, int32_t dtype, int64_t tokens,
-                        int64_t hidden, const int32_t *expertIds, int64_t k,
-                        int64_t experts, int64_t capacity, void *xPermuted,
-                        int32_t *slotRow, int64_t *offsets,
-                        int64_t *hostOffsets, int64_t *dropped, void *stream) {
-  permute(x, dtype, tokens, hidden, expertIds, k, experts, capacity, xPermuted,
-          slotRow, offsets, hostOffsets, dropped, streamOr(stream),
-          /*unroutedIsError=*/true, "moert_cuda_permute");
 }
 
 void moert_cuda_dispatch(int32_t dtype, const void *x, int64_t tokens,
@@ -528,28 +541,15 @@ void moert_cuda_dispatch(int32_t dtype, const void *x, int64_t tokens,
     detail::fail(op, ": bad sizes: ", tokens, " tokens of ", hidden, ", top-",
                  k, " of ", experts, " experts");
   cudaStream_t s = device().stream;
-  int64_t *offsets = nullptr;
-  offsets = static_cast<int64_t *>(
+  auto *offsets = static_cast<int64_t *>(
       deviceAlloc(sizeof(int64_t) * (experts + 1), s));
-  std::vector<int64_t> hostOffsets(experts + 1);
-  permute(x, dtype, tokens, hidden, ids, k, experts, /*capacity=*/0, rows,
-          slots, offsets, hostOffsets.data(), nullptr, s,
-          /*unroutedIsError=*/false, op);
-  check(cudaFreeAsync(offsets, s), "cudaFreeAsync");
-  std::vector<int32_t> hostCounts(experts);
-  for (int64_t e = 0; e < experts; ++e)
-    hostCounts[e] = static_cast<int32_t>(hostOffsets[e + 1] - hostOffsets[e]);
-  check(cudaMemcpyAsync(counts, hostCounts.data(), sizeof(int32_t) * experts,
-                        cudaMemcpyDefault, s),
-        "cudaMemcpyAsync");
   // Rows past the last group (pairs that went nowhere) are zero.
-  size_t rowBytes = hidden * elementBytes(dtype, op);
-  int64_t kept = hostOffsets[experts], pairs = tokens * k;
-  if (pairs > kept)
-    check(cudaMemsetAsync(static_cast<char *>(rows) + kept * rowBytes, 0,
-                          (pairs - kept) * rowBytes, s),
-          "cudaMemsetAsync");
-  check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+  Placement packed;
+  packed.counts = counts;
+  packed.zeroTail = true;
+  permute(x, dtype, tokens, hidden, ids, k, experts, /*capacity=*/0, rows,
+          slots, offsets, s, op, packed);
+  check(cudaFreeAsync(offsets, s), "cudaFreeAsync");
 }
 
 void moert_cuda_dispatch_capacity(int32_t dtype, const void *x,
@@ -567,17 +567,11 @@ void moert_cuda_dispatch_capacity(int32_t dtype, const void *x,
                  k, " of ", experts, " experts, capacity ", capacity,
                  " in rows of ", stride, " per expert");
   cudaStream_t s = device().stream;
-  int64_t *offsets = nullptr;
-  offsets = static_cast<int64_t *>(
+  auto *offsets = static_cast<int64_t *>(
       deviceAlloc(sizeof(int64_t) * (experts + 1), s));
-  int64_t lost = 0;
   permute(x, dtype, tokens, hidden, ids, k, experts, capacity, rows, slots,
-          offsets, nullptr, &lost, s, /*unroutedIsError=*/false, op,
-          Placement{stride, after, counts});
+          offsets, s, op, Placement{stride, after, counts, dropped});
   check(cudaFreeAsync(offsets, s), "cudaFreeAsync");
-  check(cudaMemcpyAsync(dropped, &lost, sizeof lost, cudaMemcpyDefault, s),
-        "cudaMemcpyAsync");
-  check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
 }
 
 /// Launches the un-permute kernel with weights of type W (void: f32).
@@ -614,7 +608,6 @@ void moert_cuda_combine(int32_t dtype, const void *rows, int64_t tokens,
   cudaStream_t s = device().stream;
   unpermute<char>(rows, dtype, tokens, width, k, slots, weights, out, s,
                   "moert_cuda_combine");
-  check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
 }
 
 void mgpuMemset32(void *dst, uint32_t value, size_t count, void *stream) {

@@ -9,17 +9,38 @@
 // matmul goes to cuBLAS with the type's code (5 and 4).
 // RUN: sed 's/f32/bf16/g' %s | moe-opt --moe-lower-to-gpu | FileCheck %s --check-prefix=BF16
 // RUN: sed 's/f32/f16/g' %s | moe-opt --moe-lower-to-gpu | FileCheck %s --check-prefix=F16
+// Without stream order, each launch waits for the device (at translation)
+// and so does each free.
+// RUN: moe-opt %s --moe-lower-to-gpu=stream-order=0 | FileCheck %s --check-prefix=SYNC
 
 // CHECK: llvm.func @main_graph(
 // CHECK-DAG: %[[THREADS:.*]] = llvm.mlir.constant(256 : index) : i64
 // CHECK-DAG: %[[BLOCKS:.*]] = llvm.mlir.constant(8 : index) : i64
 // CHECK: llvm.call @mgpuMemAlloc
-// CHECK: gpu.launch_func {{ *}}@main_graph_kernel::@main_graph_kernel blocks in (%[[BLOCKS]], %[[ONE:.*]], %[[ONE]]) threads in (%[[THREADS]], %[[ONE]], %[[ONE]])
+// Kernels, the cuBLAS call and the frees run in order on the runtime's
+// stream; the host waits for it once, before it returns.
+// CHECK: %[[STREAM:.*]] = llvm.call @mgpuStreamCreate()
+// CHECK: gpu.launch_func <%[[STREAM]] : !llvm.ptr> @main_graph_kernel::@main_graph_kernel blocks in (%[[BLOCKS]], %[[ONE:.*]], %[[ONE]]) threads in (%[[THREADS]], %[[ONE]], %[[ONE]])
+// CHECK-NOT: mgpuStreamSynchronize
 // CHECK: llvm.call @moert_cuda_matmul(
+// CHECK-NOT: mgpuStreamSynchronize
+// CHECK: gpu.launch_func <%[[STREAM]] : !llvm.ptr>
+// CHECK-NOT: mgpuStreamSynchronize
+// CHECK: llvm.call @mgpuMemFree({{.*}}, %[[STREAM]])
+// CHECK: llvm.call @mgpuStreamSynchronize(%[[STREAM]])
+// CHECK-NEXT: llvm.call @mgpuStreamDestroy(%[[STREAM]])
+// CHECK-NEXT: llvm.return
 // CHECK: gpu.binary @main_graph_kernel
 // CHECK-SAME: #nvvm.target<chip = "sm_80", features = "+ptx80">
 // CHECK-SAME: #nvvm.target<chip = "sm_90", features = "+ptx80">
 // CHECK: llvm.func @moe_entry(
+
+// SYNC: llvm.func @main_graph(
+// SYNC: gpu.launch_func {{ *}}@main_graph_kernel::@main_graph_kernel
+// SYNC: llvm.call @moert_cuda_matmul(
+// SYNC: gpu.launch_func {{ *}}@main_graph_kernel_0::@main_graph_kernel
+// SYNC-COUNT-2: llvm.call @mgpuStreamSynchronize(
+// SYNC: llvm.return
 
 // BF16: llvm.func @main_graph(
 // BF16: %[[CODE:.*]] = llvm.mlir.constant(5 : i32) : i32

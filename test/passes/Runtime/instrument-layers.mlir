@@ -1,4 +1,14 @@
 // RUN: moe-opt %s --moe-instrument-layers --split-input-file --verify-diagnostics | FileCheck %s
+// RUN: moe-opt %s --moe-instrument-layers=target=cuda --split-input-file --verify-diagnostics | FileCheck %s --check-prefix=CUDA
+// RUN: not moe-opt %s --moe-instrument-layers=target=tpu --split-input-file 2>&1 | FileCheck %s --check-prefix=BAD
+
+// With target=cuda the CUDA runtime's hooks record on the device.
+// CUDA-LABEL: func.func @layer
+// CUDA: call @moert_cuda_layer_begin(
+// CUDA: call @moert_cuda_layer_tokens(
+// CUDA: call @moert_cuda_layer_dropped(
+// CUDA: call @moert_cuda_layer_end(
+// BAD: moe-instrument-layers: unknown target 'tpu' (cpu or cuda)
 
 // Layer 0: begin before the router, its ids (8 of them, 4 experts, copies
 // over tp: axis 4 -> 5), the dispatch's dropped count, end after combine.

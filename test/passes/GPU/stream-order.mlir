@@ -1,0 +1,115 @@
+// RUN: moe-opt %s --split-input-file --pass-pipeline='builtin.module(func.func(moe-gpu-stream-order))' | FileCheck %s
+
+// Launches chain on one stream; a stream-ordered runtime call, an
+// allocation and index arithmetic leave the chain pending; a free joins it
+// (its own stream and wait go); the host load waits for everything, once;
+// the return has nothing left to wait for.
+// CHECK-LABEL: func.func @chain
+// CHECK: %[[S:.*]] = gpu.wait async
+// CHECK-NEXT: %[[T1:.*]] = gpu.launch_func async [%[[S]]] @kernels::@fill
+// CHECK-NEXT: %[[T2:.*]] = gpu.launch_func async [%[[T1]]] @kernels::@fill
+// CHECK-NEXT: call @moert_cuda_combine
+// CHECK-NEXT: %[[B:.*]] = gpu.alloc host_shared
+// CHECK-NEXT: arith.addi
+// CHECK-NEXT: %[[F:.*]] = gpu.dealloc async [%[[T2]]] %[[B]]
+// CHECK-NEXT: gpu.wait [%[[F]]]
+// CHECK-NEXT: memref.load
+// CHECK-NEXT: return
+module attributes {gpu.container_module} {
+  gpu.module @kernels {
+    gpu.func @fill(%m: memref<16xf32>) kernel { gpu.return }
+  }
+  func.func private @moert_cuda_combine(memref<16xf32>)
+  func.func @chain(%m: memref<16xf32>, %n: index) -> f32 {
+    %c1 = arith.constant 1 : index
+    gpu.launch_func @kernels::@fill blocks in (%c1, %c1, %c1) threads in (%c1, %c1, %c1) args(%m : memref<16xf32>)
+    gpu.launch_func @kernels::@fill blocks in (%c1, %c1, %c1) threads in (%c1, %c1, %c1) args(%m : memref<16xf32>)
+    call @moert_cuda_combine(%m) : (memref<16xf32>) -> ()
+    %b = gpu.alloc host_shared () : memref<16xf32>
+    %i = arith.addi %n, %c1 : index
+    %s = gpu.wait async
+    %f = gpu.dealloc async [%s] %b : memref<16xf32>
+    gpu.wait [%f]
+    %v = memref.load %m[%i] : memref<16xf32>
+    return %v : f32
+  }
+}
+
+// -----
+
+// Other calls wait first; a free with nothing pending keeps its stream.
+// The function ends with its work done.
+// CHECK-LABEL: func.func @host_calls
+// CHECK: %[[T:.*]] = gpu.launch_func async
+// CHECK-NEXT: gpu.wait [%[[T]]]
+// CHECK-NEXT: call @host_work
+// CHECK-NEXT: %[[S:.*]] = gpu.wait async
+// CHECK-NEXT: %[[F:.*]] = gpu.dealloc async [%[[S]]]
+// CHECK-NEXT: gpu.wait [%[[F]]]
+// CHECK-NEXT: return
+module attributes {gpu.container_module} {
+  gpu.module @kernels {
+    gpu.func @fill(%m: memref<16xf32>) kernel { gpu.return }
+  }
+  func.func private @host_work(memref<16xf32>)
+  func.func @host_calls(%m: memref<16xf32>) {
+    %c1 = arith.constant 1 : index
+    gpu.launch_func @kernels::@fill blocks in (%c1, %c1, %c1) threads in (%c1, %c1, %c1) args(%m : memref<16xf32>)
+    call @host_work(%m) : (memref<16xf32>) -> ()
+    %s = gpu.wait async
+    %f = gpu.dealloc async [%s] %m : memref<16xf32>
+    gpu.wait [%f]
+    return
+  }
+}
+
+// -----
+
+// A loop waits for what came before it; its body chains on its own and
+// waits before it yields.
+// CHECK-LABEL: func.func @loop
+// CHECK: %[[T:.*]] = gpu.launch_func async
+// CHECK-NEXT: gpu.wait [%[[T]]]
+// CHECK-NEXT: scf.for
+// CHECK-NEXT: %[[S:.*]] = gpu.wait async
+// CHECK-NEXT: %[[A:.*]] = gpu.launch_func async [%[[S]]]
+// CHECK-NEXT: %[[B:.*]] = gpu.launch_func async [%[[A]]]
+// CHECK-NEXT: gpu.wait [%[[B]]]
+// CHECK-NEXT: }
+// CHECK-NEXT: return
+module attributes {gpu.container_module} {
+  gpu.module @kernels {
+    gpu.func @fill(%m: memref<16xf32>) kernel { gpu.return }
+  }
+  func.func @loop(%m: memref<16xf32>, %n: index) {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    gpu.launch_func @kernels::@fill blocks in (%c1, %c1, %c1) threads in (%c1, %c1, %c1) args(%m : memref<16xf32>)
+    scf.for %i = %c0 to %n step %c1 {
+      gpu.launch_func @kernels::@fill blocks in (%c1, %c1, %c1) threads in (%c1, %c1, %c1) args(%m : memref<16xf32>)
+      gpu.launch_func @kernels::@fill blocks in (%c1, %c1, %c1) threads in (%c1, %c1, %c1) args(%m : memref<16xf32>)
+    }
+    return
+  }
+}
+
+// -----
+
+// Async work from elsewhere (a block argument's token) is not the chain's:
+// the host waits for the chain before it, and the op is left as it is.
+// CHECK-LABEL: func.func @foreign
+// CHECK: %[[T:.*]] = gpu.launch_func async
+// CHECK-NEXT: gpu.wait [%[[T]]]
+// CHECK-NEXT: gpu.wait [%arg1]
+// CHECK-NEXT: return
+module attributes {gpu.container_module} {
+  gpu.module @kernels {
+    gpu.func @fill(%m: memref<16xf32>) kernel { gpu.return }
+  }
+  func.func @foreign(%m: memref<16xf32>, %t: !gpu.async.token) {
+    %c1 = arith.constant 1 : index
+    gpu.launch_func @kernels::@fill blocks in (%c1, %c1, %c1) threads in (%c1, %c1, %c1) args(%m : memref<16xf32>)
+    gpu.wait [%t]
+    return
+  }
+}
