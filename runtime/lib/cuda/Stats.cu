@@ -71,7 +71,8 @@ std::map<int64_t, Layer> layers;
 
 /// Sums and times into the CPU runtime's tables, once the device is done.
 void collect() {
-  check(cudaStreamSynchronize(device().stream), "cudaStreamSynchronize");
+  cudaStream_t s = device().stream;
+  check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
   for (auto &[id, l] : layers) {
     if (l.experts > 0) {
       std::vector<int64_t> tokens(l.experts);
@@ -79,8 +80,9 @@ void collect() {
                        cudaMemcpyDeviceToHost),
             "cudaMemcpy");
       detail::addLayerTokens(id, tokens);
-      check(cudaMemset(l.tokens, 0, sizeof(int64_t) * l.experts),
-            "cudaMemset");
+      // On the stream: the legacy stream's would not order later kernels.
+      check(cudaMemsetAsync(l.tokens, 0, sizeof(int64_t) * l.experts, s),
+            "cudaMemsetAsync");
     }
     if (l.dropped) {
       long long dropped = 0;
@@ -88,7 +90,8 @@ void collect() {
                        cudaMemcpyDeviceToHost),
             "cudaMemcpy");
       detail::addLayerDropped(id, dropped);
-      check(cudaMemset(l.dropped, 0, sizeof dropped), "cudaMemset");
+      check(cudaMemsetAsync(l.dropped, 0, sizeof dropped, s),
+            "cudaMemsetAsync");
     }
     for (const Span &span : l.spans) {
       float ms = 0;
