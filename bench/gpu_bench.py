@@ -11,7 +11,9 @@ module parameter each of the bundle's weights holds (stacked over experts,
 transposed) instead of the 352 MB of weights, which the GPU machine rebuilds
 from its own seeded module. `run` writes those weights, runs the bundle with
 moe-run --stats, the module in PyTorch eager on the GPU and, where
-onnxruntime has the CUDA execution provider, one com.microsoft.MoE node;
+onnxruntime has the CUDA execution provider, one com.microsoft.MoE node in
+the same dtype (scripts/gpu-run.sh puts the onnxruntime-gpu that
+scripts/gpu-ort-pack.sh carries first on the path);
 checks that the outputs agree and prints the medians. See bench/README.md.
 """
 
@@ -157,18 +159,30 @@ def run_torch(module, x, repeat, warmup):
 
 def ort_block(module, config):
     """The block as one com.microsoft.MoE node (new [E, out, in] layout, silu
-    with fc3, top-k renormalized), after the router's MatMul."""
+    with fc3, top-k renormalized) after the router's MatMul, in the block's
+    dtype: an f32 input and output, cast at the graph's edges."""
     from onnx import TensorProto, helper, numpy_helper
+    elem = {"f32": TensorProto.FLOAT, "f16": TensorProto.FLOAT16, "bf16": TensorProto.BFLOAT16}[config["dtype"]]
+    torch_type = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[config["dtype"]]
+
+    def initializer(name, array):
+        if config["dtype"] == "f32":
+            return numpy_helper.from_array(np.ascontiguousarray(array, dtype=np.float32), name)
+        # numpy has no bf16: raw bits through torch.
+        raw = torch.from_numpy(np.ascontiguousarray(array, dtype=np.float32)).to(torch_type)
+        return helper.make_tensor(name, elem, list(array.shape), raw.view(torch.int16).numpy().tobytes(), raw=True)
+
     params = parameters(module)
     experts = range(config["experts"])
     stack = lambda w: np.stack([params["experts.%d.%s.weight" % (e, w)] for e in experts])  # noqa: E731
-    inits = [numpy_helper.from_array(np.ascontiguousarray(params["gate.weight"].T), "router_t"),
-             numpy_helper.from_array(stack("w1"), "fc1"), numpy_helper.from_array(stack("w2"), "fc2"),
-             numpy_helper.from_array(stack("w3"), "fc3")]
-    nodes = [helper.make_node("MatMul", ["input", "router_t"], ["logits"]),
-             helper.make_node("MoE", ["input", "logits", "fc1", "", "fc2", "", "fc3", ""], ["output"],
+    inits = [initializer("router_t", params["gate.weight"].T), initializer("fc1", stack("w1")),
+             initializer("fc2", stack("w2")), initializer("fc3", stack("w3"))]
+    nodes = [helper.make_node("Cast", ["input"], ["x"], to=elem),
+             helper.make_node("MatMul", ["x", "router_t"], ["logits"]),
+             helper.make_node("MoE", ["x", "logits", "fc1", "", "fc2", "", "fc3", ""], ["y"],
                               domain="com.microsoft", k=config["top_k"], activation_type="silu",
-                              normalize_routing_weights=1)]
+                              normalize_routing_weights=1),
+             helper.make_node("Cast", ["y"], ["output"], to=TensorProto.FLOAT)]
     t, h = config["tokens"], config["hidden"]
     graph = helper.make_graph(nodes, "mixtral_block", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [t, h])],
                               [helper.make_tensor_value_info("output", TensorProto.FLOAT, [t, h])], initializer=inits)
@@ -177,20 +191,37 @@ def ort_block(module, config):
 
 
 def run_ort(module, config, x, repeat, warmup):
-    """None, with the reason, where onnxruntime has no CUDA provider."""
-    if config["dtype"] != "f32":
-        return None, "the com.microsoft.MoE graph here is f32"
+    """ONNX Runtime's CUDA MoE on device-resident input and output (I/O
+    binding: no host copies in the timed runs); None with the reason where
+    it cannot run. scripts/gpu-ort-pack.sh carries an onnxruntime-gpu to a
+    machine that has none."""
     try:
         import onnxruntime as ort
     except ImportError:
         return None, "onnxruntime is not installed"
+    if hasattr(ort, "preload_dlls"):
+        try:
+            ort.preload_dlls()  # cuDNN and the CUDA libraries of PyTorch's wheels
+        except Exception as e:  # noqa: BLE001 (any failure is only a reason)
+            print("onnxruntime.preload_dlls: %s" % e)
     if "CUDAExecutionProvider" not in ort.get_available_providers():
         return None, "onnxruntime %s has no CUDA execution provider (%s)" % (
             ort.__version__, ", ".join(ort.get_available_providers()))
-    session = ort.InferenceSession(ort_block(module, config).SerializeToString(), providers=["CUDAExecutionProvider"])
-    feed = {"input": x.reshape(config["tokens"], config["hidden"])}
-    out = session.run(None, feed)[0]
-    return (moe_bench.median_ms(lambda: session.run(None, feed), repeat, warmup), out, {}), None
+    try:
+        session = ort.InferenceSession(ort_block(module, config).SerializeToString(),
+                                       providers=["CUDAExecutionProvider"])
+        if session.get_providers()[0] != "CUDAExecutionProvider":
+            return None, "onnxruntime %s fell back to %s" % (ort.__version__, session.get_providers())
+        binding = session.io_binding()
+        x_gpu = ort.OrtValue.ortvalue_from_numpy(x.reshape(config["tokens"], config["hidden"]), "cuda", 0)
+        binding.bind_ortvalue_input("input", x_gpu)
+        binding.bind_output("output", "cuda", 0)
+        session.run_with_iobinding(binding)
+        out = binding.copy_outputs_to_cpu()[0]
+        ms = moe_bench.median_ms(lambda: session.run_with_iobinding(binding), repeat, warmup)
+    except Exception as e:  # noqa: BLE001 (the op may lack this dtype)
+        return None, "onnxruntime %s: %s" % (ort.__version__, str(e).splitlines()[0])
+    return (ms, out, {}), None
 
 
 def run(args):
@@ -216,7 +247,7 @@ def run(args):
     results["PyTorch eager"] = run_torch(gpu_module, gpu_x, args.repeat, args.warmup)
     ort_result, why = run_ort(module, config, x_np, args.repeat, args.warmup)
     if ort_result:
-        results["ONNX Runtime CUDA com.microsoft.MoE"] = ort_result
+        results["ONNX Runtime CUDA com.microsoft.MoE (%s)" % config["dtype"]] = ort_result
     tolerance = TOLERANCES[config["dtype"]]
     moe_bench.print_table(results, results["PyTorch eager"][1], ours[0], tolerance)
     if why:

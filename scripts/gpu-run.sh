@@ -5,6 +5,9 @@
 # Mixtral block against PyTorch eager (bench/gpu_bench.py). Needs python3
 # with numpy and PyTorch for CUDA, and the CUDA libraries cuBLAS and NCCL
 # (found where the CUDA toolkit or PyTorch's wheels put them). Logs go to $OUT when it is set; PYTHON names the python.
+# ONNX Runtime's CUDA MoE is timed where onnxruntime has the CUDA provider:
+# the one scripts/gpu-ort-unpack.sh unpacked (MOE_ORT_SITE, default
+# /tmp/moe-ort/site) comes first.
 #
 #   ./scripts/gpu-run.sh [DIR]       (default: .gpu)
 set -uo pipefail
@@ -20,6 +23,9 @@ for name in libcublas.so.13 libcublasLt.so.13 libnccl.so.2; do
   cuda_dirs="$cuda_dirs:$(dirname "$found")"
 done
 export LD_LIBRARY_PATH="$PACK/lib$cuda_dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# onnxruntime-gpu as scripts/gpu-ort-unpack.sh left it, ahead of any other.
+ORT_SITE=${MOE_ORT_SITE:-/tmp/moe-ort/site}
+[ -d "$ORT_SITE/onnxruntime" ] && export PYTHONPATH="$ORT_SITE${PYTHONPATH:+:$PYTHONPATH}"
 
 status=0
 nvidia-smi -L | tee "$LOGS/device.txt"
