@@ -138,9 +138,11 @@ LogicalResult mlir::moe::compileModel(MLIRContext &context,
   if (failed(runPipeline(module, "moe-externalize-weights")) ||
       failed(packWeights(module, *bundle)) ||
       failed(runPipeline(module,
-                         (options.cuda ? "moe-lower-to-gpu{instrument=1 entry="
-                                       : "moe-lower-to-llvm{runtime=1 "
-                                         "instrument=1 entry=") +
+                         (options.cuda
+                              ? std::string("moe-lower-to-gpu{instrument=1 ") +
+                                    (options.streamOrder ? "" : "stream-order=0 ") +
+                                    "entry="
+                              : "moe-lower-to-llvm{runtime=1 instrument=1 entry=") +
                              entry + "}")))
     return failure();
 

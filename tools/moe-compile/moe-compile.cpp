@@ -80,6 +80,13 @@ static cl::list<std::string> inputShapes(
     "input-shape",
     cl::desc("Static shape of a model input, NAME=D0xD1x... (repeatable)"),
     cl::value_desc("NAME=DIMS"), cl::cat(category));
+static cl::opt<bool> gpuStreamOrder(
+    "gpu-stream-order",
+    cl::desc("With --target=cuda, launch kernels and free buffers without "
+             "waiting for the GPU (default on; off: every launch waits, to "
+             "tell whether the order is at fault)"),
+    cl::init(true), cl::cat(category));
+
 static cl::opt<unsigned> optLevel("O", cl::desc("LLVM optimization level"),
                                   cl::init(3), cl::Prefix, cl::cat(category));
 
@@ -136,6 +143,7 @@ int main(int argc, char **argv) {
   options.planOptions = planOptions();
   options.optLevel = optLevel;
   options.cuda = target == Target::CUDA;
+  options.streamOrder = gpuStreamOrder;
   for (const std::string &spec : inputShapes) {
     std::string error;
     if (failed(moe::addInputShape(spec, options.import, error))) {

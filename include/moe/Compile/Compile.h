@@ -38,6 +38,9 @@ struct CompileOptions {
   unsigned optLevel = 3;
   /// NVIDIA GPUs (kernels through NVVM, the CUDA runtime) instead of the CPU.
   bool cuda = false;
+  /// With cuda: GPU work in stream order (moe-gpu-stream-order); off, every
+  /// kernel launch and free waits for the device.
+  bool streamOrder = true;
 };
 
 /// Registers the dialects and translations that compileModel uses.
