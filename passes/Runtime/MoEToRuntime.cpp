@@ -226,6 +226,33 @@ struct CombineToRuntime final : OpRewritePattern<CombineOp> {
   }
 };
 
+/// moert_cuda_grouped_matmul_pair: x W1^T (+ b1) and x W3^T (+ b3) of an
+/// experts op whose fc1 and fc3 weights have one type.
+std::pair<Value, Value> projectPair(PatternRewriter &rewriter, Location loc,
+                                    ExpertsOp op, Value x, Value counts,
+                                    int32_t code, int64_t groups,
+                                    int64_t groupStride, int64_t rows,
+                                    Value noBias) {
+  auto weightType = cast<RankedTensorType>(op.getFc1Weight().getType());
+  int64_t out = weightType.getDimSize(1), in = weightType.getDimSize(2);
+  auto resultType = RankedTensorType::get(
+      {rows, out}, cast<RankedTensorType>(x.getType()).getElementType());
+  Value c1 = newBuffer(rewriter, loc, resultType);
+  Value c3 = newBuffer(rewriter, loc, resultType);
+  auto bias = [&](Value b) { return b ? readPointer(rewriter, loc, b) : noBias; };
+  call(rewriter, loc, "moert_cuda_grouped_matmul_pair",
+       {i32Const(rewriter, loc, code), i64Const(rewriter, loc, groups),
+        i64Const(rewriter, loc, op.getNumExperts()), counts,
+        i64Const(rewriter, loc, groupStride), i64Const(rewriter, loc, rows),
+        i64Const(rewriter, loc, in), i64Const(rewriter, loc, out),
+        readPointer(rewriter, loc, x),
+        readPointer(rewriter, loc, op.getFc1Weight()), bias(op.getFc1Bias()),
+        dataPointer(rewriter, loc, c1),
+        readPointer(rewriter, loc, op.getFc3Weight()), bias(op.getFc3Bias()),
+        dataPointer(rewriter, loc, c3)});
+  return {asTensor(rewriter, loc, c1), asTensor(rewriter, loc, c3)};
+}
+
 struct ExpertsToRuntime final : OpRewritePattern<ExpertsOp> {
   ExpertsToRuntime(MLIRContext *context, StringRef target)
       : OpRewritePattern(context), target(target) {}
@@ -281,10 +308,18 @@ struct ExpertsToRuntime final : OpRewritePattern<ExpertsOp> {
             dataPointer(rewriter, loc, result)});
       return asTensor(rewriter, loc, result);
     };
-    Value h1 = project(x, op.getFc1Weight(), op.getFc1Bias());
-    Value h3 = op.getFc3Weight()
-                   ? project(x, op.getFc3Weight(), op.getFc3Bias())
-                   : Value();
+    Value h1, h3;
+    if (target == "cuda" && op.getFc3Weight() &&
+        op.getFc3Weight().getType() == op.getFc1Weight().getType()) {
+      // A gated FFN's gate and up projections read the same rows: one call,
+      // so the GPU is waited on for the counts once.
+      std::tie(h1, h3) = projectPair(rewriter, loc, op, x, counts, *code,
+                                     groups, groupStride, rows, noBias);
+    } else {
+      h1 = project(x, op.getFc1Weight(), op.getFc1Bias());
+      if (op.getFc3Weight())
+        h3 = project(x, op.getFc3Weight(), op.getFc3Bias());
+    }
     int64_t width = op.getFc2Weight().getType().getDimSize(2);
     Value activated = lowering::applyActivation(rewriter, loc, h1, h3,
                                                 op.getActivation(), width);

@@ -5,7 +5,7 @@
 // moe.combine's entry points, permutation (with and without capacity),
 // grouped GEMM and un-permute, moe.dispatch (dropless against the CPU
 // runtime's, capacity against its semantics), moe.experts' grouped
-// matmul, strided matmuls in every layout, in f32, f16 and bf16, the
+// matmul (alone and in pairs), strided matmuls in every layout, in f32, f16 and bf16, the
 // exchanges of a group of one (no axes) and the device-side layer
 // statistics (printed for the lit test to check). Exit
 // 0 when all agree. Without a GPU it ends with the runtime's error, which
@@ -571,6 +571,41 @@ void testGroupedMatmul(std::mt19937 &rng, const TypeCase &type,
              std::to_string(err) + ")");
 }
 
+/// moert_cuda_grouped_matmul_pair against two moert_cuda_grouped_matmul
+/// calls (checked above): fc1 without a bias, fc3 with one.
+void testGroupedMatmulPair(std::mt19937 &rng, const TypeCase &type,
+                           int64_t groupStride) {
+  const int64_t G = 6, E = 3, R = groupStride ? G * groupStride : 40, K = 24,
+                N = 20;
+  Buffer<int32_t> dCounts(std::vector<int32_t>{5, 0, 8, 3, 7, 6});
+  auto values = [&](size_t n, float scale) {
+    std::vector<float> v = randomValues(n, rng, scale);
+    return Buffer<char>(encode(type.code, v));
+  };
+  Buffer<char> dA = values(R * K, 1), dW1 = values(E * N * K, 0.2f),
+               dW3 = values(E * N * K, 0.2f), dB3 = values(E * N, 1);
+  auto fresh = [&] {
+    return Buffer<char>(encode(type.code, std::vector<float>(R * N, 1.0f)));
+  };
+  Buffer<char> c1 = fresh(), c3 = fresh(), want1 = fresh(), want3 = fresh();
+  moert_cuda_grouped_matmul(type.code, G, E, dCounts.ptr, groupStride, R, K, N,
+                            dA.ptr, dW1.ptr, nullptr, want1.ptr);
+  moert_cuda_grouped_matmul(type.code, G, E, dCounts.ptr, groupStride, R, K, N,
+                            dA.ptr, dW3.ptr, dB3.ptr, want3.ptr);
+  moert_cuda_grouped_matmul_pair(type.code, G, E, dCounts.ptr, groupStride, R,
+                                 K, N, dA.ptr, dW1.ptr, nullptr, c1.ptr,
+                                 dW3.ptr, dB3.ptr, c3.ptr);
+  float err = std::max(
+      maxRelError(decode(type.code, c1.download()),
+                  decode(type.code, want1.download())),
+      maxRelError(decode(type.code, c3.download()),
+                  decode(type.code, want3.download())));
+  expect(err < std::max(type.tolerance, 1e-4f),
+         std::string("grouped matmul pair ") + type.name +
+             (groupStride ? " capacity" : " dropless") + " (max rel error " +
+             std::to_string(err) + ")");
+}
+
 /// Every exchange within a group of one (no axes) hands its input back; a
 /// scan of one is zeros; a ragged exchange zeroes the rows it does not fill.
 void testExchangesOfOne(std::mt19937 &rng) {
@@ -661,6 +696,9 @@ int main(int argc, char **argv) {
     for (int64_t groupStride : {0, 8})
       for (bool withBias : {false, true})
         testGroupedMatmul(rng, type, groupStride, withBias);
+  for (const TypeCase &type : kTypes)
+    for (int64_t groupStride : {0, 8})
+      testGroupedMatmulPair(rng, type, groupStride);
   testExchangesOfOne(rng);
   testLayerStats();
   std::printf("moert-cuda-test: %d of %d checks passed\n", checks - failures,

@@ -133,6 +133,17 @@ void moert_cuda_grouped_matmul(int32_t dtype, int64_t groups, int64_t experts,
                                const void *A, const void *W, const void *bias,
                                void *C);
 
+/* Two projections of the same rows (a gated FFN's gate and up, W1 and W3
+ * [experts, N, K], biases optional): moert_cuda_grouped_matmul for each,
+ * with the counts read once and all groups of both in one cuBLAS call. */
+void moert_cuda_grouped_matmul_pair(int32_t dtype, int64_t groups,
+                                    int64_t experts, const int32_t *counts,
+                                    int64_t groupStride, int64_t rows,
+                                    int64_t K, int64_t N, const void *A,
+                                    const void *W1, const void *bias1,
+                                    void *C1, const void *W3,
+                                    const void *bias3, void *C3);
+
 /* Weighted un-permute: out[t] = sum_j weights[t, j] * y[slotRow[t * k + j]]
  * over the slots that were kept (y [R, H], out [T, H]). */
 void moert_cuda_unpermute(const void *y, int32_t dtype, int64_t tokens,

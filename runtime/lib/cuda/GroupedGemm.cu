@@ -2,8 +2,9 @@
 //
 // moert_cuda_grouped_gemm (weights [E, K, N], offsets on the host) and
 // moert_cuda_grouped_matmul (moe.experts' form: [E, N, K] weights read
-// transposed, groups of rows by device counts) are one
-// cublasGemmGroupedBatchedEx over the groups that have rows. The pointer
+// transposed, groups of rows by device counts; _pair: a gated FFN's two
+// projections of the same rows) are one cublasGemmGroupedBatchedEx over the
+// groups that have rows. The pointer
 // arrays live on the device (cuBLAS reads them there) and are staged
 // through pinned host memory kept between calls. Expert biases are written
 // into C first, row by row, and the GEMMs accumulate onto them.
@@ -58,10 +59,17 @@ __global__ void fillRowBias(T *c, int64_t n, const int32_t *rowExpert,
 }
 
 /// One group of a grouped GEMM: row-major C [rows, N] = A [rows, K] times
-/// the weight, which is [K, N] or, `transposed`, [N, K].
+/// the weight, which is [K, N] or, `transposed`, [N, K], plus beta * C.
 struct Group {
   int64_t rows;
   const void *a, *w;
+  void *c;
+  float beta = 0.0f;
+};
+
+/// One projection of moert_cuda_grouped_matmul: C = rows x W^T (+ bias).
+struct Projection {
+  const void *w, *bias;
   void *c;
 };
 } // namespace
@@ -70,7 +78,7 @@ struct Group {
 /// C = A W is column-major C^T = W^T A^T: cuBLAS's (m, n, k) = (N, rows, K)
 /// with the weight first, read transposed when it is stored [N, K].
 static void groupedGemm(int32_t dtype, const std::vector<Group> &all,
-                        int64_t K, int64_t N, bool transposed, float beta,
+                        int64_t K, int64_t N, bool transposed,
                         cudaStream_t stream, const char *op) {
   std::vector<Group> groups;
   for (const Group &g : all) {
@@ -91,12 +99,14 @@ static void groupedGemm(int32_t dtype, const std::vector<Group> &all,
   arrays.reserve(3 * static_cast<size_t>(count));
   std::vector<int> m(count, N), n(count), k(count, K), lda(count),
       ldb(count, K), ldc(count, N), groupSize(count, 1);
+  std::vector<float> alpha(count, 1.0f), betas(count);
   for (int g = 0; g < count; ++g) {
     n[g] = static_cast<int>(groups[g].rows);
     lda[g] = static_cast<int>(transposed ? K : N);
     arrays.host[g] = const_cast<void *>(groups[g].w);
     arrays.host[count + g] = const_cast<void *>(groups[g].a);
     arrays.host[2 * count + g] = groups[g].c;
+    betas[g] = groups[g].beta;
   }
   check(cudaMemcpyAsync(arrays.device, arrays.host,
                         3 * count * sizeof(void *), cudaMemcpyHostToDevice,
@@ -105,7 +115,6 @@ static void groupedGemm(int32_t dtype, const std::vector<Group> &all,
   std::vector<cublasOperation_t> opW(count, transposed ? CUBLAS_OP_T
                                                        : CUBLAS_OP_N),
       opA(count, CUBLAS_OP_N);
-  std::vector<float> alpha(count, 1.0f), betas(count, beta);
   cudaDataType_t type = blasType(dtype);
   check(cublasGemmGroupedBatchedEx(
             dev.blas, opW.data(), opA.data(), m.data(), n.data(), k.data(),
@@ -131,16 +140,16 @@ void moert_cuda_grouped_gemm(int32_t dtype, int64_t experts,
                       static_cast<const char *>(W) + e * K * N * bytes,
                       static_cast<char *>(C) + hostOffsets[e] * N * bytes});
   }
-  groupedGemm(dtype, groups, K, N, /*transposed=*/false, /*beta=*/0.0f,
-              streamOr(stream), op);
+  groupedGemm(dtype, groups, K, N, /*transposed=*/false, streamOr(stream), op);
 }
 
-void moert_cuda_grouped_matmul(int32_t dtype, int64_t groups, int64_t experts,
-                               const int32_t *counts, int64_t groupStride,
-                               int64_t rows, int64_t K, int64_t N,
-                               const void *A, const void *W, const void *bias,
-                               void *C) {
-  const char *op = "moert_cuda_grouped_matmul";
+/// moert_cuda_grouped_matmul for projections of the same rows: the counts
+/// are read once, and all projections' groups are one cuBLAS call.
+static void groupedMatmuls(int32_t dtype, int64_t groups, int64_t experts,
+                           const int32_t *counts, int64_t groupStride,
+                           int64_t rows, int64_t K, int64_t N, const void *A,
+                           const std::vector<Projection> &projections,
+                           const char *op) {
   size_t bytes = elementBytes(dtype, op);
   if (groups < 0 || experts < 1 || rows < 0 || K < 0 || N < 0)
     detail::fail(op, ": bad sizes: ", groups, " groups, ", experts,
@@ -153,40 +162,68 @@ void moert_cuda_grouped_matmul(int32_t dtype, int64_t groups, int64_t experts,
   check(cudaStreamSynchronize(dev.stream), "cudaStreamSynchronize");
   std::vector<int64_t> begins = detail::groupBegins(
       hostCounts.data(), groups, groupStride, rows, op);
-  // Pageable: the copy below reads it before it returns.
-  std::vector<int32_t> rowExpert;
-  if (bias && rows > 0 && N > 0) {
-    if (rows > INT_MAX)
-      detail::fail(op, ": ", rows, " rows are beyond one launch's blocks");
-    // Each group's rows start as its expert's bias, the others as zeros.
-    rowExpert.assign(rows, -1);
-    for (int64_t g = 0; g < groups; ++g)
-      std::fill(rowExpert.begin() + begins[g],
-                rowExpert.begin() + begins[g] + hostCounts[g],
-                static_cast<int32_t>(g % experts));
-    auto *deviceRows = static_cast<int32_t *>(
-        deviceAlloc(rows * sizeof(int32_t), dev.stream));
-    check(cudaMemcpyAsync(deviceRows, rowExpert.data(), rows * sizeof(int32_t),
-                          cudaMemcpyHostToDevice, dev.stream),
-          "cudaMemcpyAsync");
+  // Each group's rows start as its expert's bias, the others as zeros.
+  int32_t *deviceRows = nullptr;
+  for (const Projection &p : projections) {
+    if (!p.bias || rows == 0 || N == 0) {
+      check(cudaMemsetAsync(p.c, 0, rows * N * bytes, dev.stream),
+            "cudaMemsetAsync");
+      continue;
+    }
+    if (!deviceRows) {
+      if (rows > INT_MAX)
+        detail::fail(op, ": ", rows, " rows are beyond one launch's blocks");
+      std::vector<int32_t> rowExpert(rows, -1);
+      for (int64_t g = 0; g < groups; ++g)
+        std::fill(rowExpert.begin() + begins[g],
+                  rowExpert.begin() + begins[g] + hostCounts[g],
+                  static_cast<int32_t>(g % experts));
+      deviceRows = static_cast<int32_t *>(
+          deviceAlloc(rows * sizeof(int32_t), dev.stream));
+      // Pageable: the copy reads rowExpert before it returns.
+      check(cudaMemcpyAsync(deviceRows, rowExpert.data(),
+                            rows * sizeof(int32_t), cudaMemcpyHostToDevice,
+                            dev.stream),
+            "cudaMemcpyAsync");
+    }
     dispatchType(dtype, op, [&](auto *type) {
       using T = std::remove_pointer_t<decltype(type)>;
       fillRowBias<T><<<rows, 256, 0, dev.stream>>>(
-          static_cast<T *>(C), N, deviceRows, static_cast<const T *>(bias));
+          static_cast<T *>(p.c), N, deviceRows, static_cast<const T *>(p.bias));
     });
     checkLaunch("bias kernel");
-    check(cudaFreeAsync(deviceRows, dev.stream), "cudaFreeAsync");
-  } else {
-    // Rows outside every group are zero.
-    check(cudaMemsetAsync(C, 0, rows * N * bytes, dev.stream),
-          "cudaMemsetAsync");
   }
+  if (deviceRows)
+    check(cudaFreeAsync(deviceRows, dev.stream), "cudaFreeAsync");
   std::vector<Group> list;
-  for (int64_t g = 0; g < groups; ++g)
-    list.push_back({hostCounts[g],
-                    static_cast<const char *>(A) + begins[g] * K * bytes,
-                    static_cast<const char *>(W) + (g % experts) * N * K * bytes,
-                    static_cast<char *>(C) + begins[g] * N * bytes});
-  groupedGemm(dtype, list, K, N, /*transposed=*/true,
-              /*beta=*/bias ? 1.0f : 0.0f, dev.stream, op);
+  for (const Projection &p : projections)
+    for (int64_t g = 0; g < groups; ++g)
+      list.push_back({hostCounts[g],
+                      static_cast<const char *>(A) + begins[g] * K * bytes,
+                      static_cast<const char *>(p.w) +
+                          (g % experts) * N * K * bytes,
+                      static_cast<char *>(p.c) + begins[g] * N * bytes,
+                      p.bias ? 1.0f : 0.0f});
+  groupedGemm(dtype, list, K, N, /*transposed=*/true, dev.stream, op);
+}
+
+void moert_cuda_grouped_matmul(int32_t dtype, int64_t groups, int64_t experts,
+                               const int32_t *counts, int64_t groupStride,
+                               int64_t rows, int64_t K, int64_t N,
+                               const void *A, const void *W, const void *bias,
+                               void *C) {
+  groupedMatmuls(dtype, groups, experts, counts, groupStride, rows, K, N, A,
+                 {{W, bias, C}}, "moert_cuda_grouped_matmul");
+}
+
+void moert_cuda_grouped_matmul_pair(int32_t dtype, int64_t groups,
+                                    int64_t experts, const int32_t *counts,
+                                    int64_t groupStride, int64_t rows,
+                                    int64_t K, int64_t N, const void *A,
+                                    const void *W1, const void *bias1,
+                                    void *C1, const void *W3,
+                                    const void *bias3, void *C3) {
+  groupedMatmuls(dtype, groups, experts, counts, groupStride, rows, K, N, A,
+                 {{W1, bias1, C1}, {W3, bias3, C3}},
+                 "moert_cuda_grouped_matmul_pair");
 }

@@ -23,8 +23,12 @@
 // CHECK: call @moert_grouped_matmul(%c0_i32, %c4_i64, %c2_i64, %[[COUNTS]], %c0_i64, %c6_i64, %c5_i64, %c3_i64,
 // CHECK: %[[T:.*]] = bufferization.to_tensor %[[Y]]
 // CHECK: return %[[T]] : tensor<6x3xf32>
+// On the GPU fc1 and fc3 are one call (the counts read once), then fc2.
 // CUDA-LABEL: func.func @dropless_swiglu
-// CUDA-COUNT-3: call @moert_cuda_grouped_matmul(%c0_i32,
+// CUDA: %[[NOBIAS:.*]] = llvm.mlir.zero : !llvm.ptr
+// CUDA: call @moert_cuda_grouped_matmul_pair(%c0_i32, %c4_i64, %c2_i64, %{{.*}}, %c0_i64, %c6_i64, %c4_i64, %c5_i64, %{{.*}}, %{{.*}}, %[[NOBIAS]], %{{.*}}, %{{.*}}, %[[NOBIAS]], %{{.*}})
+// CUDA-NOT: call @moert_cuda_grouped_matmul_pair
+// CUDA: call @moert_cuda_grouped_matmul(%c0_i32, %c4_i64, %c2_i64, %{{.*}}, %c0_i64, %c6_i64, %c5_i64, %c3_i64,
 func.func @dropless_swiglu(%rows: tensor<6x4xf32>, %counts: tensor<4xi32>,
     %w1: tensor<2x5x4xf32>, %w3: tensor<2x5x4xf32>, %w2: tensor<2x3x5xf32>) -> tensor<6x3xf32> {
   %y = moe.experts %rows, %counts fc1(%w1) fc3(%w3) fc2(%w2) activation <swiglu>
@@ -86,6 +90,22 @@ func.func @biased(%rows: tensor<6x4xf32>, %counts: tensor<2xi32>,
     %w1: tensor<2x5x4xf32>, %b1: tensor<2x5xf32>, %w2: tensor<2x3x5xf32>) -> tensor<6x3xf32> {
   %y = moe.experts %rows, %counts fc1(%w1, %b1) fc2(%w2) activation <relu>
       : (tensor<6x4xf32>, tensor<2xi32>, tensor<2x5x4xf32>, tensor<2x5xf32>, tensor<2x3x5xf32>)
+      -> tensor<6x3xf32>
+  return %y : tensor<6x3xf32>
+}
+
+// -----
+
+// A gated pair with fc3's bias only: each projection keeps its own.
+// CUDA-LABEL: func.func @biased_pair
+// CUDA: %[[NOBIAS:.*]] = llvm.mlir.zero : !llvm.ptr
+// CUDA: bufferization.to_buffer %{{.*}} read_only : tensor<2x5xf32> to memref<2x5xf32>
+// CUDA: %[[B3:.*]] = llvm.inttoptr
+// CUDA: call @moert_cuda_grouped_matmul_pair(%c0_i32, %c2_i64, %c2_i64, %{{.*}}, %c0_i64, %c6_i64, %c4_i64, %c5_i64, %{{.*}}, %{{.*}}, %[[NOBIAS]], %{{.*}}, %{{.*}}, %[[B3]], %{{.*}})
+func.func @biased_pair(%rows: tensor<6x4xf32>, %counts: tensor<2xi32>,
+    %w1: tensor<2x5x4xf32>, %w3: tensor<2x5x4xf32>, %b3: tensor<2x5xf32>, %w2: tensor<2x3x5xf32>) -> tensor<6x3xf32> {
+  %y = moe.experts %rows, %counts fc1(%w1) fc3(%w3) fc3_bias(%b3) fc2(%w2) activation <swiglu>
+      : (tensor<6x4xf32>, tensor<2xi32>, tensor<2x5x4xf32>, tensor<2x5x4xf32>, tensor<2x5xf32>, tensor<2x3x5xf32>)
       -> tensor<6x3xf32>
   return %y : tensor<6x3xf32>
 }
