@@ -27,6 +27,10 @@ namespace moe {
 #define GEN_PASS_DECL
 #include "passes/Passes.h.inc"
 
+/// The module attribute in which moe-gpu-device-memory lists the globals
+/// that no host code dereferences; moe-device-globals consumes it.
+constexpr llvm::StringLiteral kDeviceGlobalsAttrName = "moe.device_globals";
+
 /// Patterns that expand moe.layer into its parts.
 void populateMoEDecomposePatterns(RewritePatternSet &patterns);
 

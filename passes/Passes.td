@@ -191,16 +191,67 @@ def MoEManagedMemoryPass : Pass<"moe-managed-memory"> {
                            "::mlir::linalg::LinalgDialect"];
 }
 
+def MoEGPUDeviceMemoryPass
+    : Pass<"moe-gpu-device-memory", "::mlir::ModuleOp"> {
+  let summary = "Give device memory to the buffers and globals that host "
+                "code never dereferences";
+  let description = [{
+    For host code after `gpu-kernel-outlining`. A `gpu.alloc host_shared`
+    whose every use, through view-like ops, `memref.extract_strided_metadata`
+    and the address taken by `memref.extract_aligned_pointer_as_index`
+    (with casts and pointer arithmetic on it), is a `gpu.launch_func`, code
+    in a `gpu.launch`, a call to a `moert_cuda_*` function that takes device
+    pointers, a `gpu.dealloc`, `gpu.memcpy` or `gpu.memset`, or an op that
+    reads no memory (`memref.dim`, address comparisons) becomes a device
+    allocation: `gpu.alloc async` on a fresh stream, waited for at once
+    (`moe-gpu-stream-order` chains it). Any other use (a host load or
+    store, another call, a `memref.copy`, a return or a region's yield)
+    keeps the buffer host-shared.
+
+    The globals whose every `memref.get_global` in host code passes the same
+    test are listed in the module attribute `moe.device_globals`, for
+    `moe-device-globals`.
+  }];
+  let dependentDialects = ["::mlir::gpu::GPUDialect"];
+}
+
+def MoEGPUFatbinPass : Pass<"moe-gpu-fatbin", "::mlir::ModuleOp"> {
+  let summary = "Build one fatbin for all the chips of each gpu.binary";
+  let description = [{
+    For `gpu.binary` ops whose objects are PTX (`gpu-module-to-binary`
+    `format=isa`) for NVVM targets: each target's PTX is compiled by the
+    toolkit's `ptxas` for its chip (at the target's `O` level), and
+    `fatbinary` packs the cubins with the PTX of the oldest plain `sm_NN`
+    chip, which newer GPUs compile when they load it. The binary's objects
+    become that one fatbin object (on the first target), so the offloading
+    translation, which embeds a single object, embeds code for every chip,
+    and the CUDA runtime picks the image for its device. The object's
+    `images` property lists them (`sm_NN` cubins, `compute_NN` PTX). A tool that is
+    missing or fails is an error that names it and carries its output.
+  }];
+  let options = [
+    Option<"toolkit", "toolkit", "std::string", "\"/usr/local/cuda\"",
+           "The CUDA toolkit whose bin/ holds ptxas and fatbinary (PATH "
+           "is searched after it)">,
+  ];
+  let dependentDialects = ["::mlir::gpu::GPUDialect"];
+}
+
 def MoEDeviceGlobalsPass
     : Pass<"moe-device-globals", "::mlir::ModuleOp"> {
-  let summary = "Reach globals through managed copies that GPU code can read";
+  let summary = "Reach globals through copies that GPU code can read";
   let description = [{
     Runs on the LLVM dialect of code compiled for CUDA. Every
     `llvm.mlir.addressof` of an `llvm.mlir.global` in a host function (the
     lowered `memref.get_global` of a weight or constant) is passed through
-    `moert_cuda_global(address, bytes)`, which returns a managed copy of the
-    global made on first use: kernels and cuBLAS cannot read the host memory
-    of the model's shared library. Kernels in `gpu.module`s are untouched.
+    a runtime call that returns a copy of the global made on first use:
+    kernels and cuBLAS cannot read the host memory of the model's shared
+    library. Globals that the module attribute `moe.device_globals` lists
+    (see `moe-gpu-device-memory`) go through
+    `moert_cuda_device_global(address, bytes)`, a copy in device memory;
+    the others through `moert_cuda_global(address, bytes)`, a managed copy
+    that host code can read as well. The attribute is removed. Kernels in
+    `gpu.module`s are untouched.
   }];
   let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
 }
@@ -226,6 +277,22 @@ def MoEGPUMapLoopsPass : Pass<"moe-gpu-map-loops"> {
                            "::mlir::scf::SCFDialect"];
 }
 
+def MoEGPUStaticKernelOperandsPass
+    : Pass<"moe-gpu-static-kernel-operands", "::mlir::func::FuncOp"> {
+  let summary = "Pass kernels only buffers whose layout their type gives";
+  let description = [{
+    Kernel arguments are bare pointers (the host passes each buffer as its
+    aligned pointer), which can only stand for a buffer of static sizes,
+    strides and offset. For each `gpu.launch`, a buffer from above with a
+    dynamic offset, size or stride (a per-rank slice, a dynamic shape) is
+    split on the host by `memref.extract_strided_metadata` and rebuilt at the
+    top of the kernel by `memref.reinterpret_cast` from its base buffer and
+    the dynamic parts of its metadata, which the kernel then takes as
+    arguments. A buffer without a strided layout is an error.
+  }];
+  let dependentDialects = ["::mlir::memref::MemRefDialect"];
+}
+
 def MoEGPUStreamOrderPass
     : Pass<"moe-gpu-stream-order", "::mlir::func::FuncOp"> {
   let summary = "Run GPU work in stream order and make the host wait only "
@@ -233,8 +300,8 @@ def MoEGPUStreamOrderPass
   let description = [{
     For host code after `gpu-kernel-outlining`, on a runtime that runs all
     GPU work on one stream. In each block, synchronous `gpu.launch_func`s
-    become asynchronous and, with the block's `gpu.dealloc async`s, chain
-    on one token; the synchronous `gpu.wait`s for tokens of the chain go,
+    become asynchronous and, with the block's `gpu.alloc async`s and
+    `gpu.dealloc async`s, chain on one token; the synchronous `gpu.wait`s for tokens of the chain go,
     and a `gpu.wait async` starts the chain or joins it. Calls to
     `moert_cuda_*` functions, which enqueue their work on the runtime's
     stream and wait themselves before they read device data on the host,

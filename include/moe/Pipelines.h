@@ -69,8 +69,9 @@ struct LowerToGPUOptions : public PassPipelineOptions<LowerToGPUOptions> {
 };
 
 /// moe ops through linalg and bufferization; parallel loops become GPU
-/// kernels (NVVM, a fatbin for each chip), buffers are host-shared, the host
-/// side becomes the LLVM dialect with moe_entry: the --target=cuda path.
+/// kernels (NVVM, a fatbin for each chip), buffers live on the device, or
+/// host-shared where host code touches them, the host side becomes the LLVM
+/// dialect with moe_entry: the --target=cuda path.
 void buildLowerToGPUPipeline(OpPassManager &pm,
                              const LowerToGPUOptions &options);
 

@@ -33,9 +33,14 @@ static std::unique_ptr<llvm::TargetMachine> hostMachine(unsigned optLevel,
   llvm::CodeGenOptLevel level = optLevel >= 3   ? llvm::CodeGenOptLevel::Aggressive
                                 : optLevel == 0 ? llvm::CodeGenOptLevel::None
                                                 : llvm::CodeGenOptLevel::Default;
+  llvm::TargetOptions options;
+  // Constructors (the GPU modules' loads) go to .init_array, which the
+  // dynamic loader runs; .ctors needs crt files the library is linked
+  // without.
+  options.UseInitArray = true;
   return std::unique_ptr<llvm::TargetMachine>(target->createTargetMachine(
-      triple, llvm::sys::getHostCPUName(), features.getString(),
-      llvm::TargetOptions(), llvm::Reloc::PIC_, std::nullopt, level));
+      triple, llvm::sys::getHostCPUName(), features.getString(), options,
+      llvm::Reloc::PIC_, std::nullopt, level));
 }
 
 FailureOr<std::string> mlir::moe::emitNativeCode(ModuleOp module,

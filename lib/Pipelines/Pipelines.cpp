@@ -107,6 +107,8 @@ static void buildHostToLLVMPipeline(OpPassManager &pm, bool runtime, bool gpu,
   if (gpu) {
     GpuToLLVMConversionPassOptions gpuToLLVM;
     gpuToLLVM.hostBarePtrCallConv = runtime;
+    // Host bare pointers imply bare kernel arguments; say so.
+    gpuToLLVM.kernelBarePtrCallConv = runtime;
     pm.addPass(createGpuToLLVMConversionPass(gpuToLLVM));
   }
   pm.addPass(createArithToLLVMConversionPass());
@@ -151,7 +153,13 @@ void moe::buildLowerToGPUPipeline(OpPassManager &pm,
   mapLoops.blockSize = options.blockSize;
   pm.addNestedPass<func::FuncOp>(moe::createMoEGPUMapLoopsPass(mapLoops));
   pm.addNestedPass<func::FuncOp>(createConvertParallelLoopToGpuPass());
+  // Kernels take bare pointers: views they cannot rebuild from one are
+  // rebuilt from their base buffer and metadata.
+  pm.addNestedPass<func::FuncOp>(moe::createMoEGPUStaticKernelOperandsPass());
   pm.addPass(createGpuKernelOutliningPass());
+  // Now that kernels are apart, what host code never touches goes to
+  // device memory.
+  pm.addPass(moe::createMoEGPUDeviceMemoryPass());
   if (options.streamOrder)
     pm.addNestedPass<func::FuncOp>(moe::createMoEGPUStreamOrderPass());
   pm.addPass(createLowerAffinePass());
@@ -165,12 +173,22 @@ void moe::buildLowerToGPUPipeline(OpPassManager &pm,
     target.features = options.features;
     pm.addPass(createGpuNVVMAttachTarget(target));
   }
-  pm.addNestedPass<gpu::GPUModuleOp>(createConvertGpuOpsToNVVMOps());
+  // Kernels take each buffer as one bare pointer, as the host passes it
+  // (buildHostToLLVMPipeline): nothing checks that the two sides agree once
+  // the kernels are binaries.
+  ConvertGpuOpsToNVVMOpsOptions nvvm;
+  nvvm.useBarePtrCallConv = true;
+  pm.addNestedPass<gpu::GPUModuleOp>(createConvertGpuOpsToNVVMOps(nvvm));
   pm.addPass(createReconcileUnrealizedCastsPass());
+  // PTX for each chip, then one fatbin of them all: the offloading
+  // translation embeds a single object per module.
   GpuModuleToBinaryPassOptions binary;
   binary.toolkitPath = options.toolkit;
-  binary.compilationTarget = "fatbin";
+  binary.compilationTarget = "isa";
   pm.addPass(createGpuModuleToBinaryPass(binary));
+  moe::MoEGPUFatbinPassOptions fatbin;
+  fatbin.toolkit = options.toolkit;
+  pm.addPass(moe::createMoEGPUFatbinPass(fatbin));
   buildHostToLLVMPipeline(pm, /*runtime=*/true, /*gpu=*/true, options.entry);
   // Weights and constants live in the library's host memory.
   pm.addPass(moe::createMoEDeviceGlobalsPass());

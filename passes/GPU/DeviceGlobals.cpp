@@ -2,11 +2,13 @@
 //
 // A model's weights and constants are globals of its shared library: host
 // memory, which GPU kernels and cuBLAS cannot read. In code compiled for
-// CUDA, every address of a global that host code takes becomes
-// moert_cuda_global(address, bytes): a managed copy made on first use (after
-// moe-run has loaded the weights into the globals) and kept for the process.
-// The rewrite runs on the LLVM dialect, where a global's size is known and
-// every memref.get_global has become one llvm.mlir.addressof.
+// CUDA, every address of a global that host code takes becomes a runtime
+// call that returns a copy made on first use (after moe-run has loaded the
+// weights into the globals) and kept for the process: device memory
+// (moert_cuda_device_global) for the globals that moe-gpu-device-memory
+// found no host code reading, managed memory (moert_cuda_global) for the
+// others. The rewrite runs on the LLVM dialect, where a global's size is
+// known and every memref.get_global has become one llvm.mlir.addressof.
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,17 +23,16 @@ namespace mlir::moe {
 
 namespace {
 
-constexpr StringLiteral kCopyFunction = "moert_cuda_global";
-
-LLVM::LLVMFuncOp copyFunction(ModuleOp module) {
-  if (auto existing = module.lookupSymbol<LLVM::LLVMFuncOp>(kCopyFunction))
+/// The runtime function `name(const void *host, int64_t bytes) -> void *`.
+LLVM::LLVMFuncOp copyFunction(ModuleOp module, StringRef name) {
+  if (auto existing = module.lookupSymbol<LLVM::LLVMFuncOp>(name))
     return existing;
   MLIRContext *context = module.getContext();
   auto pointer = LLVM::LLVMPointerType::get(context);
   auto type = LLVM::LLVMFunctionType::get(
       pointer, {pointer, IntegerType::get(context, 64)});
   OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
-  return LLVM::LLVMFuncOp::create(b, module.getLoc(), kCopyFunction, type);
+  return LLVM::LLVMFuncOp::create(b, module.getLoc(), name, type);
 }
 
 struct MoEDeviceGlobalsPass
@@ -48,11 +49,17 @@ struct MoEDeviceGlobalsPass
         if (auto global = symbols.lookup<LLVM::GlobalOp>(op.getGlobalName()))
           addresses.emplace_back(op, global);
       });
-    if (addresses.empty())
-      return;
-    LLVM::LLVMFuncOp copy = copyFunction(module);
+    llvm::SmallDenseSet<StringAttr> deviceOnly;
+    if (auto listed = module->getAttrOfType<ArrayAttr>(kDeviceGlobalsAttrName))
+      for (auto name : listed.getAsRange<FlatSymbolRefAttr>())
+        deviceOnly.insert(name.getAttr());
+    module->removeAttr(kDeviceGlobalsAttrName);
     DataLayout layout(module);
     for (auto [address, global] : addresses) {
+      LLVM::LLVMFuncOp copy = copyFunction(
+          module, deviceOnly.contains(global.getSymNameAttr())
+                      ? "moert_cuda_device_global"
+                      : "moert_cuda_global");
       OpBuilder b(address->getContext());
       b.setInsertionPointAfter(address);
       Location loc = address.getLoc();

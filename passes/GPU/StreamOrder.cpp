@@ -7,10 +7,10 @@
 // stream, so their order on it is program order already; the host needs to
 // wait only where it touches memory itself.
 //
-// Per block, launches and frees become asynchronous and chain on one token;
-// calls to moert_cuda_* functions (which enqueue on the same stream, and
-// wait themselves before they read device data on the host) leave the chain
-// pending. The host waits for the chain before any other op that reads or
+// Per block, launches, device allocations and frees become asynchronous and
+// chain on one token; calls to moert_cuda_* functions (which enqueue on the
+// same stream, and wait themselves before they read device data on the
+// host) leave the chain pending. The host waits for the chain before any other op that reads or
 // writes memory, before an op with regions (whose blocks are chained on
 // their own and waited for before their terminators) and before the block's
 // terminator, so every function returns with its work done.
@@ -74,9 +74,12 @@ private:
     if (auto launch = dyn_cast<gpu::LaunchFuncOp>(op);
         launch && !launch.getAsyncObject())
       return visitLaunch(launch);
+    if (auto alloc = dyn_cast<gpu::AllocOp>(op);
+        alloc && alloc.getAsyncToken() && onChain(alloc))
+      return chainMemoryOp(alloc);
     if (auto dealloc = dyn_cast<gpu::DeallocOp>(op);
         dealloc && dealloc.getAsyncToken() && onChain(dealloc))
-      return visitDealloc(dealloc);
+      return chainMemoryOp(dealloc);
     if (isStreamOrderedCall(op) || isHostSafe(op))
       return;
     waitBefore(op);
@@ -137,11 +140,13 @@ private:
     extend(async.getAsyncToken());
   }
 
-  void visitDealloc(gpu::DeallocOp dealloc) {
-    b.setInsertionPoint(dealloc);
-    Value dep = dependency(dealloc.getLoc());
-    dealloc.getAsyncDependenciesMutable().assign(dep);
-    extend(dealloc.getAsyncToken());
+  /// A stream-ordered allocation or free: on the chain.
+  template <typename OpTy>
+  void chainMemoryOp(OpTy op) {
+    b.setInsertionPoint(op);
+    Value dep = dependency(op.getLoc());
+    op.getAsyncDependenciesMutable().assign(dep);
+    extend(op.getAsyncToken());
   }
 
   /// The token the next op on the stream waits for: the chain's last, or a

@@ -235,6 +235,52 @@ void testGating(std::mt19937 &rng) {
       }
 }
 
+/// A token whose logits are all NaN is left unrouted with weights 0 by
+/// every scoring (top-k then softmax included); the other tokens route.
+void testUnroutedGating() {
+  const int64_t T = 2, E = 8, k = 2;
+  std::vector<float> logits(T * E, NAN);
+  for (int64_t e = 0; e < E; ++e)
+    logits[E + e] = static_cast<float>(e);
+  for (int scoring = 0; scoring < 3; ++scoring) {
+    Buffer<float> dLogits(logits), dWeights(T * k);
+    Buffer<int32_t> dIds(T * k);
+    moert_cuda_topk_gating(dLogits.ptr, MOERT_F32, T, E, k, scoring, true,
+                           dWeights.ptr, dIds.ptr, nullptr);
+    std::vector<float> weights = dWeights.download();
+    std::vector<int32_t> ids = dIds.download();
+    std::string what = "all-NaN token, scoring " + std::to_string(scoring);
+    expect(ids[0] == -1 && ids[1] == -1 && weights[0] == 0 && weights[1] == 0,
+           what + ": unrouted with weights 0");
+    expect(ids[2] == 7 && ids[3] == 6 &&
+               std::fabs(weights[2] + weights[3] - 1) < 1e-5f,
+           what + ": the next token routes");
+  }
+}
+
+/// Globals reach the GPU once per address: moert_cuda_device_global as a
+/// device copy, moert_cuda_global as a managed one the host reads too.
+void testGlobals(std::mt19937 &rng) {
+  static const std::vector<float> weight = randomValues(1000, rng);
+  static const std::vector<float> table = randomValues(16, rng);
+  int64_t bytes = weight.size() * sizeof(float);
+  void *device = moert_cuda_device_global(weight.data(), bytes);
+  expect(moert_cuda_device_global(weight.data(), bytes) == device,
+         "a device global is copied once");
+  cudaStreamSynchronize(static_cast<cudaStream_t>(moert_cuda_stream()));
+  std::vector<float> back(weight.size());
+  cudaMemcpy(back.data(), device, bytes, cudaMemcpyDeviceToHost);
+  cudaPointerAttributes attributes;
+  cudaPointerGetAttributes(&attributes, device);
+  expect(back == weight && attributes.type == cudaMemoryTypeDevice,
+         "a device global holds the host bytes in device memory");
+  int64_t tableBytes = table.size() * sizeof(float);
+  void *managed = moert_cuda_global(table.data(), tableBytes);
+  cudaDeviceSynchronize();
+  expect(std::memcmp(managed, table.data(), tableBytes) == 0,
+         "a managed global holds the host bytes where the host reads them");
+}
+
 /// moe.router's entry point: the gating kernel with the weights in the
 /// logits' type, times the scaling factor; plain top-k, with a selection
 /// bias, then with 8 groups of 8 (DeepSeek-V3: sigmoid, a bias, top-2 sums,
@@ -674,6 +720,8 @@ int main(int argc, char **argv) {
   moert_cuda_init();
   std::mt19937 rng(7);
   testGating(rng);
+  testUnroutedGating();
+  testGlobals(rng);
   for (const TypeCase &type : kTypes) {
     testRouter(rng, type);
     testCombine(rng, type);

@@ -218,6 +218,10 @@ void moert_cuda_layer_dropped(int64_t id, const int64_t *dropped,
  * the weights into them. */
 void *moert_cuda_global(const void *host, int64_t bytes);
 
+/* moert_cuda_global for a global that only the device reads: the copy is
+ * device memory, made on the runtime's stream. */
+void *moert_cuda_device_global(const void *host, int64_t bytes);
+
 /* The functions MLIR's gpu-to-llvm lowering calls. */
 void *mgpuStreamCreate(void);
 void mgpuStreamDestroy(void *stream);

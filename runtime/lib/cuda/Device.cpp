@@ -16,6 +16,8 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <string>
 #include <unordered_map>
 
 using namespace moert;
@@ -50,6 +52,15 @@ Device &cuda::device() {
     check(cudaSetDevice(d.index), "cudaSetDevice");
     check(cudaStreamCreateWithFlags(&d.stream, cudaStreamNonBlocking),
           "cudaStreamCreate");
+    // Stream-ordered allocations freed by one call are kept in the pool for
+    // the next, not returned to the driver at every synchronization.
+    // (Out of memory, releaseCachedMemory gives them back.)
+    check(cudaDeviceGetDefaultMemPool(&d.pool, d.index),
+          "cudaDeviceGetDefaultMemPool");
+    uint64_t keepAll = UINT64_MAX;
+    check(cudaMemPoolSetAttribute(d.pool, cudaMemPoolAttrReleaseThreshold,
+                                  &keepAll),
+          "cudaMemPoolSetAttribute");
     check(cublasCreate(&d.blas), "cublasCreate");
     check(cublasSetStream(d.blas, d.stream), "cublasSetStream");
     return d;
@@ -158,14 +169,27 @@ static void *tryManagedAlloc(size_t bytes) {
   return ptr;
 }
 
+/// Gives the stream-ordered pool's free blocks back to the driver, for
+/// allocations the pool does not serve (managed memory, cudaMalloc, NCCL
+/// and cuBLAS workspaces) or that its free blocks are too small for.
+static void trimPool() {
+  Device &dev = device();
+  // Frees still queued on the stream release their blocks first.
+  check(cudaStreamSynchronize(dev.stream), "cudaStreamSynchronize");
+  check(cudaMemPoolTrimTo(dev.pool, 0), "cudaMemPoolTrimTo");
+}
+
 /// The program's managed buffers, kept across calls (BlockCache.h): a new
-/// one costs a device synchronization to allocate and to free, and page
-/// faults where kernels first touch it, unless prefetched.
+/// one costs a device synchronization to allocate and to free. They are
+/// not prefetched: host code touches them (moe-gpu-device-memory gives the
+/// others device memory), often first (moe-run's inputs).
 static auto &managedBuffers() {
   auto allocate = [](size_t bytes) {
     void *ptr = tryManagedAlloc(bytes);
-    if (ptr)
-      prefetchToDevice(ptr, bytes);
+    if (!ptr) {
+      trimPool();
+      ptr = tryManagedAlloc(bytes);
+    }
     return ptr;
   };
   auto release = [](void *block) { check(cudaFree(block), "cudaFree"); };
@@ -182,15 +206,28 @@ static auto &managedBuffers() {
                "the GPU has ", free, " of ", total, " bytes free");
 }
 
+/// Everything the runtime keeps for later calls, given back.
+static void releaseCachedMemory() {
+  managedBuffers().trim();
+  trimPool();
+}
+
+/// `allocate()`'s status, retried once after releaseCachedMemory when it
+/// is out of memory.
+template <typename AllocateFn>
+static cudaError_t withRetry(AllocateFn allocate) {
+  cudaError_t status = allocate();
+  if (status != cudaErrorMemoryAllocation)
+    return status;
+  cudaGetLastError();
+  releaseCachedMemory();
+  return allocate();
+}
+
 void *cuda::deviceAlloc(size_t bytes, cudaStream_t stream) {
   void *ptr = nullptr;
-  cudaError_t status = cudaMallocAsync(&ptr, bytes, stream);
-  if (status == cudaErrorMemoryAllocation) {
-    cudaGetLastError();
-    managedBuffers().trim();
-    status = cudaMallocAsync(&ptr, bytes, stream);
-  }
-  check(status, "cudaMallocAsync");
+  check(withRetry([&] { return cudaMallocAsync(&ptr, bytes, stream); }),
+        "cudaMallocAsync");
   return ptr;
 }
 
@@ -219,8 +256,10 @@ void mgpuMemFree(void *ptr, void *stream) {
     check(cudaFreeAsync(ptr, streamOr(stream)), "cudaFreeAsync");
 }
 
-void *moert_cuda_global(const void *host, int64_t bytes) {
-  // Each global is copied once; later calls find it by its host address.
+/// The copy of the global at `host`, made by `copy` on the first call for
+/// that address; later calls find it by the address.
+template <typename CopyFn>
+static void *globalCopy(const void *host, int64_t bytes, CopyFn copy) {
   static std::unordered_map<const void *, void *> copies;
   auto [it, inserted] = copies.try_emplace(host, nullptr);
   if (!inserted)
@@ -228,16 +267,45 @@ void *moert_cuda_global(const void *host, int64_t bytes) {
   if (bytes <= 0)
     return it->second = const_cast<void *>(host);
   device();
-  void *copy = tryManagedAlloc(bytes);
-  if (!copy) {
-    managedBuffers().trim();
-    copy = tryManagedAlloc(bytes);
-  }
-  if (!copy)
-    outOfMemory(bytes, "a weight or constant of the program");
-  std::memcpy(copy, host, bytes);
-  prefetchToDevice(copy, bytes);
-  return it->second = copy;
+  return it->second = copy(static_cast<size_t>(bytes));
+}
+
+void *moert_cuda_global(const void *host, int64_t bytes) {
+  return globalCopy(host, bytes, [host](size_t size) {
+    void *copy = tryManagedAlloc(size);
+    if (!copy) {
+      releaseCachedMemory();
+      copy = tryManagedAlloc(size);
+    }
+    if (!copy)
+      outOfMemory(size, "a weight or constant of the program");
+    std::memcpy(copy, host, size);
+    prefetchToDevice(copy, size);
+    return copy;
+  });
+}
+
+void *moert_cuda_device_global(const void *host, int64_t bytes) {
+  return globalCopy(host, bytes, [host](size_t size) {
+    Device &dev = device();
+    void *copy = nullptr;
+    cudaError_t status = withRetry([&] { return cudaMalloc(&copy, size); });
+    if (status == cudaErrorMemoryAllocation) {
+      cudaGetLastError();
+      size_t free = 0, total = 0;
+      check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+      detail::fail("a weight or constant of the program: ", size,
+                   " bytes of device memory asked for, but the GPU has ",
+                   free, " of ", total, " bytes free");
+    }
+    check(status, "cudaMalloc");
+    // Pageable: the copy has read the host bytes when it returns, and the
+    // stream orders it before every use.
+    check(cudaMemcpyAsync(copy, host, size, cudaMemcpyHostToDevice,
+                          dev.stream),
+          "cudaMemcpyAsync");
+    return copy;
+  });
 }
 
 void mgpuMemcpy(void *dst, void *src, size_t bytes, void *stream) {
@@ -260,18 +328,31 @@ void *mgpuModuleLoadJIT(void *data, int /*optLevel*/) {
 }
 
 void mgpuModuleUnload(void *module) {
-  check(cudaLibraryUnload(static_cast<cudaLibrary_t>(module)),
-        "cudaLibraryUnload");
+  // The bundle's destructors call this at exit, when the CUDA runtime may
+  // be shutting down already (cudaErrorCudartUnloading); the driver frees
+  // the module with its context in any case.
+  if (module && cudaLibraryUnload(static_cast<cudaLibrary_t>(module)) !=
+                    cudaSuccess)
+    cudaGetLastError();
 }
 
 void *mgpuModuleGetFunction(void *module, const char *name) {
-  cudaKernel_t kernel;
-  cudaError_t status =
-      cudaLibraryGetKernel(&kernel, static_cast<cudaLibrary_t>(module), name);
+  if (!module)
+    detail::fail("the bundle's GPU code was not loaded (its library's "
+                 "constructors did not run) when kernel '",
+                 name, "' was launched");
+  // Generated code looks the kernel up at every launch.
+  static std::map<std::pair<void *, std::string>, cudaKernel_t> kernels;
+  auto [it, inserted] = kernels.try_emplace({module, name}, nullptr);
+  if (!inserted)
+    return it->second;
+  cudaError_t status = cudaLibraryGetKernel(
+      &it->second, static_cast<cudaLibrary_t>(module), name);
   if (status == cudaErrorSymbolNotFound)
     detail::fail("the bundle's GPU code has no kernel '", name, "'");
-  check(status, "cudaLibraryGetKernel");
-  return kernel;
+  check(status, "cudaLibraryGetKernel (was the bundle built for this GPU's "
+                "architecture?)");
+  return it->second;
 }
 
 void mgpuLaunchKernel(void *function, intptr_t gridX, intptr_t gridY,
@@ -282,6 +363,11 @@ void mgpuLaunchKernel(void *function, intptr_t gridX, intptr_t gridY,
   if (gridX == 0 || gridY == 0 || gridZ == 0 || blockX == 0 || blockY == 0 ||
       blockZ == 0)
     return;
+  for (intptr_t size : {gridX, gridY, gridZ, blockX, blockY, blockZ})
+    if (size < 0 || size > UINT32_MAX)
+      detail::fail("a kernel launch of ", gridX, "x", gridY, "x", gridZ,
+                   " blocks of ", blockX, "x", blockY, "x", blockZ,
+                   " threads is beyond CUDA's limits");
   dim3 grid(gridX, gridY, gridZ), block(blockX, blockY, blockZ);
   check(cudaLaunchKernel(function, grid, block, params, sharedBytes,
                          streamOr(stream)),
@@ -289,5 +375,9 @@ void mgpuLaunchKernel(void *function, intptr_t gridX, intptr_t gridY,
 }
 
 void mgpuSetDefaultDevice(int32_t index) {
-  check(cudaSetDevice(index), "cudaSetDevice");
+  // The runtime's stream and handles live on the rank's device.
+  if (index != device().index)
+    detail::fail("the program asks for GPU ", index, ", but this rank runs "
+                 "on GPU ", device().index, " (its local rank modulo the "
+                 "GPU count)");
 }

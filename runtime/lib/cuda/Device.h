@@ -20,6 +20,8 @@ struct Device {
   int index = -1;
   cudaStream_t stream = nullptr;
   cublasHandle_t blas = nullptr;
+  /// The pool of stream-ordered allocations (cudaMallocAsync).
+  cudaMemPool_t pool = nullptr;
 };
 
 /// The device, initialised on first use.
@@ -29,8 +31,9 @@ Device &device();
 cudaStream_t streamOr(void *stream);
 
 /// Device memory of `bytes` on `stream` (cudaMallocAsync). When the device
-/// is out of memory, the managed buffers kept for later calls are released
-/// first and the allocation tried again; then a failure ends every rank.
+/// is out of memory, the memory kept for later calls (managed buffers, the
+/// pool's free blocks) is released first and the allocation tried again;
+/// then a failure ends every rank.
 void *deviceAlloc(size_t bytes, cudaStream_t stream);
 
 inline void check(cudaError_t status, const char *call) {

@@ -15,6 +15,7 @@
 
 #include "moert/moert_cuda.h"
 
+#include <dlfcn.h>
 #include <nccl.h>
 
 #include <map>
@@ -157,11 +158,50 @@ void moert_cuda_reduce_scatter_sum(const void *in, void *out,
             });
 }
 
+/// Sends sendBytes[peer] bytes of `in` to each peer and receives
+/// recvBytes[peer] bytes from it into `out`, both packed in peer order, as
+/// one NCCL group of sends and receives.
+static void sendReceive(const void *in, const std::vector<int64_t> &sendBytes,
+                        void *out, const std::vector<int64_t> &recvBytes,
+                        const Peers &p) {
+  auto *src = static_cast<const char *>(in);
+  auto *dst = static_cast<char *>(out);
+  check(ncclGroupStart(), "ncclGroupStart");
+  for (int peer = 0; peer < p.group->size; ++peer) {
+    if (sendBytes[peer])
+      check(ncclSend(src, sendBytes[peer], ncclUint8, peer, p.comm, p.stream),
+            "ncclSend");
+    if (recvBytes[peer])
+      check(ncclRecv(dst, recvBytes[peer], ncclUint8, peer, p.comm, p.stream),
+            "ncclRecv");
+    src += sendBytes[peer];
+    dst += recvBytes[peer];
+  }
+  check(ncclGroupEnd(), "ncclGroupEnd");
+}
+
+/// `bytes` to and from every peer: ncclAlltoAll where the NCCL loaded has
+/// it (2.28 and later; it is looked up, since the NCCL that PyTorch's
+/// wheels bring may be older), else grouped sends and receives.
+static void uniformAllToAll(const void *in, void *out, int64_t bytes,
+                            const Peers &p) {
+  using AllToAll = ncclResult_t (*)(const void *, void *, size_t,
+                                    ncclDataType_t, ncclComm_t, cudaStream_t);
+  static auto ncclAllToAll =
+      reinterpret_cast<AllToAll>(dlsym(RTLD_DEFAULT, "ncclAlltoAll"));
+  if (ncclAllToAll) {
+    check(ncclAllToAll(in, out, bytes, ncclUint8, p.comm, p.stream),
+          "ncclAlltoAll");
+    return;
+  }
+  std::vector<int64_t> perPeer(p.group->size, bytes);
+  sendReceive(in, perPeer, out, perPeer, p);
+}
+
 void moert_cuda_all_to_all(const void *in, void *out, int64_t bytesPerRank,
                            int64_t axes) {
   exchangeBytes(AllToAll, in, out, bytesPerRank, axes, [&](const Peers &p) {
-    check(ncclAlltoAll(in, out, bytesPerRank, ncclUint8, p.comm, p.stream),
-          "ncclAlltoAll");
+    uniformAllToAll(in, out, bytesPerRank, p);
   });
 }
 
@@ -199,9 +239,7 @@ void moert_cuda_ragged_all_to_all(const void *in, const int32_t *counts,
            i % groupsPerRank);
   if (p.comm) {
     agree(g, op, {{"row sizes", rowBytes}, {"groups per rank", groupsPerRank}});
-    check(ncclAlltoAll(counts, outCounts, groupsPerRank, ncclInt32, p.comm,
-                       p.stream),
-          "ncclAlltoAll");
+    uniformAllToAll(counts, outCounts, groupsPerRank * sizeof(int32_t), p);
   } else {
     copyOnDevice(outCounts, counts, countBytes, p.stream);
   }
@@ -219,25 +257,14 @@ void moert_cuda_ragged_all_to_all(const void *in, const int32_t *counts,
   if (received > outRows)
     fail(opNames[op], " over ", g.name, ": receives ", received,
          " rows but the output holds ", outRows);
-  auto *src = static_cast<const char *>(in);
-  auto *dst = static_cast<char *>(out);
   if (!p.comm) {
-    copyOnDevice(dst, src, received * rowBytes, p.stream);
-  } else if (rowBytes > 0) {
-    check(ncclGroupStart(), "ncclGroupStart");
+    copyOnDevice(out, in, received * rowBytes, p.stream);
+  } else {
     for (int peer = 0; peer < g.size; ++peer) {
-      if (sendRows[peer])
-        check(ncclSend(src, sendRows[peer] * rowBytes, ncclUint8, peer, p.comm,
-                       p.stream),
-              "ncclSend");
-      if (recvRows[peer])
-        check(ncclRecv(dst, recvRows[peer] * rowBytes, ncclUint8, peer, p.comm,
-                       p.stream),
-              "ncclRecv");
-      src += sendRows[peer] * rowBytes;
-      dst += recvRows[peer] * rowBytes;
+      sendRows[peer] *= rowBytes;
+      recvRows[peer] *= rowBytes;
     }
-    check(ncclGroupEnd(), "ncclGroupEnd");
+    sendReceive(in, sendRows, out, recvRows, p);
   }
   if (outRows > received && rowBytes > 0)
     check(cudaMemsetAsync(static_cast<char *>(out) + received * rowBytes, 0,

@@ -89,7 +89,7 @@ static void groupedGemm(int32_t dtype, const std::vector<Group> &all,
       groups.push_back(g);
   }
   int count = static_cast<int>(groups.size());
-  if (count == 0)
+  if (count == 0 || N == 0)
     return;
   Device &dev = device();
   check(cublasSetStream(dev.blas, stream), "cublasSetStream");
@@ -97,12 +97,16 @@ static void groupedGemm(int32_t dtype, const std::vector<Group> &all,
   check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
   static PointerArrays arrays;
   arrays.reserve(3 * static_cast<size_t>(count));
-  std::vector<int> m(count, N), n(count), k(count, K), lda(count),
-      ldb(count, K), ldc(count, N), groupSize(count, 1);
+  // Leading dimensions are at least 1 even for an empty K or N, as cuBLAS
+  // requires (with K = 0 it scales C by beta).
+  int ldK = static_cast<int>(std::max<int64_t>(K, 1)),
+      ldN = static_cast<int>(std::max<int64_t>(N, 1));
+  std::vector<int> m(count, N), n(count), k(count, K),
+      lda(count, transposed ? ldK : ldN), ldb(count, ldK), ldc(count, ldN),
+      groupSize(count, 1);
   std::vector<float> alpha(count, 1.0f), betas(count);
   for (int g = 0; g < count; ++g) {
     n[g] = static_cast<int>(groups[g].rows);
-    lda[g] = static_cast<int>(transposed ? K : N);
     arrays.host[g] = const_cast<void *>(groups[g].w);
     arrays.host[count + g] = const_cast<void *>(groups[g].a);
     arrays.host[2 * count + g] = groups[g].c;

@@ -171,13 +171,14 @@ __global__ void gatingKernel(const T *logits, int64_t tokens, int experts,
   float picked = lane < k && pickedId >= 0 ? row[pickedId] : 0;
   if (scoring == MOERT_CUDA_TOPK_SOFTMAX) {
     float top = __shfl_sync(0xffffffffu, picked, 0);
-    picked = lane < k ? __expf(picked - top) : 0;
+    picked = lane < k && pickedId >= 0 ? __expf(picked - top) : 0;
   }
   float total = warpSum(lane < k ? picked : 0);
   if (lane < k) {
-    // moe.router's normalize divides by the sum plus 1e-20.
+    // moe.router's normalize divides by the sum plus 1e-20; a token left
+    // unrouted (all NaN) keeps weights 0.
     if (scoring == MOERT_CUDA_TOPK_SOFTMAX)
-      picked /= total;
+      picked = total > 0 ? picked / total : 0;
     else if (normalize)
       picked /= total + 1e-20f;
     weights[token * k + lane] = fromFloat<W>(picked * scale);
@@ -426,6 +427,18 @@ void moert_cuda_router(int32_t dtype, const void *logits, int64_t tokens,
                "moert_cuda_router");
 }
 
+/// Lets `kernel` take `bytes` of dynamic shared memory: launches asking for
+/// more than 48 KB fail unless the kernel was allowed them.
+template <typename Kernel>
+static void allowSharedBytes(Kernel *kernel, size_t bytes) {
+  constexpr size_t kDefaultLimit = 48 * 1024;
+  if (bytes > kDefaultLimit)
+    check(cudaFuncSetAttribute(kernel,
+                               cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(bytes)),
+          "cudaFuncSetAttribute (shared memory for the permutation)");
+}
+
 /// Where moert_cuda_permute puts the kept pairs: packed by expert (stride
 /// 0), or expert e's from row e * stride, unused rows zeroed (moe.dispatch's
 /// capacity buffers). `after` (E counts, may be null) lowers each expert's
@@ -474,10 +487,15 @@ static PermuteReport *permute(const void *x, int32_t dtype, int64_t tokens,
           "cudaMemsetAsync");
 
   int e = static_cast<int>(experts);
-  blockHistogram<<<blocks, kBlock, sizeof(int32_t) * e, s>>>(expertIds, n, e,
-                                                             blockCounts);
+  // A count per expert in shared memory: past 48 KB (6144 experts for the
+  // scan) a kernel must ask for it.
+  size_t histogramBytes = sizeof(int32_t) * e, scanBytes = sizeof(int64_t) * e;
+  allowSharedBytes(blockHistogram, histogramBytes);
+  allowSharedBytes(scanBlocks, scanBytes);
+  blockHistogram<<<blocks, kBlock, histogramBytes, s>>>(expertIds, n, e,
+                                                        blockCounts);
   checkLaunch("permute histogram kernel");
-  scanBlocks<<<1, std::min(e, 1024), sizeof(int64_t) * e, s>>>(
+  scanBlocks<<<1, std::min(e, 1024), scanBytes, s>>>(
       blockCounts, blocks, e, capacity, placement.after, placement.stride,
       offsets, placement.counts, report, placement.dropped);
   checkLaunch("permute scan kernel");

@@ -1,10 +1,12 @@
-// The --target=cuda lowering: an elementwise loop nest becomes a kernel in a
-// fatbin for each chip, launched in blocks of 256 threads over the collapsed
-// 64 x 32 elements; the matmul becomes a cuBLAS call; buffers are
-// host-shared and the host side is bare-pointer LLVM with moe_entry. Needs
-// the CUDA toolkit's ptxas.
+// The --target=cuda lowering: an elementwise loop nest becomes a kernel in
+// one fatbin for every chip, launched in blocks of 256 threads over the
+// collapsed 64 x 32 elements; the matmul becomes a cuBLAS call; buffers that
+// only the GPU touches are device memory and the host side is bare-pointer
+// LLVM with moe_entry. Needs the CUDA toolkit's ptxas and fatbinary.
 // REQUIRES: cuda
 // RUN: moe-opt %s --moe-lower-to-gpu | FileCheck %s
+// The kernels take what the host passes: bare pointers.
+// RUN: moe-opt %s --moe-lower-to-gpu --mlir-print-ir-before=moe-gpu-fatbin 2>&1 >/dev/null | FileCheck %s --check-prefix=KERNEL
 // The same program in bf16 and f16: the kernel computes in that type, the
 // matmul goes to cuBLAS with the type's code (5 and 4).
 // RUN: sed 's/f32/bf16/g' %s | moe-opt --moe-lower-to-gpu | FileCheck %s --check-prefix=BF16
@@ -16,11 +18,14 @@
 // CHECK: llvm.func @main_graph(
 // CHECK-DAG: %[[THREADS:.*]] = llvm.mlir.constant(256 : index) : i64
 // CHECK-DAG: %[[BLOCKS:.*]] = llvm.mlir.constant(8 : index) : i64
-// CHECK: llvm.call @mgpuMemAlloc
-// Kernels, the cuBLAS call and the frees run in order on the runtime's
-// stream; the host waits for it once, before it returns.
+// Allocations, kernels, the cuBLAS call and the frees run in order on the
+// runtime's stream; the host waits for it once, before it returns. The
+// buffers are device memory (host-shared: false).
 // CHECK: %[[STREAM:.*]] = llvm.call @mgpuStreamCreate()
-// CHECK: gpu.launch_func <%[[STREAM]] : !llvm.ptr> @main_graph_kernel::@main_graph_kernel blocks in (%[[BLOCKS]], %[[ONE:.*]], %[[ONE]]) threads in (%[[THREADS]], %[[ONE]], %[[ONE]])
+// CHECK: %[[DEVICE:.*]] = llvm.mlir.constant(0 : i8) : i8
+// CHECK-NEXT: llvm.call @mgpuMemAlloc(%{{.*}}, %[[STREAM]], %[[DEVICE]])
+// Each buffer goes to the kernel as one pointer, after six sizes.
+// CHECK: gpu.launch_func <%[[STREAM]] : !llvm.ptr> @main_graph_kernel::@main_graph_kernel blocks in (%[[BLOCKS]], %[[ONE:.*]], %[[ONE]]) threads in (%[[THREADS]], %[[ONE]], %[[ONE]]) : i64 args({{(%[0-9]+ : i64, ){6}(%[0-9]+ : !llvm.ptr, ){2}%[0-9]+ : !llvm.ptr}})
 // CHECK-NOT: mgpuStreamSynchronize
 // CHECK: llvm.call @moert_cuda_matmul(
 // CHECK-NOT: mgpuStreamSynchronize
@@ -30,10 +35,19 @@
 // CHECK: llvm.call @mgpuStreamSynchronize(%[[STREAM]])
 // CHECK-NEXT: llvm.call @mgpuStreamDestroy(%[[STREAM]])
 // CHECK-NEXT: llvm.return
-// CHECK: gpu.binary @main_graph_kernel
-// CHECK-SAME: #nvvm.target<chip = "sm_80", features = "+ptx80">
-// CHECK-SAME: #nvvm.target<chip = "sm_90", features = "+ptx80">
+// One fatbin object per module, with a cubin for each chip and the oldest
+// chip's PTX.
+// CHECK: gpu.binary @main_graph_kernel  [#gpu.object<#nvvm.target<chip = "sm_80", features = "+ptx80">
+// CHECK-SAME: images = ["sm_80", "sm_90", "compute_80"]}, "P\EDU\BA
+// CHECK-NOT: chip = "sm_90"
 // CHECK: llvm.func @moe_entry(
+
+// KERNEL: gpu.binary @main_graph_kernel
+// KERNEL-SAME: #nvvm.target<chip = "sm_80", features = "+ptx80">
+// KERNEL-SAME: .target sm_80
+// KERNEL-SAME: .param .u64 main_graph_kernel_param_5,\0A\09.param .u64 .ptr .align 1 main_graph_kernel_param_6,\0A\09.param .u64 .ptr .align 1 main_graph_kernel_param_7,\0A\09.param .u64 .ptr .align 1 main_graph_kernel_param_8\0A)
+// KERNEL-SAME: #nvvm.target<chip = "sm_90", features = "+ptx80">
+// KERNEL-SAME: .target sm_90
 
 // SYNC: llvm.func @main_graph(
 // SYNC: gpu.launch_func {{ *}}@main_graph_kernel::@main_graph_kernel

@@ -1,4 +1,4 @@
-// RUN: moe-opt %s --moe-device-globals | FileCheck %s
+// RUN: moe-opt %s --split-input-file --moe-device-globals | FileCheck %s
 
 // Host code reaches a weight (4 x 8 f32: 128 bytes) and a constant (16
 // bytes) through their managed copies; a function's address and a kernel's
@@ -40,5 +40,32 @@ module attributes {gpu.container_module} {
       %v = llvm.load %t : !llvm.ptr -> f32
       llvm.return
     }
+  }
+}
+
+// -----
+
+// The globals moe.device_globals lists get device copies, the others
+// managed ones; the list is consumed.
+// CHECK-NOT: moe.device_globals
+// CHECK-DAG: llvm.func @moert_cuda_device_global(!llvm.ptr, i64) -> !llvm.ptr
+// CHECK-DAG: llvm.func @moert_cuda_global(!llvm.ptr, i64) -> !llvm.ptr
+// CHECK-LABEL: llvm.func @mixed
+// CHECK:   %[[W:.*]] = llvm.mlir.addressof @w : !llvm.ptr
+// CHECK:   llvm.call @moert_cuda_device_global(%[[W]],
+// CHECK:   %[[C:.*]] = llvm.mlir.addressof @c : !llvm.ptr
+// CHECK:   llvm.call @moert_cuda_global(%[[C]],
+module attributes {moe.device_globals = [@w]} {
+  llvm.mlir.global private @w() {addr_space = 0 : i32} : !llvm.array<4 x f32> {
+    %0 = llvm.mlir.undef : !llvm.array<4 x f32>
+    llvm.return %0 : !llvm.array<4 x f32>
+  }
+  llvm.mlir.global private constant @c(dense<1.0> : tensor<4xf32>) {addr_space = 0 : i32} : !llvm.array<4 x f32>
+  llvm.func @mixed() -> f32 {
+    %w = llvm.mlir.addressof @w : !llvm.ptr
+    %c = llvm.mlir.addressof @c : !llvm.ptr
+    %v = llvm.load %c : !llvm.ptr -> f32
+    llvm.store %v, %w : f32, !llvm.ptr
+    llvm.return %v : f32
   }
 }

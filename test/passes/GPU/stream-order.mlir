@@ -113,3 +113,28 @@ module attributes {gpu.container_module} {
     return
   }
 }
+
+// -----
+
+// A device allocation joins the chain as a free does (its own stream and
+// wait go), and the kernel that uses it follows it on the stream.
+// CHECK-LABEL: func.func @device_alloc
+// CHECK: %[[T:.*]] = gpu.launch_func async
+// CHECK-NEXT: %[[B:.*]], %[[A:.*]] = gpu.alloc async [%[[T]]] () : memref<16xf32>
+// CHECK-NEXT: %[[U:.*]] = gpu.launch_func async [%[[A]]] {{.*}} args(%[[B]] : memref<16xf32>)
+// CHECK-NEXT: gpu.wait [%[[U]]]
+// CHECK-NEXT: return
+module attributes {gpu.container_module} {
+  gpu.module @kernels {
+    gpu.func @fill(%m: memref<16xf32>) kernel { gpu.return }
+  }
+  func.func @device_alloc(%m: memref<16xf32>) {
+    %c1 = arith.constant 1 : index
+    gpu.launch_func @kernels::@fill blocks in (%c1, %c1, %c1) threads in (%c1, %c1, %c1) args(%m : memref<16xf32>)
+    %s = gpu.wait async
+    %b, %t = gpu.alloc async [%s] () : memref<16xf32>
+    gpu.wait [%t]
+    gpu.launch_func @kernels::@fill blocks in (%c1, %c1, %c1) threads in (%c1, %c1, %c1) args(%b : memref<16xf32>)
+    return
+  }
+}

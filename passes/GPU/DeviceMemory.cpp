@@ -1,0 +1,138 @@
+//===- DeviceMemory.cpp - Device memory for what only the GPU touches -----===//
+//
+// moe-managed-memory makes every buffer host-shared (CUDA managed memory),
+// since before loops become kernels it is not known which code runs where.
+// After kernel outlining it is: a buffer that host code never dereferences
+// (its uses are kernel launches, moert_cuda_* calls, which take device
+// pointers, and frees, possibly through views and raw pointers) gets device
+// memory, allocated and freed in stream order. Managed memory costs page
+// migrations whenever host and device take turns, and a GPU asked for more
+// of it than it has free may stall rather than fail.
+//
+// Globals (weights, constants) are reached through copies the runtime makes
+// on first use (moe-device-globals). Those that host code never reads are
+// listed in the module's `moe.device_globals`, so that their copies are
+// device memory too.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Passes.h"
+
+#include "mlir/Interfaces/ViewLikeInterface.h"
+
+namespace mlir::moe {
+#define GEN_PASS_DEF_MOEGPUDEVICEMEMORYPASS
+#include "passes/Passes.h.inc"
+
+namespace {
+
+/// moert_cuda_* functions that take host pointers (moert_cuda.h names those
+/// parameters `host...`): what the compiler passes them is read on the host.
+constexpr StringLiteral kHostPointerCallees[] = {
+    "moert_cuda_permute", "moert_cuda_grouped_gemm", "moert_cuda_global"};
+
+bool takesDevicePointers(func::CallOp call) {
+  StringRef callee = call.getCallee();
+  return callee.starts_with("moert_cuda_") &&
+         !llvm::is_contained(kHostPointerCallees, callee);
+}
+
+/// Whether only GPU code may dereference `root`: every use, through views,
+/// the base buffer and the raw address taken from it, is a kernel launch,
+/// device code, a moert_cuda_* call that takes device pointers, a free, or
+/// reads no memory (sizes, address comparisons). Anything else (a host
+/// load or store, another call, a buffer that escapes through a region or a
+/// return) may touch it on the host.
+bool onlyDeviceUses(Value root) {
+  SmallVector<Value> worklist = {root};
+  llvm::SmallPtrSet<Value, 8> seen;
+  while (!worklist.empty()) {
+    Value value = worklist.pop_back_val();
+    if (!seen.insert(value).second)
+      continue;
+    for (OpOperand &use : value.getUses()) {
+      Operation *user = use.getOwner();
+      if (user->getParentOfType<gpu::LaunchOp>() ||
+          isa<gpu::LaunchFuncOp, gpu::DeallocOp, gpu::MemcpyOp, gpu::MemsetOp,
+              memref::DimOp, arith::CmpIOp, LLVM::ICmpOp>(user))
+        continue;
+      if (auto call = dyn_cast<func::CallOp>(user)) {
+        if (!takesDevicePointers(call))
+          return false;
+        continue;
+      }
+      if (auto metadata = dyn_cast<memref::ExtractStridedMetadataOp>(user)) {
+        worklist.push_back(metadata.getBaseBuffer());
+        continue;
+      }
+      if (auto view = dyn_cast<ViewLikeOpInterface>(user);
+          view && view.getViewSource() == value) {
+        worklist.push_back(view.getViewDest());
+        continue;
+      }
+      // The address as an integer or pointer, and arithmetic on it.
+      if (isa<memref::ExtractAlignedPointerAsIndexOp, arith::IndexCastOp,
+              arith::IndexCastUIOp, arith::AddIOp, LLVM::IntToPtrOp,
+              LLVM::PtrToIntOp, LLVM::GEPOp>(user)) {
+        worklist.append(user->result_begin(), user->result_end());
+        continue;
+      }
+      return false;
+    }
+  }
+  return true;
+}
+
+/// `gpu.alloc host_shared` as device memory, allocated on a stream and
+/// waited for at once (moe-gpu-stream-order chains it instead): gpu-to-llvm
+/// lowers a device allocation only in its asynchronous form.
+void allocateOnDevice(gpu::AllocOp alloc) {
+  OpBuilder b(alloc);
+  Location loc = alloc.getLoc();
+  Type token = b.getType<gpu::AsyncTokenType>();
+  Value stream =
+      gpu::WaitOp::create(b, loc, token, ValueRange()).getAsyncToken();
+  auto device = gpu::AllocOp::create(
+      b, loc, alloc.getType(), token, stream, alloc.getDynamicSizes(),
+      alloc.getSymbolOperands(), /*hostShared=*/false);
+  gpu::WaitOp::create(b, loc, Type(), device.getAsyncToken());
+  alloc.getMemref().replaceAllUsesWith(device.getMemref());
+  alloc.erase();
+}
+
+struct MoEGPUDeviceMemoryPass
+    : public impl::MoEGPUDeviceMemoryPassBase<MoEGPUDeviceMemoryPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SmallVector<gpu::AllocOp> allocs;
+    // Every host function's reads of each global: the global may live on
+    // the device only if none of them dereferences it on the host.
+    llvm::MapVector<StringAttr, bool> globals;
+    for (auto func : module.getOps<func::FuncOp>()) {
+      func.walk([&](Operation *op) {
+        if (auto alloc = dyn_cast<gpu::AllocOp>(op);
+            alloc && alloc.getHostShared() && !alloc.getAsyncToken() &&
+            onlyDeviceUses(alloc.getMemref()))
+          allocs.push_back(alloc);
+        if (auto get = dyn_cast<memref::GetGlobalOp>(op)) {
+          auto [it, inserted] =
+              globals.try_emplace(get.getNameAttr().getAttr(), true);
+          it->second &= onlyDeviceUses(get.getResult());
+        }
+      });
+    }
+    for (gpu::AllocOp alloc : allocs)
+      allocateOnDevice(alloc);
+
+    SmallVector<Attribute> deviceOnly;
+    for (auto [name, device] : globals)
+      if (device)
+        deviceOnly.push_back(FlatSymbolRefAttr::get(name));
+    if (!deviceOnly.empty())
+      module->setAttr(kDeviceGlobalsAttrName,
+                      ArrayAttr::get(&getContext(), deviceOnly));
+  }
+};
+
+} // namespace
+} // namespace mlir::moe
