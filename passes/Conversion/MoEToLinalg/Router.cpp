@@ -1,9 +1,9 @@
 //===- Router.cpp - lower moe.router --------------------------------------===//
 //
 // The reference semantics of moe.router. Scores, biases, Sinkhorn scalings
-// and weight fix-ups are linalg.generic maps and reductions; the selections
-// are scf.for loops that take the arg-max of a row and mask it with -inf, k
-// times. The strict `>` of the arg-max gives ties to the lower index.
+// and weight fix-ups are linalg.generic maps and reductions; a top-k
+// selection is a map over [row, slot] whose every element scans its row
+// for the pick after the one before (ties to the lower index).
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,48 +24,83 @@ struct Selection {
 // Shared selection steps
 //===----------------------------------------------------------------------===//
 
-/// The column of the largest entry of row `row` of `matrix`. The strict `>`
-/// keeps the first, i.e. lowest, column among equal maxima.
-static Value argmaxInRow(OpBuilder &b, Location loc, Value matrix, Value row) {
-  RankedTensorType type = tensorType(matrix);
-  Value init[] = {scalarConst(b, loc, type.getElementType(), kNegInf),
-                  indexConst(b, loc, 0)};
-  return loopNest(
-      b, loc, {type.getDimSize(1)}, init,
+/// The largest entry of row `row` of `keys [R, N]` that comes after
+/// (`afterKey`, `afterCol`) in the order of keys descending, then columns
+/// ascending (the pick that follows that one), as its key and column. The
+/// strict `>` keeps the lowest column among equal keys; NaN keys never
+/// come. With no entry left the column is 0.
+static std::pair<Value, Value> nextInRow(OpBuilder &b, Location loc,
+                                         Value keys, Value row, Value afterKey,
+                                         Value afterCol) {
+  RankedTensorType type = tensorType(keys);
+  int64_t columns = type.getDimSize(1);
+  Value none = indexConst(b, loc, columns);
+  Value init[] = {scalarConst(b, loc, type.getElementType(), kNegInf), none};
+  SmallVector<Value> best = loopNest(
+      b, loc, {columns}, init,
       [&](OpBuilder &nb, Location nloc, ValueRange ivs,
           ValueRange best) -> scf::ValueVector {
         Value col = ivs[0];
-        Value value =
-            tensor::ExtractOp::create(nb, nloc, matrix, ValueRange{row, col});
-        Value greater = arith::CmpFOp::create(
-            nb, nloc, arith::CmpFPredicate::OGT, value, best[0]);
-        return {arith::SelectOp::create(nb, nloc, greater, value, best[0]),
-                arith::SelectOp::create(nb, nloc, greater, col, best[1])};
-      })[1];
+        Value key =
+            tensor::ExtractOp::create(nb, nloc, keys, ValueRange{row, col});
+        auto cmpf = [&](arith::CmpFPredicate predicate, Value lhs, Value rhs) {
+          return arith::CmpFOp::create(nb, nloc, predicate, lhs, rhs);
+        };
+        auto cmpi = [&](arith::CmpIPredicate predicate, Value lhs, Value rhs) {
+          return arith::CmpIOp::create(nb, nloc, predicate, lhs, rhs);
+        };
+        Value after = arith::OrIOp::create(
+            nb, nloc, cmpf(arith::CmpFPredicate::OLT, key, afterKey),
+            arith::AndIOp::create(
+                nb, nloc, cmpf(arith::CmpFPredicate::OEQ, key, afterKey),
+                cmpi(arith::CmpIPredicate::sgt, col, afterCol)));
+        Value better = arith::OrIOp::create(
+            nb, nloc, cmpf(arith::CmpFPredicate::OGT, key, best[0]),
+            arith::AndIOp::create(
+                nb, nloc, cmpi(arith::CmpIPredicate::eq, best[1], none),
+                cmpf(arith::CmpFPredicate::ORD, key, key)));
+        Value take = arith::AndIOp::create(nb, nloc, after, better);
+        return {arith::SelectOp::create(nb, nloc, take, key, best[0]),
+                arith::SelectOp::create(nb, nloc, take, col, best[1])};
+      });
+  Value found = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne,
+                                      best[1], none);
+  return {best[0], arith::SelectOp::create(b, loc, found, best[1],
+                                           indexConst(b, loc, 0))};
 }
 
 /// The columns of the `k` largest entries of every row of `keys [R, N]`,
-/// largest first, as i32 `[R, k]`. Each round takes the row's arg-max and
-/// masks it with -inf, so ties go to the lower column. Every row needs k
-/// entries above -inf (for grouped_topk, the verifier's bound on k).
+/// largest first, as i32 `[R, k]`; ties go to the lower column. Every
+/// [row, slot] is computed on its own, by slot + 1 passes over the row that
+/// each find the pick after the last (k (k + 1) / 2 passes per row rather
+/// than k): a parallel map that writes nothing else, so that on a GPU it is
+/// one kernel and not a host loop. Every row needs k entries that are not
+/// NaN (for grouped_topk, the verifier's bound on k).
 static Value topKIndices(OpBuilder &b, Location loc, Value keys, int64_t k) {
   RankedTensorType type = tensorType(keys);
-  int64_t rows = type.getDimSize(0);
-  Value ids = tensor::EmptyOp::create(b, loc, {rows, k}, b.getI32Type());
-  Value negInf = scalarConst(b, loc, type.getElementType(), kNegInf);
-  Value init[] = {keys, ids};
-  return loopNest(
-      b, loc, {rows, k}, init,
-      [&](OpBuilder &nb, Location nloc, ValueRange ivs,
-          ValueRange args) -> scf::ValueVector {
-        Value row = ivs[0], slot = ivs[1];
-        Value col = argmaxInRow(nb, nloc, args[0], row);
-        Value masked = tensor::InsertOp::create(nb, nloc, negInf, args[0],
-                                                ValueRange{row, col});
-        Value id = arith::IndexCastOp::create(nb, nloc, nb.getI32Type(), col);
-        return {masked, tensor::InsertOp::create(nb, nloc, id, args[1],
-                                                 ValueRange{row, slot})};
-      })[1];
+  auto idsType =
+      RankedTensorType::get({type.getDimSize(0), k}, b.getI32Type());
+  return mapElements(
+      b, loc, idsType, {}, {}, [&](OpBuilder &nb, Location nloc, ValueRange) {
+        Value row = linalg::IndexOp::create(nb, nloc, 0);
+        Value slot = linalg::IndexOp::create(nb, nloc, 1);
+        Value passes = arith::AddIOp::create(nb, nloc, slot,
+                                             indexConst(nb, nloc, 1));
+        // Before the first pick: +inf and column -1, after which all come.
+        Value start[] = {
+            scalarConst(nb, nloc, type.getElementType(), -kNegInf),
+            indexConst(nb, nloc, -1)};
+        auto loop = scf::ForOp::create(
+            nb, nloc, indexConst(nb, nloc, 0), passes, indexConst(nb, nloc, 1),
+            start,
+            [&](OpBuilder &lb, Location lloc, Value, ValueRange after) {
+              auto [key, col] =
+                  nextInRow(lb, lloc, keys, row, after[0], after[1]);
+              scf::YieldOp::create(lb, lloc, ValueRange{key, col});
+            });
+        return arith::IndexCastOp::create(nb, nloc, nb.getI32Type(),
+                                          loop.getResult(1));
+      });
 }
 
 /// `values[t, ids[t, j]]` for every `[t, j]` of `ids`.

@@ -1,7 +1,9 @@
 // RUN: moe-opt %s --convert-moe-to-linalg --split-input-file | FileCheck %s
 
-// Softmax scores, then k rounds per token of a strict-`>` arg-max that masks
-// the winner with -inf; the weights are the gathered scores.
+// Softmax scores, then a parallel map over [token, slot] whose element j
+// takes slot + 1 passes over its row, each picking the largest score after
+// the last pick (ties to the lower column); the weights are the gathered
+// scores.
 
 // CHECK-LABEL: func.func @topk(
 // CHECK-SAME:      %[[LOGITS:.*]]: tensor<4x8xf32>)
@@ -11,17 +13,21 @@
 // CHECK:         %[[SCORES:.*]] = linalg.generic {{.*}} : tensor<4x8xf32>, tensor<4xf32>)
 // CHECK-NEXT:    ^bb0
 // CHECK-NEXT:      arith.divf
-// CHECK:         %[[TOP:.*]]:2 = scf.for {{.*}} iter_args(%{{.*}} = %[[SCORES]], %{{.*}} = %{{.*}}) -> (tensor<4x8xf32>, tensor<4x2xi32>)
-// CHECK:           scf.for {{.*}} -> (tensor<4x8xf32>, tensor<4x2xi32>)
-// CHECK:             %[[BEST:.*]]:2 = scf.for {{.*}} -> (f32, index)
+// CHECK:         %[[TOP:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel"]} outs(%{{.*}} : tensor<4x2xi32>)
+// CHECK:           %[[ROW:.*]] = linalg.index 0
+// CHECK:           %[[SLOT:.*]] = linalg.index 1
+// CHECK:           %[[PASSES:.*]] = arith.addi %[[SLOT]]
+// CHECK:           %[[PICK:.*]]:2 = scf.for %{{.*}} = %{{.*}} to %[[PASSES]] {{.*}} -> (f32, index)
+// CHECK:             scf.for {{.*}} -> (f32, index)
+// CHECK:               tensor.extract %[[SCORES]][%[[ROW]], %{{.*}}]
+// CHECK:               arith.cmpf olt
 // CHECK:               arith.cmpf ogt
-// CHECK:             tensor.insert %{{.*}} into %{{.*}}[%{{.*}}, %[[BEST]]#1] : tensor<4x8xf32>
-// CHECK:             %[[ID:.*]] = arith.index_cast %[[BEST]]#1 : index to i32
-// CHECK:             tensor.insert %[[ID]] into %{{.*}} : tensor<4x2xi32>
-// CHECK:         %[[W:.*]] = linalg.generic {{.*}} ins(%[[TOP]]#1 : tensor<4x2xi32>)
+// CHECK:           %[[ID:.*]] = arith.index_cast %[[PICK]]#1 : index to i32
+// CHECK:           linalg.yield %[[ID]]
+// CHECK:         %[[W:.*]] = linalg.generic {{.*}} ins(%[[TOP]] : tensor<4x2xi32>)
 // CHECK:           linalg.index 0
 // CHECK:           tensor.extract %[[SCORES]]
-// CHECK:         return %[[TOP]]#1, %[[W]]
+// CHECK:         return %[[TOP]], %[[W]]
 // CHECK-NOT:     moe.router
 func.func @topk(%logits: tensor<4x8xf32>) -> (tensor<4x2xi32>, tensor<4x2xf32>) {
   %ids, %w = moe.router softmax topk %logits
@@ -41,9 +47,10 @@ func.func @topk(%logits: tensor<4x8xf32>) -> (tensor<4x2xi32>, tensor<4x2xf32>) 
 // CHECK:         %[[WIDEBIAS:.*]] = linalg.generic {{.*}} ins(%[[BIAS]] : tensor<8xbf16>) outs(%{{.*}} : tensor<8xf32>)
 // CHECK:         %[[KEYS:.*]] = linalg.generic {{.*}} ins(%[[SCORES:[^ ,]*]], %[[WIDEBIAS]] : tensor<4x8xf32>, tensor<8xf32>)
 // CHECK:           arith.addf
-// CHECK:         %[[TOP:.*]]:2 = scf.for {{.*}} iter_args(%{{.*}} = %[[KEYS]], %{{.*}} = %{{.*}}) -> (tensor<4x8xf32>, tensor<4x3xi32>)
+// CHECK:         %[[TOP:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<4x3xi32>)
+// CHECK:               tensor.extract %[[KEYS]]
 // CHECK:               arith.cmpf ogt, %{{.*}}, %{{.*}} : f32
-// CHECK:         %[[W:.*]] = linalg.generic {{.*}} ins(%[[TOP]]#1 : tensor<4x3xi32>)
+// CHECK:         %[[W:.*]] = linalg.generic {{.*}} ins(%[[TOP]] : tensor<4x3xi32>)
 // CHECK:           tensor.extract %[[SCORES]]
 // CHECK:         %[[SUM:.*]] = linalg.generic {{.*}} ins(%[[W]] : tensor<4x3xf32>) outs(%{{.*}} : tensor<4xf32>)
 // CHECK:         %[[NORM:.*]] = linalg.generic {{.*}} ins(%[[W]], %[[SUM]] : tensor<4x3xf32>, tensor<4xf32>)
@@ -53,7 +60,7 @@ func.func @topk(%logits: tensor<4x8xf32>) -> (tensor<4x2xi32>, tensor<4x2xf32>) 
 // CHECK:           arith.mulf %{{.*}}, %[[SCALE]]
 // CHECK:         %[[NARROW:.*]] = linalg.generic {{.*}} ins(%[[SCALED]] : tensor<4x3xf32>) outs(%{{.*}} : tensor<4x3xbf16>)
 // CHECK:           arith.truncf %{{.*}} : f32 to bf16
-// CHECK:         return %[[TOP]]#1, %[[NARROW]]
+// CHECK:         return %[[TOP]], %[[NARROW]]
 func.func @topk_bias_normalize_scale(%logits: tensor<4x8xbf16>, %bias: tensor<8xbf16>)
     -> (tensor<4x3xi32>, tensor<4x3xbf16>) {
   %ids, %w = moe.router sigmoid topk %logits bias(%bias)
@@ -74,15 +81,17 @@ func.func @topk_bias_normalize_scale(%logits: tensor<4x8xbf16>, %bias: tensor<8x
 // CHECK:         %[[TOP2:.*]]:2 = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[GROUPED]] : tensor<4x4x2xf32>)
 // CHECK:         %[[GSCORES:.*]] = linalg.generic {{.*}} ins(%[[TOP2]]#0, %[[TOP2]]#1 : tensor<4x4xf32>, tensor<4x4xf32>)
 // CHECK:           arith.addf
-// CHECK:         %[[GROUPS:.*]]:2 = scf.for {{.*}} iter_args(%{{.*}} = %[[GSCORES]], %{{.*}} = %{{.*}}) -> (tensor<4x4xf32>, tensor<4x2xi32>)
+// CHECK:         %[[GROUPS:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<4x2xi32>)
+// CHECK:               tensor.extract %[[GSCORES]]
 // CHECK:         %[[MASKED:.*]] = scf.for {{.*}} -> (tensor<4x8xf32>)
-// CHECK:           tensor.extract %[[GROUPS]]#1
+// CHECK:           tensor.extract %[[GROUPS]]
 // CHECK:           %[[SEGMENT:.*]] = tensor.extract_slice %[[KEYS]][{{.*}}] [1, 2] [1, 1]
 // CHECK:           tensor.insert_slice %[[SEGMENT]] into
-// CHECK:         %[[TOP:.*]]:2 = scf.for {{.*}} iter_args(%{{.*}} = %[[MASKED]], %{{.*}} = %{{.*}}) -> (tensor<4x8xf32>, tensor<4x3xi32>)
-// CHECK:         %[[W:.*]] = linalg.generic {{.*}} ins(%[[TOP]]#1 : tensor<4x3xi32>)
+// CHECK:         %[[TOP:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<4x3xi32>)
+// CHECK:               tensor.extract %[[MASKED]]
+// CHECK:         %[[W:.*]] = linalg.generic {{.*}} ins(%[[TOP]] : tensor<4x3xi32>)
 // CHECK:           tensor.extract %[[SCORES]]
-// CHECK:         return %[[TOP]]#1, %{{.*}}
+// CHECK:         return %[[TOP]], %{{.*}}
 func.func @grouped_topk_top2_sum(%logits: tensor<4x8xf32>, %bias: tensor<8xf32>)
     -> (tensor<4x3xi32>, tensor<4x3xf32>) {
   %ids, %w = moe.router sigmoid grouped_topk %logits bias(%bias)
@@ -98,7 +107,8 @@ func.func @grouped_topk_top2_sum(%logits: tensor<4x8xf32>, %bias: tensor<8xf32>)
 // CHECK:         %[[GSCORES:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[GROUPED]] : tensor<4x2x4xf32>) outs(%{{.*}} : tensor<4x2xf32>)
 // CHECK-NEXT:    ^bb0
 // CHECK-NEXT:      arith.maximumf
-// CHECK:         scf.for {{.*}} iter_args(%{{.*}} = %[[GSCORES]], %{{.*}} = %{{.*}}) -> (tensor<4x2xf32>, tensor<4x1xi32>)
+// CHECK:         linalg.generic {{.*}} outs(%{{.*}} : tensor<4x1xi32>)
+// CHECK:               tensor.extract %[[GSCORES]]
 func.func @grouped_topk_max(%logits: tensor<4x8xf32>) -> (tensor<4x2xi32>, tensor<4x2xf32>) {
   %ids, %w = moe.router softmax grouped_topk %logits groups 2 top 1 by max
       : tensor<4x8xf32> -> tensor<4x2xi32>, tensor<4x2xf32>
@@ -139,10 +149,11 @@ func.func @grouped_topk_max(%logits: tensor<4x8xf32>) -> (tensor<4x2xi32>, tenso
 // CHECK:           linalg.copy ins(%[[D1]] : tensor<4xf32>)
 // CHECK:           scf.yield
 // CHECK:         %[[MATRIX:.*]] = linalg.generic {{.*}} ins(%[[COST]], %[[LOOP]]#0, %[[LOOP]]#1 : tensor<8x4xf32>, tensor<8xf32>, tensor<4xf32>)
-// CHECK:         %[[TOP:.*]]:2 = scf.for {{.*}} iter_args(%{{.*}} = %[[MATRIX]], %{{.*}} = %{{.*}}) -> (tensor<8x4xf32>, tensor<8x2xi32>)
-// CHECK:         %[[W:.*]] = linalg.generic {{.*}} ins(%[[TOP]]#1 : tensor<8x2xi32>)
+// CHECK:         %[[TOP:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<8x2xi32>)
+// CHECK:               tensor.extract %[[MATRIX]]
+// CHECK:         %[[W:.*]] = linalg.generic {{.*}} ins(%[[TOP]] : tensor<8x2xi32>)
 // CHECK:           tensor.extract %[[SCORES]]
-// CHECK:         return %[[TOP]]#1, %[[W]]
+// CHECK:         return %[[TOP]], %[[W]]
 func.func @sinkhorn(%logits: tensor<8x4xf32>) -> (tensor<8x2xi32>, tensor<8x2xf32>) {
   %ids, %w = moe.router softmax sinkhorn %logits
       {sinkhorn_tolerance = 1.0e-3, sinkhorn_max_iterations = 50 : i64}
@@ -157,11 +168,12 @@ func.func @sinkhorn(%logits: tensor<8x4xf32>) -> (tensor<8x2xi32>, tensor<8x2xf3
 
 // CHECK-LABEL: func.func @expert_choice(
 // CHECK:         %[[PER_EXPERT:.*]] = linalg.transpose ins(%[[SCORES:.*]] : tensor<6x4xf32>) outs(%{{.*}} : tensor<4x6xf32>) permutation = [1, 0]
-// CHECK:         %[[TOKENS:.*]]:2 = scf.for {{.*}} iter_args(%{{.*}} = %[[PER_EXPERT]], %{{.*}} = %{{.*}}) -> (tensor<4x6xf32>, tensor<4x2xi32>)
+// CHECK:         %[[TOKENS:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<4x2xi32>)
+// CHECK:               tensor.extract %[[PER_EXPERT]]
 // CHECK:         %[[NONE:.*]] = arith.constant -1 : i32
 // CHECK:         %[[UNROUTED:.*]] = linalg.fill ins(%[[NONE]] : i32) outs(%{{.*}} : tensor<6x4xi32>)
 // CHECK:         %[[IDS:.*]] = scf.for %[[E:.*]] = {{.*}} iter_args(%{{.*}} = %[[UNROUTED]]) -> (tensor<6x4xi32>)
-// CHECK:           tensor.extract %[[TOKENS]]#1[%[[E]], %{{.*}}]
+// CHECK:           tensor.extract %[[TOKENS]][%[[E]], %{{.*}}]
 // CHECK:           tensor.insert %{{.*}} into %{{.*}}[%{{.*}}, %[[E]]] : tensor<6x4xi32>
 // CHECK:         %[[W:.*]] = linalg.generic {{.*}} ins(%[[IDS]], %[[SCORES]] : tensor<6x4xi32>, tensor<6x4xf32>)
 // CHECK:           arith.cmpi sge
@@ -180,12 +192,13 @@ func.func @expert_choice(%logits: tensor<6x4xf32>) -> (tensor<6x4xi32>, tensor<6
 
 // CHECK-LABEL: func.func @sparse_mixer(
 // CHECK-SAME:      %[[LOGITS:.*]]: tensor<4x8xf32>)
-// CHECK-NOT:     linalg.generic
-// CHECK:         %[[TOP:.*]]:2 = scf.for {{.*}} iter_args(%{{.*}} = %[[LOGITS]], %{{.*}} = %{{.*}}) -> (tensor<4x8xf32>, tensor<4x2xi32>)
-// CHECK:         %[[MAXIMA:.*]] = linalg.generic {{.*}} ins(%[[TOP]]#1 : tensor<4x2xi32>)
+// CHECK-NOT:     math.exp
+// CHECK:         %[[TOP:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<4x2xi32>)
+// CHECK:               tensor.extract %[[LOGITS]]
+// CHECK:         %[[MAXIMA:.*]] = linalg.generic {{.*}} ins(%[[TOP]] : tensor<4x2xi32>)
 // CHECK:           tensor.extract %[[LOGITS]]
 // CHECK:         %[[TWO_EPS:.*]] = arith.constant 5.000000e-02 : f32
-// CHECK:         %[[SUMS:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[LOGITS]], %[[MAXIMA]], %[[TOP]]#1 : tensor<4x8xf32>, tensor<4x2xf32>, tensor<4x2xi32>)
+// CHECK:         %[[SUMS:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[LOGITS]], %[[MAXIMA]], %[[TOP]] : tensor<4x8xf32>, tensor<4x2xf32>, tensor<4x2xi32>)
 // CHECK:           arith.mulf %[[TWO_EPS]]
 // CHECK:           arith.cmpf ogt
 // CHECK:           linalg.index 1
@@ -196,7 +209,7 @@ func.func @expert_choice(%logits: tensor<6x4xf32>) -> (tensor<6x4xi32>, tensor<6
 // CHECK:         %[[W:.*]] = linalg.generic {{.*}} ins(%[[SUMS]] : tensor<4x2xf32>)
 // CHECK:           arith.divf
 // CHECK:         %[[SCALED:.*]] = linalg.generic {{.*}} ins(%[[W]] : tensor<4x2xf32>)
-// CHECK:         return %[[TOP]]#1, %[[SCALED]]
+// CHECK:         return %[[TOP]], %[[SCALED]]
 func.func @sparse_mixer(%logits: tensor<4x8xf32>) -> (tensor<4x2xi32>, tensor<4x2xf32>) {
   %ids, %w = moe.router softmax sparse_mixer %logits
       {jitter_eps = 0.025, scaling_factor = 2.0}
