@@ -63,9 +63,7 @@ struct DispatchToRuntime final : OpRewritePattern<DispatchOp> {
     if (capacity && target != "cuda")
       return rewriter.notifyMatchFailure(op, "capacity dispatch on the CPU "
                                              "keeps the reference lowering");
-    if (capacity && op.getDropPolicy() != DropPolicy::Position)
-      return rewriter.notifyMatchFailure(op, "the probs drop policy keeps "
-                                             "the reference lowering");
+    bool probs = capacity && op.getDropPolicy() == DropPolicy::Probs;
     auto inputType = cast<RankedTensorType>(op.getInput().getType());
     auto idsType = cast<RankedTensorType>(op.getIds().getType());
     auto rowsType = cast<RankedTensorType>(op.getRows().getType());
@@ -75,6 +73,9 @@ struct DispatchToRuntime final : OpRewritePattern<DispatchOp> {
       return rewriter.notifyMatchFailure(op, "an element type the runtime "
                                              "does not move");
     Location loc = op.getLoc();
+    Value ids = op.getIds(), outranked;
+    if (probs)
+      std::tie(ids, outranked) = keepBestWeighted(rewriter, loc, op);
     Value rows = newBuffer(rewriter, loc, rowsType);
     Value slots = newBuffer(rewriter, loc,
                             cast<RankedTensorType>(op.getSlots().getType()));
@@ -85,7 +86,7 @@ struct DispatchToRuntime final : OpRewritePattern<DispatchOp> {
         readPointer(rewriter, loc, op.getInput()),
         i64Const(rewriter, loc, inputType.getDimSize(0)),
         i64Const(rewriter, loc, inputType.getDimSize(1)),
-        readPointer(rewriter, loc, op.getIds()),
+        readPointer(rewriter, loc, ids),
         i64Const(rewriter, loc, idsType.getDimSize(1)),
         i64Const(rewriter, loc, countsType.getDimSize(0))};
     if (!capacity) {
@@ -119,11 +120,57 @@ struct DispatchToRuntime final : OpRewritePattern<DispatchOp> {
                  dataPointer(rewriter, loc, counts),
                  dataPointer(rewriter, loc, dropped)});
     call(rewriter, loc, "moert_cuda_dispatch_capacity", args);
+    Value lost = asTensor(rewriter, loc, dropped);
+    if (outranked)
+      lost = lowering::mapElements(
+          rewriter, loc, cast<RankedTensorType>(lost.getType()),
+          {lost, outranked}, {},
+          [](OpBuilder &nb, Location nloc, ValueRange counts) -> Value {
+            return arith::AddIOp::create(nb, nloc, counts[0], counts[1]);
+          });
     rewriter.replaceOp(op, {asTensor(rewriter, loc, rows),
                             asTensor(rewriter, loc, slots),
-                            asTensor(rewriter, loc, counts),
-                            asTensor(rewriter, loc, dropped)});
+                            asTensor(rewriter, loc, counts), lost});
     return success();
+  }
+
+  /// The `probs` policy on the position-policy kernels: each expert keeps
+  /// the C pairs with the largest weights, in token order. Pairs that C
+  /// others outrank get id -1, so the kernels place the rest as the
+  /// reference does; returns those ids and how many routed pairs they took
+  /// out (i64, 0-d), which count as dropped.
+  static std::pair<Value, Value> keepBestWeighted(PatternRewriter &rewriter,
+                                                  Location loc, DispatchOp op) {
+    Value ids = op.getIds();
+    auto idsType = cast<RankedTensorType>(ids.getType());
+    Value ranks = lowering::probsRanks(rewriter, loc, ids, op.getWeights());
+    Type i32 = rewriter.getI32Type();
+    auto outranked = [&](OpBuilder &nb, Location nloc, Value rank) -> Value {
+      return arith::CmpIOp::create(
+          nb, nloc, arith::CmpIPredicate::sge, rank,
+          lowering::scalarConst(nb, nloc, i32, *op.getCapacity()));
+    };
+    Value kept = lowering::mapElements(
+        rewriter, loc, idsType, {ids, ranks}, {},
+        [&](OpBuilder &nb, Location nloc, ValueRange args) -> Value {
+          return arith::SelectOp::create(
+              nb, nloc, outranked(nb, nloc, args[1]),
+              lowering::scalarConst(nb, nloc, i32, -1), args[0]);
+        });
+    Value routedAway = lowering::reduce(
+        rewriter, loc, {ids, ranks},
+        {lowering::loopsTo(rewriter, 2, {0, 1}),
+         lowering::loopsTo(rewriter, 2, {0, 1})},
+        RankedTensorType::get({}, rewriter.getI64Type()), 0.0, {},
+        [&](OpBuilder &nb, Location nloc, ValueRange args) -> Value {
+          Value routed = arith::CmpIOp::create(
+              nb, nloc, arith::CmpIPredicate::ult, args[0],
+              lowering::scalarConst(nb, nloc, i32, op.getNumExperts()));
+          Value lost = arith::AndIOp::create(nb, nloc, routed,
+                                             outranked(nb, nloc, args[1]));
+          return lowering::countIf(nb, nloc, lost, args[2]);
+        });
+    return {kept, routedAway};
   }
 
   std::string target;

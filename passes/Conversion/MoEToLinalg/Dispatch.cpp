@@ -38,11 +38,7 @@ static Value droplessOffsets(OpBuilder &b, Location loc, Value ids,
                 });
 }
 
-/// For the `probs` policy, how many pairs routed to the same expert outrank
-/// each pair, i32 `[T, k]`: those with a larger weight, or an equal weight
-/// earlier in (token, slot) order. A pair is kept iff fewer than C outrank
-/// it.
-static Value probsRanks(OpBuilder &b, Location loc, Value ids, Value weights) {
+Value probsRanks(OpBuilder &b, Location loc, Value ids, Value weights) {
   RankedTensorType idsType = tensorType(ids);
   int64_t k = idsType.getDimSize(1);
   // Loops (t, j, u, i): pair (u, i) against pair (t, j).

@@ -33,6 +33,12 @@ void populateLossPatterns(RewritePatternSet &patterns);
 Value applyActivation(OpBuilder &b, Location loc, Value h1, Value h3,
                       ActivationAttr activation, int64_t width);
 
+/// For moe.dispatch's `probs` policy, how many pairs routed to the same
+/// expert outrank each pair of `ids [T, k]`, i32 `[T, k]`: those with a
+/// larger weight, or an equal one earlier in (token, slot) order. A pair is
+/// kept iff fewer than the capacity outrank it.
+Value probsRanks(OpBuilder &b, Location loc, Value ids, Value weights);
+
 /// The start of a max, and the mask that takes an entry out of an arg-max.
 inline constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 

@@ -161,21 +161,41 @@ func.func @capacity_dispatch(%x: tensor<8x16xf32>, %ids: tensor<8x1xi32>)
 // -----
 
 // A shard's capacity dispatch passes its `after` counts; rows [4, 3, 16]
-// hold min(capacity 5, 3 pairs) rows per expert. The probs policy keeps the
-// reference lowering on both targets.
+// hold min(capacity 5, 3 pairs) rows per expert. The probs policy ranks
+// the pairs (how many outrank each), gives id -1 to those that 5 others
+// outrank, places the rest with the same kernels and counts the pairs it
+// took out as dropped.
 // CUDA-LABEL: func.func @capacity_after
+// CUDA-SAME: %[[X:[^:]*]]: tensor<3x16xf32>, %[[IDS:[^:]*]]: tensor<3x1xi32>, %{{[^:]*}}: tensor<4xi32>, %[[W:[^:]*]]: tensor<3x1xf32>
 // CUDA: call @moert_cuda_dispatch_capacity(%c0_i32, %{{.*}}, %c3_i64, %c16_i64, %{{.*}}, %c1_i64, %c4_i64, %c5_i64, %{{.*}}, %c3_i64,
-// CUDA: moe.dispatch {{.*}} drop probs
+// CUDA: %[[RANKS:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction", "reduction"]} ins(%[[IDS]], %[[W]], %[[IDS]], %[[W]] :
+// CUDA: %[[KEPT:.*]] = linalg.generic {{.*}} ins(%[[IDS]], %[[RANKS]] :
+// CUDA:   %[[OUTRANKED:.*]] = arith.cmpi sge, %{{.*}}, %c5_i32
+// CUDA:   arith.select %[[OUTRANKED]], %c-1_i32
+// CUDA: %[[TAKEN:.*]] = linalg.generic {{.*}} iterator_types = ["reduction", "reduction"]} ins(%[[IDS]], %[[RANKS]] : {{.*}}) outs(%{{.*}} : tensor<i64>)
+// CUDA:   arith.cmpi ult
+// CUDA:   arith.cmpi sge
+// CUDA: %[[KEPT_BUF:.*]] = bufferization.to_buffer %[[KEPT]]
+// CUDA: %[[KEPT_ADDR:.*]] = memref.extract_aligned_pointer_as_index %[[KEPT_BUF]]
+// CUDA: %[[KEPT_INT:.*]] = arith.index_cast %[[KEPT_ADDR]]
+// CUDA: %[[KEPT_PTR:.*]] = llvm.inttoptr %[[KEPT_INT]]
+// CUDA: %[[DROPPED:.*]] = memref.alloc() {{.*}} : memref<i64>
+// CUDA: call @moert_cuda_dispatch_capacity(%c0_i32, %{{.*}}, %c3_i64, %c16_i64, %[[KEPT_PTR]], %c1_i64, %c4_i64, %c5_i64, %{{.*}}, %c5_i64,
+// CUDA: %[[LOST:.*]] = bufferization.to_tensor %[[DROPPED]]
+// CUDA: %[[TOTAL:.*]] = linalg.generic {{.*}} ins(%[[LOST]], %[[TAKEN]] : tensor<i64>, tensor<i64>)
+// CUDA:   arith.addi
+// CUDA: return {{.*}}, %[[TOTAL]]
+// CUDA-NOT: moe.dispatch
 func.func @capacity_after(%x: tensor<3x16xf32>, %ids: tensor<3x1xi32>,
     %after: tensor<4xi32>, %w: tensor<3x1xf32>)
-    -> (tensor<4x3x16xf32>, tensor<4x5x16xf32>) {
+    -> (tensor<4x3x16xf32>, tensor<4x5x16xf32>, tensor<i64>) {
   %rows, %slots, %counts, %dropped = moe.dispatch %x, %ids capacity 5 drop position after %after
       : (tensor<3x16xf32>, tensor<3x1xi32>, tensor<4xi32>)
      -> (tensor<4x3x16xf32>, tensor<3x1xi32>, tensor<4xi32>, tensor<i64>)
   %rows2, %slots2, %counts2, %dropped2 = moe.dispatch %x, %ids capacity 5 drop probs by %w
       : (tensor<3x16xf32>, tensor<3x1xi32>, tensor<3x1xf32>)
      -> (tensor<4x5x16xf32>, tensor<3x1xi32>, tensor<4xi32>, tensor<i64>)
-  return %rows, %rows2 : tensor<4x3x16xf32>, tensor<4x5x16xf32>
+  return %rows, %rows2, %dropped2 : tensor<4x3x16xf32>, tensor<4x5x16xf32>, tensor<i64>
 }
 
 // -----
