@@ -200,8 +200,8 @@ def MoEGPUDeviceMemoryPass
     whose every use, through view-like ops, `memref.extract_strided_metadata`
     and the address taken by `memref.extract_aligned_pointer_as_index`
     (with casts and pointer arithmetic on it), is a `gpu.launch_func`, code
-    in a `gpu.launch`, a call to a `moert_cuda_*` function that takes device
-    pointers, a `gpu.dealloc`, `gpu.memcpy` or `gpu.memset`, or an op that
+    in a `gpu.launch`, a device-pointer parameter of a `moert_cuda_*`
+    function (`moert_cuda.h` names the host ones), a `gpu.dealloc`, `gpu.memcpy` or `gpu.memset`, or an op that
     reads no memory (`memref.dim`, address comparisons) becomes a device
     allocation: `gpu.alloc async` on a fresh stream, waited for at once
     (`moe-gpu-stream-order` chains it). Any other use (a host load or

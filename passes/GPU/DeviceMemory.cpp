@@ -26,15 +26,30 @@ namespace mlir::moe {
 
 namespace {
 
-/// moert_cuda_* functions that take host pointers (moert_cuda.h names those
-/// parameters `host...`): what the compiler passes them is read on the host.
-constexpr StringLiteral kHostPointerCallees[] = {
-    "moert_cuda_permute", "moert_cuda_grouped_gemm", "moert_cuda_global"};
+/// The parameters of moert_cuda_* functions that are host pointers
+/// (moert_cuda.h names them `host...`); the others take device pointers.
+struct HostParameters {
+  StringLiteral callee;
+  std::initializer_list<unsigned> positions;
+};
+constexpr HostParameters kHostParameters[] = {
+    {"moert_cuda_permute", {11, 12}},
+    {"moert_cuda_grouped_gemm", {2}},
+    {"moert_cuda_read_counts", {2}},
+    {"moert_cuda_grouped_matmul", {3}},
+    {"moert_cuda_grouped_matmul_pair", {3}},
+    {"moert_cuda_global", {0}},
+    {"moert_cuda_device_global", {0}}};
 
-bool takesDevicePointers(func::CallOp call) {
+/// Whether the call reads its operand `position` only on the device.
+bool takesDevicePointer(func::CallOp call, unsigned position) {
   StringRef callee = call.getCallee();
-  return callee.starts_with("moert_cuda_") &&
-         !llvm::is_contained(kHostPointerCallees, callee);
+  if (!callee.starts_with("moert_cuda_"))
+    return false;
+  for (const HostParameters &host : kHostParameters)
+    if (host.callee == callee)
+      return !llvm::is_contained(host.positions, position);
+  return true;
 }
 
 /// Whether only GPU code may dereference `root`: every use, through views,
@@ -57,7 +72,7 @@ bool onlyDeviceUses(Value root) {
               memref::DimOp, arith::CmpIOp, LLVM::ICmpOp>(user))
         continue;
       if (auto call = dyn_cast<func::CallOp>(user)) {
-        if (!takesDevicePointers(call))
+        if (!takesDevicePointer(call, use.getOperandNumber()))
           return false;
         continue;
       }

@@ -332,6 +332,8 @@ struct ExpertsToRuntime final : OpRewritePattern<ExpertsOp> {
     int64_t groups = op.getCounts().getType().getDimSize(0);
     int64_t experts = op.getNumExperts();
     Value counts = readPointer(rewriter, loc, op.getCounts());
+    if (target == "cuda")
+      counts = countsOnHost(rewriter, loc, op, counts, groups);
 
     Value noBias =
         LLVM::ZeroOp::create(rewriter, loc,
@@ -358,8 +360,8 @@ struct ExpertsToRuntime final : OpRewritePattern<ExpertsOp> {
     Value h1, h3;
     if (target == "cuda" && op.getFc3Weight() &&
         op.getFc3Weight().getType() == op.getFc1Weight().getType()) {
-      // A gated FFN's gate and up projections read the same rows: one call,
-      // so the GPU is waited on for the counts once.
+      // A gated FFN's gate and up projections read the same rows: one
+      // cuBLAS grouped call for both.
       std::tie(h1, h3) = projectPair(rewriter, loc, op, x, counts, *code,
                                      groups, groupStride, rows, noBias);
     } else {
@@ -377,6 +379,25 @@ struct ExpertsToRuntime final : OpRewritePattern<ExpertsOp> {
           ArrayRef<ReassociationIndices>{{0, 1}, {2}});
     rewriter.replaceOp(op, y);
     return success();
+  }
+
+  /// cuBLAS takes group sizes on the host: the device counts are read once
+  /// (the one wait for the GPU in the experts op) into a host buffer at the
+  /// function's entry, whose address every projection's call takes.
+  static Value countsOnHost(PatternRewriter &rewriter, Location loc,
+                            ExpertsOp op, Value counts, int64_t groups) {
+    Value host;
+    {
+      OpBuilder::InsertionGuard guard(rewriter);
+      auto func = op->getParentOfType<FunctionOpInterface>();
+      rewriter.setInsertionPointToStart(&func.getFunctionBody().front());
+      host = memref::AllocaOp::create(
+          rewriter, loc, MemRefType::get({groups}, rewriter.getI32Type()));
+    }
+    Value hostCounts = dataPointer(rewriter, loc, host);
+    call(rewriter, loc, "moert_cuda_read_counts",
+         {counts, i64Const(rewriter, loc, groups), hostCounts});
+    return hostCounts;
   }
 
   std::string target;

@@ -605,10 +605,14 @@ void testGroupedMatmul(std::mt19937 &rng, const TypeCase &type,
   Buffer<char> dA(encode(type.code, a)), dW(encode(type.code, w)),
       dBias(encode(type.code, bias)),
       dC(encode(type.code, std::vector<float>(R * N, 1.0f)));
+  // The counts reach the host as the compiled code brings them there.
   Buffer<int32_t> dCounts(counts);
-  moert_cuda_grouped_matmul(type.code, G, E, dCounts.ptr, groupStride, R, K, N,
-                            dA.ptr, dW.ptr, withBias ? dBias.ptr : nullptr,
-                            dC.ptr);
+  std::vector<int32_t> hostCounts(G, -1);
+  moert_cuda_read_counts(dCounts.ptr, G, hostCounts.data());
+  expect(hostCounts == counts, "counts read to the host");
+  moert_cuda_grouped_matmul(type.code, G, E, hostCounts.data(), groupStride, R,
+                            K, N, dA.ptr, dW.ptr,
+                            withBias ? dBias.ptr : nullptr, dC.ptr);
   float err = maxRelError(decode(type.code, dC.download()), want);
   expect(err < std::max(type.tolerance, 1e-4f),
          std::string("grouped matmul ") + type.name +
@@ -623,7 +627,7 @@ void testGroupedMatmulPair(std::mt19937 &rng, const TypeCase &type,
                            int64_t groupStride) {
   const int64_t G = 6, E = 3, R = groupStride ? G * groupStride : 40, K = 24,
                 N = 20;
-  Buffer<int32_t> dCounts(std::vector<int32_t>{5, 0, 8, 3, 7, 6});
+  std::vector<int32_t> counts = {5, 0, 8, 3, 7, 6};
   auto values = [&](size_t n, float scale) {
     std::vector<float> v = randomValues(n, rng, scale);
     return Buffer<char>(encode(type.code, v));
@@ -634,12 +638,12 @@ void testGroupedMatmulPair(std::mt19937 &rng, const TypeCase &type,
     return Buffer<char>(encode(type.code, std::vector<float>(R * N, 1.0f)));
   };
   Buffer<char> c1 = fresh(), c3 = fresh(), want1 = fresh(), want3 = fresh();
-  moert_cuda_grouped_matmul(type.code, G, E, dCounts.ptr, groupStride, R, K, N,
-                            dA.ptr, dW1.ptr, nullptr, want1.ptr);
-  moert_cuda_grouped_matmul(type.code, G, E, dCounts.ptr, groupStride, R, K, N,
-                            dA.ptr, dW3.ptr, dB3.ptr, want3.ptr);
-  moert_cuda_grouped_matmul_pair(type.code, G, E, dCounts.ptr, groupStride, R,
-                                 K, N, dA.ptr, dW1.ptr, nullptr, c1.ptr,
+  moert_cuda_grouped_matmul(type.code, G, E, counts.data(), groupStride, R, K,
+                            N, dA.ptr, dW1.ptr, nullptr, want1.ptr);
+  moert_cuda_grouped_matmul(type.code, G, E, counts.data(), groupStride, R, K,
+                            N, dA.ptr, dW3.ptr, dB3.ptr, want3.ptr);
+  moert_cuda_grouped_matmul_pair(type.code, G, E, counts.data(), groupStride,
+                                 R, K, N, dA.ptr, dW1.ptr, nullptr, c1.ptr,
                                  dW3.ptr, dB3.ptr, c3.ptr);
   float err = std::max(
       maxRelError(decode(type.code, c1.download()),

@@ -121,23 +121,30 @@ void moert_cuda_grouped_gemm(int32_t dtype, int64_t experts,
                              const void *A, const void *W, void *C,
                              void *stream);
 
+/* Copies `groups` counts from the device to `hostCounts` (host memory),
+ * waiting for the stream: cuBLAS takes group sizes on the host, so the
+ * grouped matmuls below take them there, and all the projections of one
+ * experts op share one read (one wait). */
+void moert_cuda_read_counts(const int32_t *counts, int64_t groups,
+                            int32_t *hostCounts);
+
 /* moert_grouped_matmul of moert.h (moe.experts' GEMMs: groups of rows by
- * `counts`, W [experts, N, K] read transposed, plus bias [experts, N] when
- * not null, other rows of C zeroed) on the device in f32, f16 or bf16: one
- * cuBLAS grouped call, onto the rows' biases when there are. counts may be
- * device memory: the call waits for the stream to read them (cuBLAS takes
- * the group sizes on the host), then enqueues the GEMMs. */
+ * the counts, W [experts, N, K] read transposed, plus bias [experts, N]
+ * when not null, other rows of C zeroed) on the device in f32, f16 or bf16:
+ * one cuBLAS grouped call, onto the rows' biases when there are, enqueued
+ * without waiting. hostCounts are the counts in host memory
+ * (moert_cuda_read_counts). */
 void moert_cuda_grouped_matmul(int32_t dtype, int64_t groups, int64_t experts,
-                               const int32_t *counts, int64_t groupStride,
+                               const int32_t *hostCounts, int64_t groupStride,
                                int64_t rows, int64_t K, int64_t N,
                                const void *A, const void *W, const void *bias,
                                void *C);
 
 /* Two projections of the same rows (a gated FFN's gate and up, W1 and W3
  * [experts, N, K], biases optional): moert_cuda_grouped_matmul for each,
- * with the counts read once and all groups of both in one cuBLAS call. */
+ * with all groups of both in one cuBLAS call. */
 void moert_cuda_grouped_matmul_pair(int32_t dtype, int64_t groups,
-                                    int64_t experts, const int32_t *counts,
+                                    int64_t experts, const int32_t *hostCounts,
                                     int64_t groupStride, int64_t rows,
                                     int64_t K, int64_t N, const void *A,
                                     const void *W1, const void *bias1,

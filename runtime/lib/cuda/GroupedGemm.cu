@@ -2,9 +2,9 @@
 //
 // moert_cuda_grouped_gemm (weights [E, K, N], offsets on the host) and
 // moert_cuda_grouped_matmul (moe.experts' form: [E, N, K] weights read
-// transposed, groups of rows by device counts; _pair: a gated FFN's two
-// projections of the same rows) are one cublasGemmGroupedBatchedEx over the
-// groups that have rows. The pointer
+// transposed, groups of rows by counts that moert_cuda_read_counts brought
+// to the host; _pair: a gated FFN's two projections of the same rows) are
+// one cublasGemmGroupedBatchedEx over the groups that have rows. The pointer
 // arrays live on the device (cuBLAS reads them there) and are staged
 // through pinned host memory kept between calls. Expert biases are written
 // into C first, row by row, and the GEMMs accumulate onto them.
@@ -16,6 +16,7 @@
 #include "moert/moert_cuda.h"
 
 #include <algorithm>
+#include <array>
 #include <climits>
 #include <type_traits>
 #include <vector>
@@ -24,25 +25,48 @@ using namespace moert;
 using namespace moert::cuda;
 
 namespace {
-/// Pinned host and device arrays of 3 * groups pointers.
-struct PointerArrays {
-  void **host = nullptr, **device = nullptr;
-  size_t capacity = 0;
-  /// The caller has waited for the stream: no copy reads the old arrays.
-  void reserve(size_t count) {
-    if (count <= capacity)
-      return;
-    if (host) {
-      check(cudaFreeHost(host), "cudaFreeHost");
-      check(cudaFree(device), "cudaFree");
+/// The pointer arrays of a cuBLAS grouped call, copied to device memory
+/// through pinned host memory. A few staging buffers are used in turn, so
+/// that a call need not wait for the GPU: before one is rewritten, the host
+/// waits for the copy that last read it, which the stream ran long before
+/// in all but a deep queue. The device arrays are rewritten in stream
+/// order, after the calls that read them.
+class PointerStaging {
+public:
+  void **stage(const std::vector<void *> &pointers, cudaStream_t stream) {
+    Slot &slot = slots[next++ % slots.size()];
+    if (slot.copied)
+      check(cudaEventSynchronize(slot.copied), "cudaEventSynchronize");
+    else
+      check(cudaEventCreateWithFlags(&slot.copied, cudaEventDisableTiming),
+            "cudaEventCreate");
+    size_t bytes = pointers.size() * sizeof(void *);
+    if (pointers.size() > slot.capacity) {
+      if (slot.host) {
+        check(cudaFreeHost(slot.host), "cudaFreeHost");
+        check(cudaFreeAsync(slot.device, stream), "cudaFreeAsync");
+      }
+      check(cudaMallocHost(reinterpret_cast<void **>(&slot.host), bytes),
+            "cudaMallocHost");
+      slot.device = static_cast<void **>(deviceAlloc(bytes, stream));
+      slot.capacity = pointers.size();
     }
-    check(cudaMallocHost(reinterpret_cast<void **>(&host),
-                         count * sizeof(void *)),
-          "cudaMallocHost");
-    check(cudaMalloc(reinterpret_cast<void **>(&device), count * sizeof(void *)),
-          "cudaMalloc");
-    capacity = count;
+    std::copy(pointers.begin(), pointers.end(), slot.host);
+    check(cudaMemcpyAsync(slot.device, slot.host, bytes,
+                          cudaMemcpyHostToDevice, stream),
+          "cudaMemcpyAsync");
+    check(cudaEventRecord(slot.copied, stream), "cudaEventRecord");
+    return slot.device;
   }
+
+private:
+  struct Slot {
+    void **host = nullptr, **device = nullptr;
+    size_t capacity = 0;
+    cudaEvent_t copied = nullptr;
+  };
+  std::array<Slot, 4> slots;
+  size_t next = 0;
 };
 } // namespace
 
@@ -93,10 +117,6 @@ static void groupedGemm(int32_t dtype, const std::vector<Group> &all,
     return;
   Device &dev = device();
   check(cublasSetStream(dev.blas, stream), "cublasSetStream");
-  // An earlier call's copy out of the staging must be done before reuse.
-  check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
-  static PointerArrays arrays;
-  arrays.reserve(3 * static_cast<size_t>(count));
   // Leading dimensions are at least 1 even for an empty K or N, as cuBLAS
   // requires (with K = 0 it scales C by beta).
   int ldK = static_cast<int>(std::max<int64_t>(K, 1)),
@@ -105,26 +125,26 @@ static void groupedGemm(int32_t dtype, const std::vector<Group> &all,
       lda(count, transposed ? ldK : ldN), ldb(count, ldK), ldc(count, ldN),
       groupSize(count, 1);
   std::vector<float> alpha(count, 1.0f), betas(count);
+  // The weights', the inputs' and the outputs' pointers, in that order.
+  std::vector<void *> pointers(3 * count);
   for (int g = 0; g < count; ++g) {
     n[g] = static_cast<int>(groups[g].rows);
-    arrays.host[g] = const_cast<void *>(groups[g].w);
-    arrays.host[count + g] = const_cast<void *>(groups[g].a);
-    arrays.host[2 * count + g] = groups[g].c;
+    pointers[g] = const_cast<void *>(groups[g].w);
+    pointers[count + g] = const_cast<void *>(groups[g].a);
+    pointers[2 * count + g] = groups[g].c;
     betas[g] = groups[g].beta;
   }
-  check(cudaMemcpyAsync(arrays.device, arrays.host,
-                        3 * count * sizeof(void *), cudaMemcpyHostToDevice,
-                        stream),
-        "cudaMemcpyAsync");
+  static PointerStaging staging;
+  void **arrays = staging.stage(pointers, stream);
   std::vector<cublasOperation_t> opW(count, transposed ? CUBLAS_OP_T
                                                        : CUBLAS_OP_N),
       opA(count, CUBLAS_OP_N);
   cudaDataType_t type = blasType(dtype);
   check(cublasGemmGroupedBatchedEx(
             dev.blas, opW.data(), opA.data(), m.data(), n.data(), k.data(),
-            alpha.data(), arrays.device, type, lda.data(),
-            arrays.device + count, type, ldb.data(), betas.data(),
-            arrays.device + 2 * count, type, ldc.data(), count,
+            alpha.data(), arrays, type, lda.data(), arrays + count, type,
+            ldb.data(), betas.data(), arrays + 2 * count, type, ldc.data(),
+            count,
             groupSize.data(), CUBLAS_COMPUTE_32F),
         "cublasGemmGroupedBatchedEx");
 }
@@ -147,10 +167,21 @@ void moert_cuda_grouped_gemm(int32_t dtype, int64_t experts,
   groupedGemm(dtype, groups, K, N, /*transposed=*/false, streamOr(stream), op);
 }
 
-/// moert_cuda_grouped_matmul for projections of the same rows: the counts
-/// are read once, and all projections' groups are one cuBLAS call.
+void moert_cuda_read_counts(const int32_t *counts, int64_t groups,
+                            int32_t *hostCounts) {
+  if (groups < 0)
+    detail::fail("moert_cuda_read_counts: ", groups, " groups");
+  Device &dev = device();
+  check(cudaMemcpyAsync(hostCounts, counts, groups * sizeof(int32_t),
+                        cudaMemcpyDefault, dev.stream),
+        "cudaMemcpyAsync");
+  check(cudaStreamSynchronize(dev.stream), "cudaStreamSynchronize");
+}
+
+/// moert_cuda_grouped_matmul for projections of the same rows: all
+/// projections' groups are one cuBLAS call.
 static void groupedMatmuls(int32_t dtype, int64_t groups, int64_t experts,
-                           const int32_t *counts, int64_t groupStride,
+                           const int32_t *hostCounts, int64_t groupStride,
                            int64_t rows, int64_t K, int64_t N, const void *A,
                            const std::vector<Projection> &projections,
                            const char *op) {
@@ -159,13 +190,8 @@ static void groupedMatmuls(int32_t dtype, int64_t groups, int64_t experts,
     detail::fail(op, ": bad sizes: ", groups, " groups, ", experts,
                  " experts, ", rows, " x ", K, " by ", N);
   Device &dev = device();
-  std::vector<int32_t> hostCounts(groups);
-  check(cudaMemcpyAsync(hostCounts.data(), counts, groups * sizeof(int32_t),
-                        cudaMemcpyDefault, dev.stream),
-        "cudaMemcpyAsync");
-  check(cudaStreamSynchronize(dev.stream), "cudaStreamSynchronize");
-  std::vector<int64_t> begins = detail::groupBegins(
-      hostCounts.data(), groups, groupStride, rows, op);
+  std::vector<int64_t> begins =
+      detail::groupBegins(hostCounts, groups, groupStride, rows, op);
   // Each group's rows start as its expert's bias, the others as zeros.
   int32_t *deviceRows = nullptr;
   for (const Projection &p : projections) {
@@ -212,22 +238,22 @@ static void groupedMatmuls(int32_t dtype, int64_t groups, int64_t experts,
 }
 
 void moert_cuda_grouped_matmul(int32_t dtype, int64_t groups, int64_t experts,
-                               const int32_t *counts, int64_t groupStride,
+                               const int32_t *hostCounts, int64_t groupStride,
                                int64_t rows, int64_t K, int64_t N,
                                const void *A, const void *W, const void *bias,
                                void *C) {
-  groupedMatmuls(dtype, groups, experts, counts, groupStride, rows, K, N, A,
-                 {{W, bias, C}}, "moert_cuda_grouped_matmul");
+  groupedMatmuls(dtype, groups, experts, hostCounts, groupStride, rows, K, N,
+                 A, {{W, bias, C}}, "moert_cuda_grouped_matmul");
 }
 
 void moert_cuda_grouped_matmul_pair(int32_t dtype, int64_t groups,
-                                    int64_t experts, const int32_t *counts,
+                                    int64_t experts, const int32_t *hostCounts,
                                     int64_t groupStride, int64_t rows,
                                     int64_t K, int64_t N, const void *A,
                                     const void *W1, const void *bias1,
                                     void *C1, const void *W3,
                                     const void *bias3, void *C3) {
-  groupedMatmuls(dtype, groups, experts, counts, groupStride, rows, K, N, A,
-                 {{W1, bias1, C1}, {W3, bias3, C3}},
+  groupedMatmuls(dtype, groups, experts, hostCounts, groupStride, rows, K, N,
+                 A, {{W1, bias1, C1}, {W3, bias3, C3}},
                  "moert_cuda_grouped_matmul_pair");
 }

@@ -12,10 +12,14 @@
 // CHECK: %[[S2:.*]] = gpu.wait async
 // CHECK-NEXT: %[[B:.*]], %[[T2:.*]] = gpu.alloc async [%[[S2]]] () : memref<32xf32>
 // CHECK-NEXT: gpu.wait [%[[T2]]]
+// CHECK: %[[S3:.*]] = gpu.wait async
+// CHECK-NEXT: %[[C:.*]], %[[T3:.*]] = gpu.alloc async [%[[S3]]] () : memref<4xi32>
+// CHECK-NEXT: gpu.wait [%[[T3]]]
 // CHECK-NOT: host_shared
 // CHECK: gpu.launch_func @kernels::@fill {{.*}} args(%[[A]] : memref<4x8xf32>, %{{.*}} : memref<4x8xf32>)
 // CHECK: memref.collapse_shape %[[A]]
 // CHECK: call @moert_cuda_combine(
+// CHECK: call @moert_cuda_read_counts(
 // CHECK: gpu.dealloc async
 module attributes {gpu.container_module} {
   memref.global "private" @weight : memref<4x8xf32>
@@ -23,10 +27,13 @@ module attributes {gpu.container_module} {
     gpu.func @fill(%m: memref<4x8xf32>, %w: memref<4x8xf32>) kernel { gpu.return }
   }
   func.func private @moert_cuda_combine(!llvm.ptr, !llvm.ptr)
+  func.func private @moert_cuda_read_counts(!llvm.ptr, i64, !llvm.ptr)
   func.func @device_only() {
     %c1 = arith.constant 1 : index
     %a = gpu.alloc host_shared () : memref<4x8xf32>
     %b = gpu.alloc host_shared () : memref<32xf32>
+    %counts = gpu.alloc host_shared () : memref<4xi32>
+    %host = memref.alloca() : memref<4xi32>
     %w = memref.get_global @weight : memref<4x8xf32>
     gpu.launch_func @kernels::@fill blocks in (%c1, %c1, %c1) threads in (%c1, %c1, %c1) args(%a : memref<4x8xf32>, %w : memref<4x8xf32>)
     %flat = memref.collapse_shape %a [[0, 1]] : memref<4x8xf32> into memref<32xf32>
@@ -39,6 +46,15 @@ module attributes {gpu.container_module} {
     %bPtr = llvm.inttoptr %bInt : i64 to !llvm.ptr
     %next = llvm.getelementptr %bPtr[1] : (!llvm.ptr) -> !llvm.ptr, f32
     call @moert_cuda_combine(%ptr, %next) : (!llvm.ptr, !llvm.ptr) -> ()
+    // The counts are read on the device, into the host's buffer.
+    %cAddress = memref.extract_aligned_pointer_as_index %counts : memref<4xi32> -> index
+    %cInt = arith.index_cast %cAddress : index to i64
+    %cPtr = llvm.inttoptr %cInt : i64 to !llvm.ptr
+    %hAddress = memref.extract_aligned_pointer_as_index %host : memref<4xi32> -> index
+    %hInt = arith.index_cast %hAddress : index to i64
+    %hPtr = llvm.inttoptr %hInt : i64 to !llvm.ptr
+    %c4_i64 = arith.constant 4 : i64
+    call @moert_cuda_read_counts(%cPtr, %c4_i64, %hPtr) : (!llvm.ptr, i64, !llvm.ptr) -> ()
     %s = gpu.wait async
     %f = gpu.dealloc async [%s] %a : memref<4x8xf32>
     gpu.wait [%f]
@@ -50,8 +66,9 @@ module attributes {gpu.container_module} {
 
 // What host code may dereference stays host-shared: a buffer loaded on the
 // host through a view, one passed to another function, one whose address
-// goes to a runtime function that reads host memory, one carried out of a
-// loop. The constant read on the host is not a device global.
+// goes to a runtime function's host parameter (moert_cuda_read_counts'
+// third), one carried out of a loop. The constant read on the host is not
+// a device global.
 // CHECK-NOT: moe.device_globals
 // CHECK-LABEL: func.func @host_touched
 // CHECK-COUNT-4: gpu.alloc  host_shared
@@ -59,7 +76,7 @@ module attributes {gpu.container_module} {
 module attributes {gpu.container_module} {
   memref.global "private" constant @table : memref<4xf32> = dense<1.0>
   func.func private @host_work(memref<16xf32>)
-  func.func private @moert_cuda_permute(!llvm.ptr)
+  func.func private @moert_cuda_read_counts(!llvm.ptr, i64, !llvm.ptr)
   func.func @host_touched(%n: index) -> (f32, f32) {
     %c0 = arith.constant 0 : index
     %c1 = arith.constant 1 : index
@@ -72,7 +89,8 @@ module attributes {gpu.container_module} {
     %address = memref.extract_aligned_pointer_as_index %c : memref<16xf32> -> index
     %int = arith.index_cast %address : index to i64
     %ptr = llvm.inttoptr %int : i64 to !llvm.ptr
-    call @moert_cuda_permute(%ptr) : (!llvm.ptr) -> ()
+    %c4_i64 = arith.constant 4 : i64
+    call @moert_cuda_read_counts(%ptr, %c4_i64, %ptr) : (!llvm.ptr, i64, !llvm.ptr) -> ()
     %d = gpu.alloc host_shared () : memref<16xf32>
     %last = scf.for %i = %c0 to %n step %c1 iter_args(%m = %d) -> memref<16xf32> {
       scf.yield %m : memref<16xf32>

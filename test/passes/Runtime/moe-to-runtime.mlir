@@ -23,12 +23,20 @@
 // CHECK: call @moert_grouped_matmul(%c0_i32, %c4_i64, %c2_i64, %[[COUNTS]], %c0_i64, %c6_i64, %c5_i64, %c3_i64,
 // CHECK: %[[T:.*]] = bufferization.to_tensor %[[Y]]
 // CHECK: return %[[T]] : tensor<6x3xf32>
-// On the GPU fc1 and fc3 are one call (the counts read once), then fc2.
+// On the GPU the counts are read once into a host buffer made at the
+// function's entry, then fc1 and fc3 are one call, then fc2.
 // CUDA-LABEL: func.func @dropless_swiglu
 // CUDA: %[[NOBIAS:.*]] = llvm.mlir.zero : !llvm.ptr
-// CUDA: call @moert_cuda_grouped_matmul_pair(%c0_i32, %c4_i64, %c2_i64, %{{.*}}, %c0_i64, %c6_i64, %c4_i64, %c5_i64, %{{.*}}, %{{.*}}, %[[NOBIAS]], %{{.*}}, %{{.*}}, %[[NOBIAS]], %{{.*}})
+// CUDA: %[[HOST:.*]] = memref.alloca() : memref<4xi32>
+// CUDA: %[[COUNTS:.*]] = llvm.inttoptr
+// CUDA: %[[HOSTADDR:.*]] = memref.extract_aligned_pointer_as_index %[[HOST]]
+// CUDA: %[[HOSTINT:.*]] = arith.index_cast %[[HOSTADDR]]
+// CUDA: %[[HOSTCOUNTS:.*]] = llvm.inttoptr %[[HOSTINT]]
+// CUDA: call @moert_cuda_read_counts(%[[COUNTS]], %c4_i64, %[[HOSTCOUNTS]])
+// CUDA: call @moert_cuda_grouped_matmul_pair(%c0_i32, %c4_i64, %c2_i64, %[[HOSTCOUNTS]], %c0_i64, %c6_i64, %c4_i64, %c5_i64, %{{.*}}, %{{.*}}, %[[NOBIAS]], %{{.*}}, %{{.*}}, %[[NOBIAS]], %{{.*}})
 // CUDA-NOT: call @moert_cuda_grouped_matmul_pair
-// CUDA: call @moert_cuda_grouped_matmul(%c0_i32, %c4_i64, %c2_i64, %{{.*}}, %c0_i64, %c6_i64, %c5_i64, %c3_i64,
+// CUDA-NOT: call @moert_cuda_read_counts
+// CUDA: call @moert_cuda_grouped_matmul(%c0_i32, %c4_i64, %c2_i64, %[[HOSTCOUNTS]], %c0_i64, %c6_i64, %c5_i64, %c3_i64,
 func.func @dropless_swiglu(%rows: tensor<6x4xf32>, %counts: tensor<4xi32>,
     %w1: tensor<2x5x4xf32>, %w3: tensor<2x5x4xf32>, %w2: tensor<2x3x5xf32>) -> tensor<6x3xf32> {
   %y = moe.experts %rows, %counts fc1(%w1) fc3(%w3) fc2(%w2) activation <swiglu>
