@@ -355,21 +355,36 @@ static Selection selectExpertChoice(OpBuilder &b, Location loc, Value scores,
                                                 ArrayRef<int64_t>{1, 0})
                         ->getResult(0);
   Value taken = topKIndices(b, loc, perExpert, capacity);
+  // Expert e took token t iff t comes no later than its last pick in the
+  // selection's order (score descending, then token): a parallel map, not a
+  // scatter of the picks.
   auto idsType = RankedTensorType::get(type.getShape(), b.getI32Type());
-  Value ids =
-      loopNest(b, loc, {experts, capacity}, filledTensor(b, loc, idsType, -1),
-               [&](OpBuilder &nb, Location nloc, ValueRange ivs,
-                   ValueRange args) -> scf::ValueVector {
-                 Value expert = ivs[0];
-                 Value token = arith::IndexCastOp::create(
-                     nb, nloc, nb.getIndexType(),
-                     tensor::ExtractOp::create(nb, nloc, taken, ivs));
-                 Value id = arith::IndexCastOp::create(nb, nloc,
-                                                       nb.getI32Type(), expert);
-                 return {tensor::InsertOp::create(nb, nloc, id, args[0],
-                                                  ValueRange{token, expert})};
-               })
-          .front();
+  Value ids = mapElements(
+      b, loc, idsType, scores, {},
+      [&](OpBuilder &nb, Location nloc, ValueRange score) -> Value {
+        Value token = linalg::IndexOp::create(nb, nloc, 0);
+        Value expert = linalg::IndexOp::create(nb, nloc, 1);
+        Value last = arith::IndexCastOp::create(
+            nb, nloc, nb.getIndexType(),
+            tensor::ExtractOp::create(
+                nb, nloc, taken,
+                ValueRange{expert, indexConst(nb, nloc, capacity - 1)}));
+        Value threshold = tensor::ExtractOp::create(nb, nloc, perExpert,
+                                                    ValueRange{expert, last});
+        Value above = arith::CmpFOp::create(
+            nb, nloc, arith::CmpFPredicate::OGT, score[0], threshold);
+        Value tied = arith::AndIOp::create(
+            nb, nloc,
+            arith::CmpFOp::create(nb, nloc, arith::CmpFPredicate::OEQ,
+                                  score[0], threshold),
+            arith::CmpIOp::create(nb, nloc, arith::CmpIPredicate::ule, token,
+                                  last));
+        Value took = arith::OrIOp::create(nb, nloc, above, tied);
+        return arith::SelectOp::create(
+            nb, nloc, took,
+            arith::IndexCastOp::create(nb, nloc, nb.getI32Type(), expert),
+            scalarConst(nb, nloc, nb.getI32Type(), -1));
+      });
   Value zero = scalarConst(b, loc, type.getElementType(), 0.0);
   Value weights = mapElements(
       b, loc, type, {ids, scores}, {},

@@ -163,18 +163,24 @@ func.func @sinkhorn(%logits: tensor<8x4xf32>) -> (tensor<8x2xi32>, tensor<8x2xf3
 
 // -----
 
-// Top-capacity tokens per expert on the transposed scores, scattered into
-// [T, E] ids that start at -1.
+// Top-capacity tokens per expert on the transposed scores; then expert e
+// took token t where t comes no later than e's last pick (score above its
+// score, or equal and t no later): ids [T, E] are e there and -1 elsewhere.
 
 // CHECK-LABEL: func.func @expert_choice(
 // CHECK:         %[[PER_EXPERT:.*]] = linalg.transpose ins(%[[SCORES:.*]] : tensor<6x4xf32>) outs(%{{.*}} : tensor<4x6xf32>) permutation = [1, 0]
 // CHECK:         %[[TOKENS:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<4x2xi32>)
 // CHECK:               tensor.extract %[[PER_EXPERT]]
-// CHECK:         %[[NONE:.*]] = arith.constant -1 : i32
-// CHECK:         %[[UNROUTED:.*]] = linalg.fill ins(%[[NONE]] : i32) outs(%{{.*}} : tensor<6x4xi32>)
-// CHECK:         %[[IDS:.*]] = scf.for %[[E:.*]] = {{.*}} iter_args(%{{.*}} = %[[UNROUTED]]) -> (tensor<6x4xi32>)
-// CHECK:           tensor.extract %[[TOKENS]][%[[E]], %{{.*}}]
-// CHECK:           tensor.insert %{{.*}} into %{{.*}}[%{{.*}}, %[[E]]] : tensor<6x4xi32>
+// CHECK:         %[[IDS:.*]] = linalg.generic {{.*}} ins(%[[SCORES]] : tensor<6x4xf32>) outs(%{{.*}} : tensor<6x4xi32>)
+// CHECK:           %[[T:.*]] = linalg.index 0
+// CHECK:           %[[E:.*]] = linalg.index 1
+// CHECK:           %[[LAST_ID:.*]] = tensor.extract %[[TOKENS]][%[[E]], %c1]
+// CHECK:           %[[LAST:.*]] = arith.index_cast %[[LAST_ID]]
+// CHECK:           %[[THRESHOLD:.*]] = tensor.extract %[[PER_EXPERT]][%[[E]], %[[LAST]]]
+// CHECK:           arith.cmpf ogt, %{{.*}}, %[[THRESHOLD]]
+// CHECK:           arith.cmpf oeq, %{{.*}}, %[[THRESHOLD]]
+// CHECK:           arith.cmpi ule, %[[T]], %[[LAST]]
+// CHECK:           arith.select %{{.*}}, %{{.*}}, %c-1_i32
 // CHECK:         %[[W:.*]] = linalg.generic {{.*}} ins(%[[IDS]], %[[SCORES]] : tensor<6x4xi32>, tensor<6x4xf32>)
 // CHECK:           arith.cmpi sge
 // CHECK:           arith.select
