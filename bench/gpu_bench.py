@@ -10,7 +10,8 @@ compiles it with `moe-compile --target=cuda` into DIR, and records which
 module parameter each of the bundle's weights holds (stacked over experts,
 transposed) instead of the 352 MB of weights, which the GPU machine rebuilds
 from its own seeded module. `run` writes those weights, runs the bundle with
-moe-run --stats, the module in PyTorch eager on the GPU and, where
+moe-run --stats (its warm-up calls left out of the statistics), the module
+in PyTorch eager on the GPU and, where
 onnxruntime has the CUDA execution provider, one com.microsoft.MoE node in
 the same dtype (scripts/gpu-run.sh puts the onnxruntime-gpu that
 scripts/gpu-ort-pack.sh carries first on the path);
@@ -142,9 +143,11 @@ def gpu_median_ms(fn, repeat, warmup):
 
 
 def run_ours(args, bundle, x_path, outdir):
+    """moe-run's median over its timed calls: each call of the entry and the
+    wait for its stream, the --warmup calls before them not counted."""
     cmd = [os.path.join(args.bin, "moe-run"), bundle, "--input", "hidden_states=" + x_path, "--output-dir", outdir,
-           "--stats", "--repeat", str(args.repeat + args.warmup)]
-    text = moe_bench.run_checked(cmd)
+           "--stats", "--warmup", str(args.warmup), "--repeat", str(args.repeat)]
+    text = moe_bench.run_checked(cmd, timeout=args.timeout)
     entry = float(re.search(r"^entry: .* median ([\d.]+) ms", text, re.M).group(1))
     tokens = re.search(r"tokens per expert \[([\d, ]*)\]", text)
     return entry, np.load(os.path.join(outdir, "output.npy")), {"tokens": tokens.group(1) if tokens else "?",
@@ -168,11 +171,14 @@ def ort_block(module, config):
     def initializer(name, array):
         if config["dtype"] == "f32":
             return numpy_helper.from_array(np.ascontiguousarray(array, dtype=np.float32), name)
-        # numpy has no bf16: raw bits through torch.
+        # numpy has no bf16: raw bits through torch (exact: the values came
+        # from the module's bf16 parameters).
         raw = torch.from_numpy(np.ascontiguousarray(array, dtype=np.float32)).to(torch_type)
         return helper.make_tensor(name, elem, list(array.shape), raw.view(torch.int16).numpy().tobytes(), raw=True)
 
-    params = parameters(module)
+    # Float32 values, not parameters(): that gives bf16 as its uint16 bits,
+    # which initializer() would convert as numbers.
+    params = {name: p.detach().float().cpu().numpy() for name, p in module.named_parameters()}
     experts = range(config["experts"])
     stack = lambda w: np.stack([params["experts.%d.%s.weight" % (e, w)] for e in experts])  # noqa: E731
     inits = [initializer("router_t", params["gate.weight"].T), initializer("fc1", stack("w1")),
@@ -192,9 +198,10 @@ def ort_block(module, config):
 
 def run_ort(module, config, x, repeat, warmup):
     """ONNX Runtime's CUDA MoE on device-resident input and output (I/O
-    binding: no host copies in the timed runs); None with the reason where
-    it cannot run. scripts/gpu-ort-pack.sh carries an onnxruntime-gpu to a
-    machine that has none."""
+    binding: no host copies in the timed runs), every node on the CUDA
+    provider (no CPU fallback, which would time copies); None with the
+    reason where it cannot run. scripts/gpu-ort-pack.sh carries an
+    onnxruntime-gpu to a machine that has none."""
     try:
         import onnxruntime as ort
     except ImportError:
@@ -208,7 +215,9 @@ def run_ort(module, config, x, repeat, warmup):
         return None, "onnxruntime %s has no CUDA execution provider (%s)" % (
             ort.__version__, ", ".join(ort.get_available_providers()))
     try:
-        session = ort.InferenceSession(ort_block(module, config).SerializeToString(),
+        options = ort.SessionOptions()
+        options.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+        session = ort.InferenceSession(ort_block(module, config).SerializeToString(), options,
                                        providers=["CUDAExecutionProvider"])
         if session.get_providers()[0] != "CUDAExecutionProvider":
             return None, "onnxruntime %s fell back to %s" % (ort.__version__, session.get_providers())
@@ -218,9 +227,11 @@ def run_ort(module, config, x, repeat, warmup):
         binding.bind_output("output", "cuda", 0)
         session.run_with_iobinding(binding)
         out = binding.copy_outputs_to_cpu()[0]
-        ms = moe_bench.median_ms(lambda: session.run_with_iobinding(binding), repeat, warmup)
+        # gpu_median_ms synchronizes after each call, as for PyTorch.
+        ms = gpu_median_ms(lambda: session.run_with_iobinding(binding), repeat, warmup)
     except Exception as e:  # noqa: BLE001 (the op may lack this dtype)
-        return None, "onnxruntime %s: %s" % (ort.__version__, str(e).splitlines()[0])
+        lines = str(e).strip().splitlines()
+        return None, "onnxruntime %s: %s" % (ort.__version__, lines[0] if lines else type(e).__name__)
     return (ms, out, {}), None
 
 
@@ -238,8 +249,10 @@ def run(args):
     np.save(x_path, x_np)
     print("%s; %s; torch %s" % (moe_bench.describe("mixtral_block", argparse.Namespace(**config)),
                                 torch.cuda.get_device_name(), torch.__version__))
-    print("median of %d runs after %d warm-up runs, %s (TF32 off)" % (args.repeat, args.warmup, config["dtype"]),
-          flush=True)
+    print("%s, TF32 off; each: median ms of %d timed calls after %d warm-up calls (not counted); moe-run: its "
+          "--stats entry time, one call of the bundle's entry and the wait for its stream (no process start or "
+          "weight load); PyTorch and ONNX Runtime: host clock around one call and torch.cuda.synchronize()"
+          % (config["dtype"], args.repeat, args.warmup), flush=True)
     torch.backends.cuda.matmul.allow_tf32 = False
     results = {}
     results["moe-run --target=cuda"] = ours = run_ours(args, args.dir, x_path, os.path.join(work, "out"))
@@ -274,6 +287,7 @@ def main():
     r.add_argument("--bin", required=True, help="where moe-run is")
     r.add_argument("--repeat", type=int, default=20)
     r.add_argument("--warmup", type=int, default=3)
+    r.add_argument("--timeout", type=float, default=300, help="seconds moe-run may take (default 300)")
     args = parser.parse_args()
     if args.command == "pack":
         pack(args)

@@ -81,8 +81,16 @@ def export(module, x, path):
 # --------------------------------------------------------------------------
 
 
-def run_checked(cmd, env=None):
-    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
+def run_checked(cmd, env=None, timeout=None):
+    """stdout of `cmd`; an error with its output if it fails or takes more
+    than `timeout` seconds (None: no limit)."""
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        # What it printed so far (bytes, whatever text=True asked for).
+        out = "".join(o.decode(errors="replace") if isinstance(o, bytes) else o
+                      for o in (e.stdout, e.stderr) if o)
+        raise RuntimeError("%s timed out after %g s:\n%s" % (" ".join(cmd), timeout, out)) from None
     if done.returncode != 0:
         raise RuntimeError("%s failed (%d):\n%s%s" % (" ".join(cmd), done.returncode, done.stdout, done.stderr))
     return done.stdout
@@ -99,7 +107,7 @@ def parse_stats(text):
             "gemm_ms_total": float(gemm.group(2))}
 
 
-def run_ours(onnx_path, shape, x_path, work, ranks, threads, repeat):
+def run_ours(onnx_path, shape, x_path, work, ranks, threads, repeat, warmup):
     """Compile for `ranks` expert-parallel ranks and run with moe-run --stats."""
     tag = "ep%d" % ranks
     bundle, outdir = os.path.join(work, tag), os.path.join(work, tag + ".out")
@@ -111,7 +119,8 @@ def run_ours(onnx_path, shape, x_path, work, ranks, threads, repeat):
     run_checked(compile_cmd)
     compile_s = time.time() - start
     run_cmd = [os.path.join(ROOT, "build", "bin", "moe-run"), bundle, "--input", "hidden_states=" + x_path,
-               "--output-dir", outdir, "--stats", "--repeat", str(repeat), "--threads", str(threads)]
+               "--output-dir", outdir, "--stats", "--warmup", str(warmup), "--repeat", str(repeat),
+               "--threads", str(threads)]
     env = None
     if ranks > 1:
         run_cmd = ["mpirun", "-np", str(ranks), "--oversubscribe"] + run_cmd
@@ -234,7 +243,7 @@ def print_table(results, ref, base, tolerance=TOLERANCE):
 
 
 def print_ours(ours, args):
-    runs = args.repeat + args.warmup
+    runs = args.repeat
     for ranks, (ms, _, stats) in sorted(ours.items()):
         gemm_ms = stats["gemm_ms_total"] / runs / ranks
         layer_ms = sum(t for _, t in stats["layers"])
@@ -267,7 +276,7 @@ def bench(name, args):
             "moe-run --ep %d, %d ranks x %d thread(s)" % (ranks, ranks, threads)
         try:
             results[label] = ours[ranks] = run_ours(onnx_path, x_np.shape, x_path, work, ranks, threads,
-                                                    args.repeat + args.warmup)
+                                                    args.repeat, args.warmup)
         except RuntimeError as e:
             print("FAILED: %s" % e, flush=True)
     blas = None

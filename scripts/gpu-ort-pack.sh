@@ -9,15 +9,19 @@
 # have arrived; bench/gpu_bench.py then finds the package through
 # MOE_ORT_SITE.
 #
-#   ./scripts/gpu-ort-pack.sh [PYTHON_VERSION [ORT_VERSION]]   (default 3.11, the newest)
+# The device machines' python3 is 3.12 (/opt/torch/.venv, KINDS.md), hence
+# the default; gpu-ort-unpack.sh refuses a pack for another Python at the
+# first part.
+#
+#   ./scripts/gpu-ort-pack.sh [PYTHON_VERSION [ORT_VERSION]]   (default 3.12, the newest)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-PYVER=${1:-3.11}
+PYVER=${1:-3.12}
 ORTVER=${2:-}
 OUTDIR=$ROOT/.gpu-ort
 PIP=${PIP:-$ROOT/bench/.venv/bin/pip}
 [ -x "$PIP" ] || { echo "gpu-ort-pack: $PIP is missing; run bench/setup.sh" >&2; exit 1; }
-[[ $PYVER =~ ^3\.[0-9]+$ ]] || { echo "gpu-ort-pack: PYTHON_VERSION must look like 3.11, not '$PYVER'" >&2; exit 1; }
+[[ $PYVER =~ ^3\.[0-9]+$ ]] || { echo "gpu-ort-pack: PYTHON_VERSION must look like 3.12, not '$PYVER'" >&2; exit 1; }
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -43,4 +47,4 @@ parts=$(ls "$OUTDIR"/part-* | wc -l)
 cat "$OUTDIR/manifest"
 echo "gpu-ort-pack: carry .gpu-ort/manifest and one .gpu-ort/part-NN per call, each call running"
 echo "  ./scripts/gpu-ort-unpack.sh"
-echo "in quick succession (a machine left idle is given back, and the parts with it)."
+echo "back to back: a machine idle for 30 s is given back, and the parts with it."

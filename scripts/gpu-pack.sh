@@ -7,20 +7,45 @@
 # bench/gpu_bench.py in f32 and bf16 (its weights are rebuilt there).
 # scripts/gpu-run.sh runs them there.
 #
+# The binaries go to bin/real/; bin/NAME is a wrapper that starts
+# bin/real/NAME with the packed libraries and the cuBLAS and NCCL that
+# gpu-run.sh found (MOE_GPU_CUDA_LIBS) on LD_LIBRARY_PATH, so that only
+# these programs see them, not python and PyTorch.
+#
 #   ./scripts/gpu-pack.sh [DIR]      (default: .gpu, ignored by git)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${MOE_BUILD_DIR:-$ROOT/build}
 PACK=${1:-$ROOT/.gpu}
 MODELS="mixtral mixtral_bf16 ort_moe ort_moe_legacy switch qwen2_moe deepseek_v3 decoder_layer"
+BINARIES="moe-run moert-cuda-test moert-cuda-bench"
 
-for tool in moe-compile moe-run moert-cuda-test moert-cuda-bench; do
+# The pack must match the checkout: bring the tools up to date first
+# (build.sh configures the build directory if it has none).
+MOE_BUILD_DIR=$BUILD "$ROOT/scripts/build.sh" moe-compile $BINARIES || {
+  echo "gpu-pack: building moe-compile $BINARIES in $BUILD failed; moert-cuda-* exist only where CMake found the CUDA toolkit and NCCL" >&2
+  exit 1
+}
+for tool in moe-compile $BINARIES; do
   [ -x "$BUILD/bin/$tool" ] || { echo "gpu-pack: $BUILD/bin/$tool is missing; build with the CUDA toolkit and NCCL installed (./scripts/build.sh)" >&2; exit 1; }
 done
 rm -rf "$PACK"
-mkdir -p "$PACK/bin" "$PACK/lib" "$PACK/bundles"
-cp "$BUILD/bin/moe-run" "$BUILD/bin/moert-cuda-test" "$BUILD/bin/moert-cuda-bench" "$PACK/bin/"
-for lib in $(ldd "$BUILD/bin/moe-run" "$BUILD/bin/moert-cuda-test" | awk '/=> \// {print $3}'); do
+mkdir -p "$PACK/bin/real" "$PACK/lib" "$PACK/bundles"
+for tool in $BINARIES; do
+  cp "$BUILD/bin/$tool" "$PACK/bin/real/"
+  # exec: the wrapper's pid is the program's, so a timeout kills the program.
+  cat > "$PACK/bin/$tool" <<WRAPPER
+#!/bin/sh
+# Written by scripts/gpu-pack.sh: runs real/$tool with the packed libraries
+# and MOE_GPU_CUDA_LIBS (cuBLAS and NCCL, which scripts/gpu-run.sh finds)
+# on LD_LIBRARY_PATH, for this program alone.
+bin=\$(cd "\$(dirname "\$0")" && pwd)
+LD_LIBRARY_PATH="\$bin/../lib\${MOE_GPU_CUDA_LIBS:+:\$MOE_GPU_CUDA_LIBS}\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}" \\
+  exec "\$bin/real/$tool" "\$@"
+WRAPPER
+  chmod +x "$PACK/bin/$tool"
+done
+for lib in $(for tool in $BINARIES; do ldd "$BUILD/bin/$tool"; done | awk '/=> \// {print $3}'); do
   case $(basename "$lib") in
     libc.so*|libm.so*|libstdc++*|libgcc_s*|libpthread*|libdl.so*|librt.so*|ld-linux*|libz.so*) ;;
     libcublas*|libcudart*|libnccl*) ;;

@@ -9,7 +9,8 @@
 //   * permutation by expert (moert_cuda_dispatch, what compiled moe.dispatch
 //     calls, all on the device: T * k rows read and written) against a
 //     device-to-device copy of the same bytes.
-// Medians of 20 timed runs after 3 warm-ups, with CUDA events.
+// Medians of 20 timed runs after 3 warm-ups, with CUDA events, on random
+// tokens and weights (GEMMs on zeros run faster than on real data).
 //
 //   moert-cuda-bench [TOKENS]
 //
@@ -22,8 +23,10 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <vector>
@@ -40,6 +43,27 @@ void *deviceBuffer(size_t bytes) {
   check(cudaMalloc(&ptr, bytes), "cudaMalloc");
   check(cudaMemset(ptr, 0, bytes), "cudaMemset");
   return ptr;
+}
+
+/// Uniform values in [-1, 1) as bf16 in all `count` elements of `dst`: a
+/// block of random values made on the host (16 Mi elements at most, so
+/// that the 0.9 GB of weights take no time to fill) copied over it again
+/// and again.
+void fillRandomBf16(void *dst, size_t count, std::mt19937 &rng) {
+  const size_t block = std::min<size_t>(count, size_t(1) << 24);
+  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  std::vector<uint16_t> host(block);
+  for (uint16_t &h : host) {
+    float f = value(rng);
+    uint32_t bits;
+    std::memcpy(&bits, &f, sizeof bits);
+    h = static_cast<uint16_t>((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16);
+  }
+  for (size_t done = 0; done < count; done += block)
+    check(cudaMemcpy(static_cast<uint16_t *>(dst) + done, host.data(),
+                     std::min(block, count - done) * sizeof(uint16_t),
+                     cudaMemcpyHostToDevice),
+          "cudaMemcpy");
 }
 
 /// Median milliseconds of `run` on the runtime's stream.
@@ -88,11 +112,17 @@ int main(int argc, char **argv) {
   }
   void *x = deviceBuffer(T * H * bf16), *xp = deviceBuffer(R * H * bf16);
   void *w = deviceBuffer(E * H * F * bf16), *y = deviceBuffer(R * F * bf16);
+  // xp is x permuted (below), so random too.
+  fillRandomBf16(x, T * H, rng);
+  fillRandomBf16(w, E * H * F, rng);
   auto *dIds = static_cast<int32_t *>(deviceBuffer(R * sizeof(int32_t)));
   auto *slotRow = static_cast<int32_t *>(deviceBuffer(R * sizeof(int32_t)));
   auto *offsets = static_cast<int64_t *>(deviceBuffer((E + 1) * sizeof(int64_t)));
   check(cudaMemcpy(dIds, ids.data(), R * sizeof(int32_t), cudaMemcpyHostToDevice),
         "cudaMemcpy");
+  // The fills and copies went to the legacy stream, which the runtime's
+  // stream need not wait for.
+  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   std::vector<int64_t> hostOffsets(E + 1);
   int64_t dropped = 0;
   moert_cuda_permute(x, MOERT_BF16, T, H, dIds, k, E, 0, xp, slotRow, offsets,

@@ -166,6 +166,14 @@ static std::string perRun(int64_t total, int64_t runs) {
   return text;
 }
 
+void moert::resetStats() {
+  // The device's counts and times land in the tables first (which zeroes
+  // its counters and frees its events), then go with the rest.
+  for (void (*collect)() : collectors())
+    collect();
+  stats = Stats();
+}
+
 void moert::printStats() {
   for (void (*collect)() : collectors())
     collect();

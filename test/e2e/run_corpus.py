@@ -95,7 +95,7 @@ def run(cmd, env=None):
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S, env=env)
     except subprocess.TimeoutExpired:
-        return 124, "timed out after %d s: %s" % (TIMEOUT_S, " ".join(cmd))
+        return 124, "timed out after %g s: %s" % (TIMEOUT_S, " ".join(cmd))
     return done.returncode, done.stdout + done.stderr
 
 
@@ -175,6 +175,7 @@ def half_model(source, dtype, path):
 
 
 def main():
+    global TIMEOUT_S  # run()'s limit, from --timeout
     parser = argparse.ArgumentParser()
     parser.add_argument("--bin", required=True)
     parser.add_argument("--corpus", required=True)
@@ -191,8 +192,13 @@ def main():
                              "--work (on a machine without the compiler)")
     parser.add_argument("--dtype", default="f32", choices=sorted(TOLERANCES),
                         help="compile the model with its floats in this type (ONNX models only)")
+    parser.add_argument("--timeout", type=float, default=TIMEOUT_S,
+                        help="seconds each moe-compile or moe-run may take (default %d)" % TIMEOUT_S)
     parser.add_argument("model")
     args = parser.parse_args()
+    if args.timeout <= 0:
+        parser.error("--timeout must be positive")
+    TIMEOUT_S = args.timeout
     if args.dtype != "f32" and args.format != "onnx":
         parser.error("--dtype %s converts ONNX models only" % args.dtype)
 

@@ -1,7 +1,7 @@
 //===- moe-run.cpp - Runs a compiled MoE bundle ---------------------------===//
 //
 // moe-run OUT --input NAME=FILE.npy ... --output-dir DIR [--stats]
-//         [--repeat N] [--threads N]
+//         [--warmup N] [--repeat N] [--threads N]
 //
 // Started alone, or once per rank by mpirun. Every rank reads the bundle that
 // moe-compile --emit=lib wrote to OUT and the same whole inputs, copies its
@@ -57,6 +57,11 @@ struct Options {
   cl::opt<unsigned> repeat{"repeat", cl::init(1),
                            cl::desc("Calls of the entry (default 1)"),
                            cl::cat(category)};
+  cl::opt<unsigned> warmup{
+      "warmup", cl::init(0),
+      cl::desc("Calls of the entry before the --repeat ones, left out of "
+               "--stats (default 0)"),
+      cl::cat(category)};
   cl::opt<unsigned> threads{
       "threads", cl::init(0),
       cl::desc("OpenMP threads for the matmuls (default: one per core)"),
@@ -394,7 +399,12 @@ int main(int argc, char **argv) {
   {
     // Freed before the runtime finishes.
     Arguments args(s);
-    for (unsigned run = 0; run < opts.repeat; ++run) {
+    // The warm-up calls (first loads, handle creation, ...) run as the
+    // others do; the statistics then start afresh.
+    uint64_t calls = uint64_t(opts.warmup) + opts.repeat;
+    for (uint64_t run = 0; run < calls; ++run) {
+      if (run == opts.warmup && run > 0)
+        moert::resetStats();
       moert::barrier();
       moert::beginRun();
       s.entry(args.data());

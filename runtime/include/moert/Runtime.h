@@ -52,6 +52,11 @@ void setThreads(int threads);
 void beginRun();
 void endRun();
 
+/// Forgets what the statistics counted so far (tokens, drops, times, GEMM
+/// rates; the device's pending counts too), so that printStats covers only
+/// the runs after it: moe-run --warmup calls it after the warm-up runs.
+void resetStats();
+
 /// Collective: reduces the statistics of every run to rank 0, which prints
 /// the entry's time, each MoE layer's tokens per expert, dropped tokens and
 /// time, and the expert GEMMs' FLOP rate.
