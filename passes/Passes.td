@@ -182,10 +182,12 @@ def MoEManagedMemoryPass : Pass<"moe-managed-memory"> {
     Rewrites `memref.alloc` (default memory space) into
     `gpu.alloc host_shared` and its `memref.dealloc` into `gpu.dealloc`, so
     that GPU kernels and host code reach the same buffers (CUDA managed
-    memory through the runtime's mgpuMemAlloc). A `memref.copy` of rank 1
-    or more in the default memory space becomes `linalg.copy`, which the
-    GPU pipeline runs as a kernel: a host memcpy would migrate both buffers'
-    pages to the host.
+    memory through the runtime's mgpuMemAlloc; `moe-gpu-device-memory`
+    later gives device memory to those that host code never touches). A
+    `memref.copy` in the default memory space becomes `linalg.copy` (a
+    scalar's through views of one element, when both have the identity
+    layout), which the GPU pipeline runs as a kernel: a host memcpy would
+    wait for the GPU and migrate both buffers' pages to the host.
   }];
   let dependentDialects = ["::mlir::gpu::GPUDialect",
                            "::mlir::linalg::LinalgDialect"];
@@ -201,7 +203,9 @@ def MoEGPUDeviceMemoryPass
     and the address taken by `memref.extract_aligned_pointer_as_index`
     (with casts and pointer arithmetic on it), is a `gpu.launch_func`, code
     in a `gpu.launch`, a device-pointer parameter of a `moert_cuda_*`
-    function (`moert_cuda.h` names the host ones), a `gpu.dealloc`, `gpu.memcpy` or `gpu.memset`, or an op that
+    function that compiled code calls (`moert_cuda.h` names the host ones;
+    a function the pass does not know counts as a host access), a
+    `gpu.dealloc`, `gpu.memcpy` or `gpu.memset`, or an op that
     reads no memory (`memref.dim`, address comparisons) becomes a device
     allocation: `gpu.alloc async` on a fresh stream, waited for at once
     (`moe-gpu-stream-order` chains it). Any other use (a host load or
@@ -301,13 +305,15 @@ def MoEGPUStreamOrderPass
     For host code after `gpu-kernel-outlining`, on a runtime that runs all
     GPU work on one stream. In each block, synchronous `gpu.launch_func`s
     become asynchronous and, with the block's `gpu.alloc async`s and
-    `gpu.dealloc async`s, chain on one token; the synchronous `gpu.wait`s for tokens of the chain go,
-    and a `gpu.wait async` starts the chain or joins it. Calls to
-    `moert_cuda_*` functions, which enqueue their work on the runtime's
-    stream and wait themselves before they read device data on the host,
-    leave the chain pending, as do ops that touch no memory or only
-    allocate it. A single `gpu.wait` for the chain comes before any other
-    op (a host load or store, another call, an op with regions, whose blocks
+    `gpu.dealloc async`s, chain on one token; the synchronous `gpu.wait`s
+    for tokens of the chain go, and a `gpu.wait async` starts the chain or
+    joins it. Calls to `moert_cuda_*` functions, which enqueue their work
+    on the runtime's stream and wait themselves before they read device
+    data on the host, leave the chain pending, as do ops that touch no
+    memory or only allocate it (`moert_rank` among them), and ops with
+    regions that hold nothing else (a batched matmul's loop of cuBLAS
+    calls). A single `gpu.wait` for the chain comes before any other op (a
+    host load or store, another call, another op with regions, whose blocks
     are chained on their own) and before the block's terminator.
   }];
   let dependentDialects = ["::mlir::gpu::GPUDialect"];
@@ -486,18 +492,22 @@ def ConvertMoEToRuntimePass
     (token, slot) pairs by expert and moves their rows: `moert_dispatch`
     (`target=cpu`) or `moert_cuda_dispatch` (`target=cuda`, the permutation
     kernels), with the results in new buffers and `dropped` a zero constant.
-    With `target=cuda` a capacity dispatch with the `position` policy is
-    one `moert_cuda_dispatch_capacity` call into the padded `[E, B, H]`
-    rows (its `after` counts passed on, or a null pointer), which also
-    fills `dropped`; on the CPU, and for the `probs` policy, capacity
-    dispatch keeps the reference lowering.
+    With `target=cuda` a capacity dispatch is one
+    `moert_cuda_dispatch_capacity` call into the padded `[E, B, H]` rows
+    (its `after` counts passed on, or a null pointer), which also fills
+    `dropped`; for the `probs` policy, the pairs that `capacity` others
+    outrank (a parallel map ranks them) are first given id -1 and then
+    added to `dropped`. On the CPU capacity dispatch keeps the reference
+    lowering.
 
     Each projection of a `moe.experts` without biases becomes one grouped
     GEMM over all its groups of rows, on tensors through
     `bufferization.to_buffer` and a new buffer: `moert_grouped_matmul`
     (`target=cpu`, f32) or `moert_cuda_grouped_matmul` (`target=cuda`, f32,
-    f16, bf16), with the group counts, the capacity stride (0 for dropless
-    rows), the `[E, out, in]` weight read in place and the `[E, out]` bias
+    f16, bf16; the group counts are first read to a host buffer at the
+    function's entry by one `moert_cuda_read_counts`, which every
+    projection's call takes), with the group counts, the capacity stride
+    (0 for dropless rows), the `[E, out, in]` weight read in place and the `[E, out]` bias
     (or a null pointer). The activation (or SwiGLU, or the FC3 gate) is one
     elementwise op over all rows. The runtime checks the counts and zeroes
     the rows outside every group, as the reference lowering does.

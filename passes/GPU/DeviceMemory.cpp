@@ -26,30 +26,42 @@ namespace mlir::moe {
 
 namespace {
 
-/// The parameters of moert_cuda_* functions that are host pointers
-/// (moert_cuda.h names them `host...`); the others take device pointers.
-struct HostParameters {
-  StringLiteral callee;
-  std::initializer_list<unsigned> positions;
+/// The moert_cuda_* functions that compiled code calls, with their
+/// parameters that are host pointers (moert_cuda.h names them `host...`);
+/// their other pointers are device pointers. A function not listed counts
+/// as reading its pointers on the host, so that a new runtime call cannot
+/// be handed device memory by mistake.
+struct RuntimeFunction {
+  StringLiteral name;
+  std::initializer_list<unsigned> hostParameters;
 };
-constexpr HostParameters kHostParameters[] = {
-    {"moert_cuda_permute", {11, 12}},
-    {"moert_cuda_grouped_gemm", {2}},
+constexpr RuntimeFunction kRuntimeFunctions[] = {
+    {"moert_cuda_matmul", {}},
+    {"moert_cuda_router", {}},
+    {"moert_cuda_dispatch", {}},
+    {"moert_cuda_dispatch_capacity", {}},
     {"moert_cuda_read_counts", {2}},
     {"moert_cuda_grouped_matmul", {3}},
     {"moert_cuda_grouped_matmul_pair", {3}},
-    {"moert_cuda_global", {0}},
-    {"moert_cuda_device_global", {0}}};
+    {"moert_cuda_combine", {}},
+    {"moert_cuda_layer_tokens", {}},
+    {"moert_cuda_layer_dropped", {}},
+    {"moert_cuda_all_gather", {}},
+    {"moert_cuda_all_reduce_sum", {}},
+    {"moert_cuda_reduce_scatter_sum", {}},
+    {"moert_cuda_all_to_all", {}},
+    {"moert_cuda_ragged_all_to_all", {}},
+    {"moert_cuda_exclusive_scan_sum", {}},
+    {"moert_cuda_send", {}},
+    {"moert_cuda_recv", {}},
+    {"moert_cuda_broadcast", {}}};
 
 /// Whether the call reads its operand `position` only on the device.
 bool takesDevicePointer(func::CallOp call, unsigned position) {
-  StringRef callee = call.getCallee();
-  if (!callee.starts_with("moert_cuda_"))
-    return false;
-  for (const HostParameters &host : kHostParameters)
-    if (host.callee == callee)
-      return !llvm::is_contained(host.positions, position);
-  return true;
+  for (const RuntimeFunction &function : kRuntimeFunctions)
+    if (function.name == call.getCallee())
+      return !llvm::is_contained(function.hostParameters, position);
+  return false;
 }
 
 /// Whether only GPU code may dereference `root`: every use, through views,

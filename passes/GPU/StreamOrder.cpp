@@ -10,10 +10,12 @@
 // Per block, launches, device allocations and frees become asynchronous and
 // chain on one token; calls to moert_cuda_* functions (which enqueue on the
 // same stream, and wait themselves before they read device data on the
-// host) leave the chain pending. The host waits for the chain before any other op that reads or
-// writes memory, before an op with regions (whose blocks are chained on
-// their own and waited for before their terminators) and before the block's
-// terminator, so every function returns with its work done.
+// host), calls that touch no memory (moert_rank) and loops of nothing else
+// (a batched matmul's cuBLAS calls) leave the chain pending. The host waits
+// for the chain before any other op that reads or writes memory, before
+// any other op with regions (whose blocks are chained on their own and
+// waited for before their terminators) and before the block's terminator,
+// so every function returns with its work done.
 //
 //===----------------------------------------------------------------------===//
 
@@ -39,13 +41,35 @@ bool isStreamOrderedCall(Operation *op) {
   return call && call.getCallee().starts_with(kStreamOrderedPrefix);
 }
 
+/// Runtime functions that touch no memory of the program (moert.h).
+constexpr StringLiteral kMemoryFreeCalls[] = {"moert_rank"};
+
 /// Ops that may run while device work is pending: they touch no memory, or
-/// only allocate it.
+/// only allocate it, or only enqueue on the stream (a loop of runtime calls
+/// included).
 bool isHostSafe(Operation *op) {
+  if (isStreamOrderedCall(op))
+    return true;
+  if (auto call = dyn_cast<func::CallOp>(op))
+    return llvm::is_contained(kMemoryFreeCalls, call.getCallee());
+  if (op->getNumRegions() > 0) {
+    // A kernel not yet outlined is device code, with its own rules.
+    if (isa<gpu::LaunchOp>(op))
+      return false;
+    // A loop or branch of such ops: batched matmuls are loops of cuBLAS
+    // calls.
+    WalkResult nested = op->walk([&](Operation *inner) {
+      if (inner == op || inner->hasTrait<OpTrait::IsTerminator>() ||
+          isHostSafe(inner))
+        return WalkResult::advance();
+      return WalkResult::interrupt();
+    });
+    return !nested.wasInterrupted();
+  }
   if (isMemoryEffectFree(op))
     return true;
   auto interface = dyn_cast<MemoryEffectOpInterface>(op);
-  if (!interface || op->getNumRegions() > 0)
+  if (!interface)
     return false;
   SmallVector<MemoryEffects::EffectInstance> effects;
   interface.getEffects(effects);
@@ -80,7 +104,7 @@ private:
     if (auto dealloc = dyn_cast<gpu::DeallocOp>(op);
         dealloc && dealloc.getAsyncToken() && onChain(dealloc))
       return chainMemoryOp(dealloc);
-    if (isStreamOrderedCall(op) || isHostSafe(op))
+    if (isHostSafe(op))
       return;
     waitBefore(op);
     // A kernel not yet outlined is device code: nothing to chain in it.

@@ -6,9 +6,10 @@
 // memory, through mgpuMemAlloc), so that both sides may touch it.
 //
 // Copies between buffers (a result moved into the caller's output, a
-// reshape that could not alias) become linalg.copy, and so kernels: as host
-// memcpy they would pull every page of both buffers over to the host and
-// back for the next kernel.
+// reshape that could not alias; a scalar, as a buffer of one) become
+// linalg.copy, and so kernels: as host memcpy they would pull every page of
+// both buffers over to the host and back for the next kernel, and make the
+// host wait for the GPU first.
 //
 //===----------------------------------------------------------------------===//
 
@@ -68,10 +69,20 @@ struct CopyToKernel : public OpRewritePattern<memref::CopyOp> {
     auto target = cast<MemRefType>(op.getTarget().getType());
     if (source.getMemorySpace() || target.getMemorySpace())
       return rewriter.notifyMatchFailure(op, "has a memory space");
-    if (source.getRank() == 0)
-      return rewriter.notifyMatchFailure(op, "a scalar: no loop to map");
-    rewriter.replaceOpWithNewOp<linalg::CopyOp>(op, op.getSource(),
-                                                op.getTarget());
+    Value from = op.getSource(), to = op.getTarget();
+    if (source.getRank() == 0) {
+      // A scalar is copied as one element: a loop of one, so a kernel.
+      if (!source.getLayout().isIdentity() || !target.getLayout().isIdentity())
+        return rewriter.notifyMatchFailure(op, "a scalar with a layout");
+      auto asVector = [&](Value scalar, MemRefType type) -> Value {
+        return memref::ExpandShapeOp::create(
+            rewriter, op.getLoc(), MemRefType::get({1}, type.getElementType()),
+            scalar, ArrayRef<ReassociationIndices>{});
+      };
+      from = asVector(from, source);
+      to = asVector(to, target);
+    }
+    rewriter.replaceOpWithNewOp<linalg::CopyOp>(op, from, to);
     return success();
   }
 };

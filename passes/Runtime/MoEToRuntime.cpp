@@ -4,8 +4,9 @@
 // slot) pairs that copies one row at a time: on a GPU, a host loop over
 // device memory. A dropless moe.dispatch becomes one runtime call instead
 // (moert_dispatch: a counting sort on the CPU; moert_cuda_dispatch: the
-// permutation kernels), and for CUDA so does a capacity dispatch with the
-// position policy (moert_cuda_dispatch_capacity, into the padded buffer).
+// permutation kernels), and for CUDA so does a capacity dispatch
+// (moert_cuda_dispatch_capacity, into the padded buffer; the probs policy
+// first gives id -1 to the pairs that C others outrank).
 //
 // The reference lowering runs moe.experts as a loop over its groups, each
 // with its own slices, matmuls and activation. Here each projection of all
@@ -121,13 +122,22 @@ struct DispatchToRuntime final : OpRewritePattern<DispatchOp> {
                  dataPointer(rewriter, loc, dropped)});
     call(rewriter, loc, "moert_cuda_dispatch_capacity", args);
     Value lost = asTensor(rewriter, loc, dropped);
-    if (outranked)
-      lost = lowering::mapElements(
-          rewriter, loc, cast<RankedTensorType>(lost.getType()),
-          {lost, outranked}, {},
-          [](OpBuilder &nb, Location nloc, ValueRange counts) -> Value {
+    if (outranked) {
+      // Added as one-element vectors: a kernel, where a 0-d op would be
+      // host code waiting for the GPU.
+      auto one = RankedTensorType::get({1}, rewriter.getI64Type());
+      Value sum = lowering::mapElements(
+          rewriter, loc, one,
+          {tensor::ExpandShapeOp::create(rewriter, loc, one, lost,
+                                         ArrayRef<ReassociationIndices>{}),
+           outranked},
+          {}, [](OpBuilder &nb, Location nloc, ValueRange counts) -> Value {
             return arith::AddIOp::create(nb, nloc, counts[0], counts[1]);
           });
+      lost = tensor::CollapseShapeOp::create(
+          rewriter, loc, cast<RankedTensorType>(lost.getType()), sum,
+          ArrayRef<ReassociationIndices>{});
+    }
     rewriter.replaceOp(op, {asTensor(rewriter, loc, rows),
                             asTensor(rewriter, loc, slots),
                             asTensor(rewriter, loc, counts), lost});
@@ -138,36 +148,35 @@ struct DispatchToRuntime final : OpRewritePattern<DispatchOp> {
   /// the C pairs with the largest weights, in token order. Pairs that C
   /// others outrank get id -1, so the kernels place the rest as the
   /// reference does; returns those ids and how many routed pairs they took
-  /// out (i64, 0-d), which count as dropped.
+  /// out (i64 `[1]`), which count as dropped.
   static std::pair<Value, Value> keepBestWeighted(PatternRewriter &rewriter,
                                                   Location loc, DispatchOp op) {
     Value ids = op.getIds();
     auto idsType = cast<RankedTensorType>(ids.getType());
     Value ranks = lowering::probsRanks(rewriter, loc, ids, op.getWeights());
     Type i32 = rewriter.getI32Type();
-    auto outranked = [&](OpBuilder &nb, Location nloc, Value rank) -> Value {
-      return arith::CmpIOp::create(
-          nb, nloc, arith::CmpIPredicate::sge, rank,
-          lowering::scalarConst(nb, nloc, i32, *op.getCapacity()));
-    };
     Value kept = lowering::mapElements(
         rewriter, loc, idsType, {ids, ranks}, {},
         [&](OpBuilder &nb, Location nloc, ValueRange args) -> Value {
+          Value outranked = arith::CmpIOp::create(
+              nb, nloc, arith::CmpIPredicate::sge, args[1],
+              lowering::scalarConst(nb, nloc, i32, *op.getCapacity()));
           return arith::SelectOp::create(
-              nb, nloc, outranked(nb, nloc, args[1]),
-              lowering::scalarConst(nb, nloc, i32, -1), args[0]);
+              nb, nloc, outranked, lowering::scalarConst(nb, nloc, i32, -1),
+              args[0]);
         });
+    // Loops (one, t, j): one kernel thread counts them all.
+    AffineMap pair = lowering::loopsTo(rewriter, 3, {1, 2});
     Value routedAway = lowering::reduce(
-        rewriter, loc, {ids, ranks},
-        {lowering::loopsTo(rewriter, 2, {0, 1}),
-         lowering::loopsTo(rewriter, 2, {0, 1})},
-        RankedTensorType::get({}, rewriter.getI64Type()), 0.0, {},
+        rewriter, loc, {ids, kept}, {pair, pair},
+        RankedTensorType::get({1}, rewriter.getI64Type()), 0.0, {0},
         [&](OpBuilder &nb, Location nloc, ValueRange args) -> Value {
           Value routed = arith::CmpIOp::create(
               nb, nloc, arith::CmpIPredicate::ult, args[0],
               lowering::scalarConst(nb, nloc, i32, op.getNumExperts()));
-          Value lost = arith::AndIOp::create(nb, nloc, routed,
-                                             outranked(nb, nloc, args[1]));
+          Value takenOut = arith::CmpIOp::create(
+              nb, nloc, arith::CmpIPredicate::ne, args[0], args[1]);
+          Value lost = arith::AndIOp::create(nb, nloc, routed, takenOut);
           return lowering::countIf(nb, nloc, lost, args[2]);
         });
     return {kept, routedAway};

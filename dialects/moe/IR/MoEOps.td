@@ -85,6 +85,9 @@ defvar MoE_RoutingDoc = [{
       every weight, for every selection, is multiplied by `scaling_factor`.
     * Ties go to the lower index: of the expert, of the group, and for
       `expert_choice` of the token.
+    * NaN values are never chosen: a slot left with no expert to choose
+      (NaN logits) gets id -1 and weight 0, and an `expert_choice` expert
+      with fewer than `capacity` tokens to choose from takes those it has.
     * f16 and bf16 logits (and bias) are routed in f32, and only the weights
       are rounded to the logits' type at the end: routers run in full
       precision (Switch Transformer's selective precision, Hugging Face's

@@ -2,8 +2,11 @@
 //
 // The reference semantics of moe.router. Scores, biases, Sinkhorn scalings
 // and weight fix-ups are linalg.generic maps and reductions; a top-k
-// selection is a map over [row, slot] whose every element scans its row
-// for the pick after the one before (ties to the lower index).
+// selection is a map over the rows whose every element makes k passes over
+// its row, each for the pick after the last (ties to the lower index; NaN
+// never picked: a slot with nothing left gets id -1 and weight 0). No
+// selection carries a tensor from step to step, so on a GPU each is a
+// kernel, not a host loop.
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,14 +27,18 @@ struct Selection {
 // Shared selection steps
 //===----------------------------------------------------------------------===//
 
-/// The largest entry of row `row` of `keys [R, N]` that comes after
-/// (`afterKey`, `afterCol`) in the order of keys descending, then columns
-/// ascending (the pick that follows that one), as its key and column. The
-/// strict `>` keeps the lowest column among equal keys; NaN keys never
-/// come. With no entry left the column is 0.
-static std::pair<Value, Value> nextInRow(OpBuilder &b, Location loc,
-                                         Value keys, Value row, Value afterKey,
-                                         Value afterCol) {
+/// A pick of a selection: its key and column, and whether there was one.
+struct Pick {
+  Value key, col, found;
+};
+
+/// The largest entry of row `row` of `keys [R, N]` that comes after `last`
+/// in the order of keys descending, then columns ascending: the pick that
+/// follows it. The strict `>` keeps the lowest column among equal keys; NaN
+/// keys never come. With none left, `found` is false and the key and column
+/// stay `last`'s, so that later picks find none either.
+static Pick nextInRow(OpBuilder &b, Location loc, Value keys, Value row,
+                      Pick last) {
   RankedTensorType type = tensorType(keys);
   int64_t columns = type.getDimSize(1);
   Value none = indexConst(b, loc, columns);
@@ -50,10 +57,10 @@ static std::pair<Value, Value> nextInRow(OpBuilder &b, Location loc,
           return arith::CmpIOp::create(nb, nloc, predicate, lhs, rhs);
         };
         Value after = arith::OrIOp::create(
-            nb, nloc, cmpf(arith::CmpFPredicate::OLT, key, afterKey),
+            nb, nloc, cmpf(arith::CmpFPredicate::OLT, key, last.key),
             arith::AndIOp::create(
-                nb, nloc, cmpf(arith::CmpFPredicate::OEQ, key, afterKey),
-                cmpi(arith::CmpIPredicate::sgt, col, afterCol)));
+                nb, nloc, cmpf(arith::CmpFPredicate::OEQ, key, last.key),
+                cmpi(arith::CmpIPredicate::sgt, col, last.col)));
         Value better = arith::OrIOp::create(
             nb, nloc, cmpf(arith::CmpFPredicate::OGT, key, best[0]),
             arith::AndIOp::create(
@@ -65,56 +72,85 @@ static std::pair<Value, Value> nextInRow(OpBuilder &b, Location loc,
       });
   Value found = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne,
                                       best[1], none);
-  return {best[0], arith::SelectOp::create(b, loc, found, best[1],
-                                           indexConst(b, loc, 0))};
+  return {arith::SelectOp::create(b, loc, found, best[0], last.key),
+          arith::SelectOp::create(b, loc, found, best[1], last.col), found};
+}
+
+/// Where every selection starts: before all entries (+inf, column -1).
+static Pick beforeAll(OpBuilder &b, Location loc, Type keyType) {
+  return {scalarConst(b, loc, keyType, -kNegInf), indexConst(b, loc, -1),
+          Value()};
 }
 
 /// The columns of the `k` largest entries of every row of `keys [R, N]`,
-/// largest first, as i32 `[R, k]`; ties go to the lower column. Every
-/// [row, slot] is computed on its own, by slot + 1 passes over the row that
-/// each find the pick after the last (k (k + 1) / 2 passes per row rather
-/// than k): a parallel map that writes nothing else, so that on a GPU it is
-/// one kernel and not a host loop. Every row needs k entries that are not
-/// NaN (for grouped_topk, the verifier's bound on k).
+/// largest first, as i32 `[R, k]`; ties go to the lower column, and a slot
+/// with no entry left (NaN keys) gets -1. One map over the rows, each
+/// finding its k picks in k passes over the row (one result per slot, then
+/// put side by side): rows in parallel (on a GPU, a kernel rather than a
+/// host loop), with no tensor carried from pick to pick.
 static Value topKIndices(OpBuilder &b, Location loc, Value keys, int64_t k) {
   RankedTensorType type = tensorType(keys);
-  auto idsType =
-      RankedTensorType::get({type.getDimSize(0), k}, b.getI32Type());
-  return mapElements(
-      b, loc, idsType, {}, {}, [&](OpBuilder &nb, Location nloc, ValueRange) {
+  int64_t rows = type.getDimSize(0);
+  Type i32 = b.getI32Type();
+  SmallVector<Value> slots;
+  for (int64_t j = 0; j < k; ++j)
+    slots.push_back(tensor::EmptyOp::create(b, loc, {rows}, i32));
+  SmallVector<Value> perSlot = buildGeneric(
+      b, loc, ValueRange(), {}, slots, loopsTo(b, 1, {0}),
+      [&](OpBuilder &nb, Location nloc, ValueRange) -> SmallVector<Value> {
         Value row = linalg::IndexOp::create(nb, nloc, 0);
+        Pick pick = beforeAll(nb, nloc, type.getElementType());
+        SmallVector<Value> ids;
+        for (int64_t j = 0; j < k; ++j) {
+          pick = nextInRow(nb, nloc, keys, row, pick);
+          Value col =
+              arith::IndexCastOp::create(nb, nloc, nb.getI32Type(), pick.col);
+          ids.push_back(arith::SelectOp::create(
+              nb, nloc, pick.found, col, scalarConst(nb, nloc, i32, -1)));
+        }
+        return ids;
+      });
+  if (k == 1)
+    return tensor::ExpandShapeOp::create(
+        b, loc, RankedTensorType::get({rows, 1}, i32), perSlot.front(),
+        ArrayRef<ReassociationIndices>{{0, 1}});
+  // [R] x k -> [R, k]: slot j's column from the j-th.
+  SmallVector<AffineMap> maps(k, loopsTo(b, 2, {0}));
+  return mapElements(
+      b, loc, RankedTensorType::get({rows, k}, i32), perSlot, maps,
+      [&](OpBuilder &nb, Location nloc, ValueRange ids) -> Value {
         Value slot = linalg::IndexOp::create(nb, nloc, 1);
-        Value passes = arith::AddIOp::create(nb, nloc, slot,
-                                             indexConst(nb, nloc, 1));
-        // Before the first pick: +inf and column -1, after which all come.
-        Value start[] = {
-            scalarConst(nb, nloc, type.getElementType(), -kNegInf),
-            indexConst(nb, nloc, -1)};
-        auto loop = scf::ForOp::create(
-            nb, nloc, indexConst(nb, nloc, 0), passes, indexConst(nb, nloc, 1),
-            start,
-            [&](OpBuilder &lb, Location lloc, Value, ValueRange after) {
-              auto [key, col] =
-                  nextInRow(lb, lloc, keys, row, after[0], after[1]);
-              scf::YieldOp::create(lb, lloc, ValueRange{key, col});
-            });
-        return arith::IndexCastOp::create(nb, nloc, nb.getI32Type(),
-                                          loop.getResult(1));
+        Value id = ids.back();
+        for (int64_t j = k - 2; j >= 0; --j)
+          id = arith::SelectOp::create(
+              nb, nloc,
+              arith::CmpIOp::create(nb, nloc, arith::CmpIPredicate::eq, slot,
+                                    indexConst(nb, nloc, j)),
+              ids[j], id);
+        return id;
       });
 }
 
-/// `values[t, ids[t, j]]` for every `[t, j]` of `ids`.
+/// `values[t, ids[t, j]]` for every `[t, j]` of `ids`, and 0 where the id
+/// is -1 (nothing picked).
 static Value gatherColumns(OpBuilder &b, Location loc, Value values,
                            Value ids) {
-  auto type = RankedTensorType::get(tensorType(ids).getShape(),
-                                    tensorType(values).getElementType());
+  Type elementType = tensorType(values).getElementType();
+  auto type = RankedTensorType::get(tensorType(ids).getShape(), elementType);
   return mapElements(
       b, loc, type, ids, {}, [&](OpBuilder &nb, Location nloc, ValueRange id) {
         Value row = linalg::IndexOp::create(nb, nloc, 0);
+        Value picked =
+            arith::CmpIOp::create(nb, nloc, arith::CmpIPredicate::sge, id[0],
+                                  scalarConst(nb, nloc, nb.getI32Type(), 0));
+        Value safe = arith::SelectOp::create(
+            nb, nloc, picked, id[0], scalarConst(nb, nloc, nb.getI32Type(), 0));
         Value col =
-            arith::IndexCastOp::create(nb, nloc, nb.getIndexType(), id[0]);
-        return tensor::ExtractOp::create(nb, nloc, values,
-                                         ValueRange{row, col});
+            arith::IndexCastOp::create(nb, nloc, nb.getIndexType(), safe);
+        Value value =
+            tensor::ExtractOp::create(nb, nloc, values, ValueRange{row, col});
+        return arith::SelectOp::create(nb, nloc, picked, value,
+                                       scalarConst(nb, nloc, elementType, 0));
       });
 }
 
@@ -190,32 +226,34 @@ static Value groupScores(OpBuilder &b, Location loc, Value keys,
 }
 
 /// `keys [T, E]` with `maskedScore` (-inf: never chosen) for the experts
-/// outside the groups listed in `keptGroups [T, g]`.
+/// outside the groups listed in `keptGroups [T, g]`: a map over [T, E]
+/// whose every element looks for its group among the token's g.
 static Value maskOtherGroups(OpBuilder &b, Location loc, Value keys,
                              Value keptGroups, int64_t groupSize,
                              double maskedScore) {
   RankedTensorType type = tensorType(keys);
-  Value masked = filledTensor(b, loc, type, maskedScore);
-  Value size = indexConst(b, loc, groupSize);
-  return loopNest(b, loc, tensorType(keptGroups).getShape(), masked,
-                  [&](OpBuilder &nb, Location nloc, ValueRange ivs,
-                      ValueRange args) -> scf::ValueVector {
-                    Value group = arith::IndexCastOp::create(
-                        nb, nloc, nb.getIndexType(),
-                        tensor::ExtractOp::create(nb, nloc, keptGroups, ivs));
-                    Value firstExpert =
-                        arith::MulIOp::create(nb, nloc, group, size);
-                    // Copy the group's row segment over the -inf.
-                    SmallVector<OpFoldResult> offsets{ivs[0], firstExpert};
-                    SmallVector<OpFoldResult> sizes{nb.getIndexAttr(1),
-                                                    nb.getIndexAttr(groupSize)};
-                    SmallVector<OpFoldResult> strides(2, nb.getIndexAttr(1));
-                    Value segment = tensor::ExtractSliceOp::create(
-                        nb, nloc, keys, offsets, sizes, strides);
-                    return {tensor::InsertSliceOp::create(
-                        nb, nloc, segment, args[0], offsets, sizes, strides)};
-                  })
-      .front();
+  int64_t kept = tensorType(keptGroups).getDimSize(1);
+  return mapElements(
+      b, loc, type, keys, {},
+      [&](OpBuilder &nb, Location nloc, ValueRange key) -> Value {
+        Value token = linalg::IndexOp::create(nb, nloc, 0);
+        Value group = arith::DivUIOp::create(
+            nb, nloc, loopIndexI32(nb, nloc, 1),
+            scalarConst(nb, nloc, nb.getI32Type(), groupSize));
+        Value isKept = arith::ConstantIntOp::create(nb, nloc, 0, 1);
+        for (int64_t j = 0; j < kept; ++j) {
+          Value listed = tensor::ExtractOp::create(
+              nb, nloc, keptGroups,
+              ValueRange{token, indexConst(nb, nloc, j)});
+          isKept = arith::OrIOp::create(
+              nb, nloc, isKept,
+              arith::CmpIOp::create(nb, nloc, arith::CmpIPredicate::eq,
+                                    listed, group));
+        }
+        return arith::SelectOp::create(
+            nb, nloc, isKept, key[0],
+            scalarConst(nb, nloc, type.getElementType(), maskedScore));
+      });
 }
 
 /// grouped_topk: topk among the experts of the `groupTopK` best groups.
@@ -344,48 +382,61 @@ static Selection selectSinkhorn(OpBuilder &b, Location loc, Value logits,
 
 /// expert_choice: every expert takes the `capacity` tokens with the largest
 /// scores in its column: `ids [T, E]` holds e where expert e took token t and
-/// -1 elsewhere; the weight is the score or 0.
+/// -1 elsewhere; the weight is the score or 0. Each expert's last pick is
+/// found by `capacity` passes over its column (a map over the experts);
+/// then expert e took token t where t comes no later than that pick in the
+/// selection's order (score descending, then token), a map over [T, E]. A
+/// column with fewer scores that are not NaN takes them all.
 static Selection selectExpertChoice(OpBuilder &b, Location loc, Value scores,
                                     int64_t capacity) {
   RankedTensorType type = tensorType(scores);
+  Type elementType = type.getElementType();
   int64_t tokens = type.getDimSize(0), experts = type.getDimSize(1);
   Value transposed =
-      tensor::EmptyOp::create(b, loc, {experts, tokens}, type.getElementType());
+      tensor::EmptyOp::create(b, loc, {experts, tokens}, elementType);
   Value perExpert = linalg::TransposeOp::create(b, loc, scores, transposed,
                                                 ArrayRef<int64_t>{1, 0})
                         ->getResult(0);
-  Value taken = topKIndices(b, loc, perExpert, capacity);
-  // Expert e took token t iff t comes no later than its last pick in the
-  // selection's order (score descending, then token): a parallel map, not a
-  // scatter of the picks.
+  Value lastPicks[] = {
+      tensor::EmptyOp::create(b, loc, {experts}, elementType),
+      tensor::EmptyOp::create(b, loc, {experts}, b.getIndexType())};
+  SmallVector<Value> last = buildGeneric(
+      b, loc, ValueRange(), {}, lastPicks, loopsTo(b, 1, {0}),
+      [&](OpBuilder &nb, Location nloc, ValueRange) -> SmallVector<Value> {
+        Value expert = linalg::IndexOp::create(nb, nloc, 0);
+        Pick start = beforeAll(nb, nloc, elementType);
+        auto loop = scf::ForOp::create(
+            nb, nloc, indexConst(nb, nloc, 0), indexConst(nb, nloc, capacity),
+            indexConst(nb, nloc, 1), ValueRange{start.key, start.col},
+            [&](OpBuilder &lb, Location lloc, Value, ValueRange after) {
+              Pick pick = nextInRow(lb, lloc, perExpert, expert,
+                                    {after[0], after[1], Value()});
+              scf::YieldOp::create(lb, lloc, ValueRange{pick.key, pick.col});
+            });
+        return {loop.getResult(0), loop.getResult(1)};
+      });
   auto idsType = RankedTensorType::get(type.getShape(), b.getI32Type());
+  AffineMap element = loopsTo(b, 2, {0, 1}), ofExpert = loopsTo(b, 2, {1});
   Value ids = mapElements(
-      b, loc, idsType, scores, {},
-      [&](OpBuilder &nb, Location nloc, ValueRange score) -> Value {
+      b, loc, idsType, {scores, last[0], last[1]},
+      {element, ofExpert, ofExpert},
+      [&](OpBuilder &nb, Location nloc, ValueRange args) -> Value {
+        Value score = args[0], threshold = args[1], lastToken = args[2];
         Value token = linalg::IndexOp::create(nb, nloc, 0);
-        Value expert = linalg::IndexOp::create(nb, nloc, 1);
-        Value last = arith::IndexCastOp::create(
-            nb, nloc, nb.getIndexType(),
-            tensor::ExtractOp::create(
-                nb, nloc, taken,
-                ValueRange{expert, indexConst(nb, nloc, capacity - 1)}));
-        Value threshold = tensor::ExtractOp::create(nb, nloc, perExpert,
-                                                    ValueRange{expert, last});
         Value above = arith::CmpFOp::create(
-            nb, nloc, arith::CmpFPredicate::OGT, score[0], threshold);
+            nb, nloc, arith::CmpFPredicate::OGT, score, threshold);
         Value tied = arith::AndIOp::create(
             nb, nloc,
-            arith::CmpFOp::create(nb, nloc, arith::CmpFPredicate::OEQ,
-                                  score[0], threshold),
-            arith::CmpIOp::create(nb, nloc, arith::CmpIPredicate::ule, token,
-                                  last));
+            arith::CmpFOp::create(nb, nloc, arith::CmpFPredicate::OEQ, score,
+                                  threshold),
+            arith::CmpIOp::create(nb, nloc, arith::CmpIPredicate::sle, token,
+                                  lastToken));
         Value took = arith::OrIOp::create(nb, nloc, above, tied);
         return arith::SelectOp::create(
-            nb, nloc, took,
-            arith::IndexCastOp::create(nb, nloc, nb.getI32Type(), expert),
+            nb, nloc, took, loopIndexI32(nb, nloc, 1),
             scalarConst(nb, nloc, nb.getI32Type(), -1));
       });
-  Value zero = scalarConst(b, loc, type.getElementType(), 0.0);
+  Value zero = scalarConst(b, loc, elementType, 0.0);
   Value weights = mapElements(
       b, loc, type, {ids, scores}, {},
       [&](OpBuilder &nb, Location nloc, ValueRange args) {
@@ -441,11 +492,17 @@ static Selection selectSparseMixer(OpBuilder &b, Location loc, Value logits,
         return arith::AddFOp::create(nb, nloc, sum, kept);
       });
   Value one = scalarConst(b, loc, elementType, 1.0);
-  Value weights =
-      mapElements(b, loc, pairType, denominators, {},
-                  [&](OpBuilder &nb, Location nloc, ValueRange den) {
-                    return arith::DivFOp::create(nb, nloc, one, den[0]);
-                  });
+  // A slot with nothing picked (NaN logits) weighs 0.
+  Value weights = mapElements(
+      b, loc, pairType, {denominators, ids}, {},
+      [&](OpBuilder &nb, Location nloc, ValueRange args) -> Value {
+        Value picked =
+            arith::CmpIOp::create(nb, nloc, arith::CmpIPredicate::sge, args[1],
+                                  scalarConst(nb, nloc, nb.getI32Type(), 0));
+        return arith::SelectOp::create(
+            nb, nloc, picked, arith::DivFOp::create(nb, nloc, one, args[0]),
+            zero);
+      });
   return {ids, weights};
 }
 

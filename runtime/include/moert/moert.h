@@ -41,7 +41,8 @@ enum moert_dtype {
   MOERT_BF16 = 5
 };
 
-/* World rank of this process (0 without MPI). */
+/* World rank of this process (0 without MPI). Touches no memory of the
+ * program, so code compiled for CUDA calls it with GPU work pending. */
 int64_t moert_rank(void);
 
 /* out = the G inputs of bytesPerRank bytes, concatenated by position. */

@@ -17,7 +17,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
-#include <string>
 #include <unordered_map>
 
 using namespace moert;
@@ -179,37 +178,42 @@ static void trimPool() {
   check(cudaMemPoolTrimTo(dev.pool, 0), "cudaMemPoolTrimTo");
 }
 
+static void *managedAlloc(size_t bytes);
+
 /// The program's managed buffers, kept across calls (BlockCache.h): a new
 /// one costs a device synchronization to allocate and to free. They are
 /// not prefetched: host code touches them (moe-gpu-device-memory gives the
 /// others device memory), often first (moe-run's inputs).
 static auto &managedBuffers() {
-  auto allocate = [](size_t bytes) {
-    void *ptr = tryManagedAlloc(bytes);
-    if (!ptr) {
-      trimPool();
-      ptr = tryManagedAlloc(bytes);
-    }
-    return ptr;
-  };
   auto release = [](void *block) { check(cudaFree(block), "cudaFree"); };
   static auto *blocks =
-      new BlockCache<decltype(allocate), decltype(release)>(256, allocate,
-                                                             release);
+      new BlockCache<decltype(&managedAlloc), decltype(release)>(
+          256, &managedAlloc, release);
   return *blocks;
 }
 
-[[noreturn]] static void outOfMemory(uint64_t bytes, const char *what) {
-  size_t free = 0, total = 0;
-  check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
-  detail::fail(what, ": ", bytes, " bytes of managed memory asked for, but "
-               "the GPU has ", free, " of ", total, " bytes free");
-}
-
-/// Everything the runtime keeps for later calls, given back.
-static void releaseCachedMemory() {
+void cuda::releaseCachedMemory() {
   managedBuffers().trim();
   trimPool();
+}
+
+/// Managed memory of `bytes`, after releaseCachedMemory if the GPU has too
+/// little free; null if it still has.
+static void *managedAlloc(size_t bytes) {
+  void *ptr = tryManagedAlloc(bytes);
+  if (!ptr) {
+    releaseCachedMemory();
+    ptr = tryManagedAlloc(bytes);
+  }
+  return ptr;
+}
+
+[[noreturn]] static void outOfMemory(uint64_t bytes, const char *kind,
+                                     const char *what) {
+  size_t free = 0, total = 0;
+  check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+  detail::fail(what, ": ", bytes, " bytes of ", kind, " memory asked for, "
+               "but the GPU has ", free, " of ", total, " bytes free");
 }
 
 /// `allocate()`'s status, retried once after releaseCachedMemory when it
@@ -238,7 +242,7 @@ void *mgpuMemAlloc(uint64_t bytes, void *stream, bool isHostShared) {
     return ptr;
   if (isHostShared) {
     if (!(ptr = managedBuffers().take(bytes)))
-      outOfMemory(bytes, "a buffer of the program");
+      outOfMemory(bytes, "managed", "a buffer of the program");
   } else {
     ptr = deviceAlloc(bytes, streamOr(stream));
   }
@@ -272,13 +276,9 @@ static void *globalCopy(const void *host, int64_t bytes, CopyFn copy) {
 
 void *moert_cuda_global(const void *host, int64_t bytes) {
   return globalCopy(host, bytes, [host](size_t size) {
-    void *copy = tryManagedAlloc(size);
-    if (!copy) {
-      releaseCachedMemory();
-      copy = tryManagedAlloc(size);
-    }
+    void *copy = managedAlloc(size);
     if (!copy)
-      outOfMemory(size, "a weight or constant of the program");
+      outOfMemory(size, "managed", "a weight or constant of the program");
     std::memcpy(copy, host, size);
     prefetchToDevice(copy, size);
     return copy;
@@ -292,11 +292,7 @@ void *moert_cuda_device_global(const void *host, int64_t bytes) {
     cudaError_t status = withRetry([&] { return cudaMalloc(&copy, size); });
     if (status == cudaErrorMemoryAllocation) {
       cudaGetLastError();
-      size_t free = 0, total = 0;
-      check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
-      detail::fail("a weight or constant of the program: ", size,
-                   " bytes of device memory asked for, but the GPU has ",
-                   free, " of ", total, " bytes free");
+      outOfMemory(size, "device", "a weight or constant of the program");
     }
     check(status, "cudaMalloc");
     // Pageable: the copy has read the host bytes when it returns, and the
@@ -327,7 +323,17 @@ void *mgpuModuleLoadJIT(void *data, int /*optLevel*/) {
   return mgpuModuleLoad(data, 0);
 }
 
+/// The kernels looked up so far, by module and name: generated code looks
+/// a kernel up at every launch, with its name's constant.
+static std::map<std::pair<void *, const char *>, cudaKernel_t> &kernels() {
+  static std::map<std::pair<void *, const char *>, cudaKernel_t> found;
+  return found;
+}
+
 void mgpuModuleUnload(void *module) {
+  auto &found = kernels();
+  for (auto it = found.begin(); it != found.end();)
+    it = it->first.first == module ? found.erase(it) : std::next(it);
   // The bundle's destructors call this at exit, when the CUDA runtime may
   // be shutting down already (cudaErrorCudartUnloading); the driver frees
   // the module with its context in any case.
@@ -341,9 +347,7 @@ void *mgpuModuleGetFunction(void *module, const char *name) {
     detail::fail("the bundle's GPU code was not loaded (its library's "
                  "constructors did not run) when kernel '",
                  name, "' was launched");
-  // Generated code looks the kernel up at every launch.
-  static std::map<std::pair<void *, std::string>, cudaKernel_t> kernels;
-  auto [it, inserted] = kernels.try_emplace({module, name}, nullptr);
+  auto [it, inserted] = kernels().try_emplace({module, name}, nullptr);
   if (!inserted)
     return it->second;
   cudaError_t status = cudaLibraryGetKernel(

@@ -36,6 +36,11 @@ cudaStream_t streamOr(void *stream);
 /// then a failure ends every rank.
 void *deviceAlloc(size_t bytes, cudaStream_t stream);
 
+/// Gives back what the runtime keeps for later calls (the cached managed
+/// buffers, the stream-ordered pool's free blocks), for allocations that
+/// are not the pool's: NCCL's, cuBLAS's, managed and cudaMalloc'ed ones.
+void releaseCachedMemory();
+
 inline void check(cudaError_t status, const char *call) {
   if (status != cudaSuccess)
     detail::fail(call, " failed: ", cudaGetErrorName(status), " (",

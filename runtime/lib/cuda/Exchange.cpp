@@ -60,6 +60,9 @@ static Peers peers(int64_t axes, const char *op) {
     if (group.pos == 0)
       check(ncclGetUniqueId(&id), "ncclGetUniqueId");
     MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, group.comm);
+    // NCCL allocates its buffers itself: not from the pool, which keeps
+    // what earlier calls freed.
+    releaseCachedMemory();
     check(ncclCommInitRank(&it->second, group.size, id, group.pos),
           "ncclCommInitRank");
   }

@@ -67,16 +67,19 @@ module attributes {gpu.container_module} {
 // What host code may dereference stays host-shared: a buffer loaded on the
 // host through a view, one passed to another function, one whose address
 // goes to a runtime function's host parameter (moert_cuda_read_counts'
-// third), one carried out of a loop. The constant read on the host is not
-// a device global.
+// third, moert_cuda_grouped_matmul's fourth) or to a runtime function the
+// pass does not know, one carried out of a loop. The constant read on the
+// host is not a device global.
 // CHECK-NOT: moe.device_globals
 // CHECK-LABEL: func.func @host_touched
-// CHECK-COUNT-4: gpu.alloc  host_shared
+// CHECK-COUNT-6: gpu.alloc  host_shared
 // CHECK-NOT: gpu.alloc async
 module attributes {gpu.container_module} {
   memref.global "private" constant @table : memref<4xf32> = dense<1.0>
   func.func private @host_work(memref<16xf32>)
   func.func private @moert_cuda_read_counts(!llvm.ptr, i64, !llvm.ptr)
+  func.func private @moert_cuda_grouped_matmul(i32, i64, i64, !llvm.ptr)
+  func.func private @moert_cuda_future(!llvm.ptr)
   func.func @host_touched(%n: index) -> (f32, f32) {
     %c0 = arith.constant 0 : index
     %c1 = arith.constant 1 : index
@@ -91,6 +94,17 @@ module attributes {gpu.container_module} {
     %ptr = llvm.inttoptr %int : i64 to !llvm.ptr
     %c4_i64 = arith.constant 4 : i64
     call @moert_cuda_read_counts(%ptr, %c4_i64, %ptr) : (!llvm.ptr, i64, !llvm.ptr) -> ()
+    %counts = gpu.alloc host_shared () : memref<16xf32>
+    %countsAddress = memref.extract_aligned_pointer_as_index %counts : memref<16xf32> -> index
+    %countsInt = arith.index_cast %countsAddress : index to i64
+    %countsPtr = llvm.inttoptr %countsInt : i64 to !llvm.ptr
+    %c0_i32 = arith.constant 0 : i32
+    call @moert_cuda_grouped_matmul(%c0_i32, %c4_i64, %c4_i64, %countsPtr) : (i32, i64, i64, !llvm.ptr) -> ()
+    %unknown = gpu.alloc host_shared () : memref<16xf32>
+    %unknownAddress = memref.extract_aligned_pointer_as_index %unknown : memref<16xf32> -> index
+    %unknownInt = arith.index_cast %unknownAddress : index to i64
+    %unknownPtr = llvm.inttoptr %unknownInt : i64 to !llvm.ptr
+    call @moert_cuda_future(%unknownPtr) : (!llvm.ptr) -> ()
     %d = gpu.alloc host_shared () : memref<16xf32>
     %last = scf.for %i = %c0 to %n step %c1 iter_args(%m = %d) -> memref<16xf32> {
       scf.yield %m : memref<16xf32>

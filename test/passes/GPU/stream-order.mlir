@@ -138,3 +138,34 @@ module attributes {gpu.container_module} {
     return
   }
 }
+
+// -----
+
+// The rank query touches no memory, and a loop of nothing but stream-ordered
+// calls (a batched matmul) needs no wait either: the chain stays pending
+// through both, and the host waits once, at the end.
+// CHECK-LABEL: func.func @no_wait
+// CHECK: %[[T:.*]] = gpu.launch_func async
+// CHECK-NEXT: call @moert_rank
+// CHECK-NEXT: scf.for
+// CHECK-NEXT: call @moert_cuda_matmul
+// CHECK-NEXT: }
+// CHECK-NEXT: gpu.wait [%[[T]]]
+// CHECK-NEXT: return
+module attributes {gpu.container_module} {
+  gpu.module @kernels {
+    gpu.func @fill(%m: memref<16xf32>) kernel { gpu.return }
+  }
+  func.func private @moert_rank() -> i64
+  func.func private @moert_cuda_matmul(index)
+  func.func @no_wait(%m: memref<16xf32>, %n: index) {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    gpu.launch_func @kernels::@fill blocks in (%c1, %c1, %c1) threads in (%c1, %c1, %c1) args(%m : memref<16xf32>)
+    %rank = call @moert_rank() : () -> i64
+    scf.for %i = %c0 to %n step %c1 {
+      func.call @moert_cuda_matmul(%i) : (index) -> ()
+    }
+    return
+  }
+}

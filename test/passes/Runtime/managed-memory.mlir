@@ -19,12 +19,15 @@ func.func @buffers(%v: f32) {
   return
 }
 
-// Copies become linalg.copy (kernels later), strided views included; a
-// scalar's copy and one in another memory space stay memref.copy.
+// Copies become linalg.copy (kernels later), strided views included, and a
+// scalar's as a copy of one element; one in another memory space stays
+// memref.copy.
 // CHECK-LABEL: func.func @copies
 // CHECK: linalg.copy ins(%{{.*}} : memref<4x8xf32>) outs(%{{.*}} : memref<4x8xf32>)
 // CHECK: linalg.copy ins(%{{.*}} : memref<4x2xf32, strided<[8, 1]>>) outs(%{{.*}} : memref<4x2xf32>)
-// CHECK: memref.copy %{{.*}}, %{{.*}} : memref<f32> to memref<f32>
+// CHECK: %[[S:.*]] = memref.expand_shape %arg3 [] output_shape [1] : memref<f32> into memref<1xf32>
+// CHECK: %[[T:.*]] = memref.expand_shape %arg4 [] output_shape [1] : memref<f32> into memref<1xf32>
+// CHECK: linalg.copy ins(%[[S]] : memref<1xf32>) outs(%[[T]] : memref<1xf32>)
 // CHECK: memref.copy %{{.*}}, %{{.*}} : memref<4xf32, 3> to memref<4xf32, 3>
 // CHECK-NOT: linalg.copy
 func.func @copies(%a: memref<4x8xf32>, %b: memref<4x8xf32>, %c: memref<4x2xf32>,

@@ -172,7 +172,7 @@ func.func @capacity_dispatch(%x: tensor<8x16xf32>, %ids: tensor<8x1xi32>)
 // hold min(capacity 5, 3 pairs) rows per expert. The probs policy ranks
 // the pairs (how many outrank each), gives id -1 to those that 5 others
 // outrank, places the rest with the same kernels and counts the pairs it
-// took out as dropped.
+// took out as dropped (on one-element vectors: kernels, not host code).
 // CUDA-LABEL: func.func @capacity_after
 // CUDA-SAME: %[[X:[^:]*]]: tensor<3x16xf32>, %[[IDS:[^:]*]]: tensor<3x1xi32>, %{{[^:]*}}: tensor<4xi32>, %[[W:[^:]*]]: tensor<3x1xf32>
 // CUDA: call @moert_cuda_dispatch_capacity(%c0_i32, %{{.*}}, %c3_i64, %c16_i64, %{{.*}}, %c1_i64, %c4_i64, %c5_i64, %{{.*}}, %c3_i64,
@@ -180,9 +180,9 @@ func.func @capacity_dispatch(%x: tensor<8x16xf32>, %ids: tensor<8x1xi32>)
 // CUDA: %[[KEPT:.*]] = linalg.generic {{.*}} ins(%[[IDS]], %[[RANKS]] :
 // CUDA:   %[[OUTRANKED:.*]] = arith.cmpi sge, %{{.*}}, %c5_i32
 // CUDA:   arith.select %[[OUTRANKED]], %c-1_i32
-// CUDA: %[[TAKEN:.*]] = linalg.generic {{.*}} iterator_types = ["reduction", "reduction"]} ins(%[[IDS]], %[[RANKS]] : {{.*}}) outs(%{{.*}} : tensor<i64>)
+// CUDA: %[[TAKEN:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "reduction", "reduction"]} ins(%[[IDS]], %[[KEPT]] : {{.*}}) outs(%{{.*}} : tensor<1xi64>)
 // CUDA:   arith.cmpi ult
-// CUDA:   arith.cmpi sge
+// CUDA:   arith.cmpi ne
 // CUDA: %[[KEPT_BUF:.*]] = bufferization.to_buffer %[[KEPT]]
 // CUDA: %[[KEPT_ADDR:.*]] = memref.extract_aligned_pointer_as_index %[[KEPT_BUF]]
 // CUDA: %[[KEPT_INT:.*]] = arith.index_cast %[[KEPT_ADDR]]
@@ -190,8 +190,10 @@ func.func @capacity_dispatch(%x: tensor<8x16xf32>, %ids: tensor<8x1xi32>)
 // CUDA: %[[DROPPED:.*]] = memref.alloc() {{.*}} : memref<i64>
 // CUDA: call @moert_cuda_dispatch_capacity(%c0_i32, %{{.*}}, %c3_i64, %c16_i64, %[[KEPT_PTR]], %c1_i64, %c4_i64, %c5_i64, %{{.*}}, %c5_i64,
 // CUDA: %[[LOST:.*]] = bufferization.to_tensor %[[DROPPED]]
-// CUDA: %[[TOTAL:.*]] = linalg.generic {{.*}} ins(%[[LOST]], %[[TAKEN]] : tensor<i64>, tensor<i64>)
+// CUDA: %[[LOST1:.*]] = tensor.expand_shape %[[LOST]] [] output_shape [1] : tensor<i64> into tensor<1xi64>
+// CUDA: %[[SUM:.*]] = linalg.generic {{.*}} iterator_types = ["parallel"]} ins(%[[LOST1]], %[[TAKEN]] : tensor<1xi64>, tensor<1xi64>)
 // CUDA:   arith.addi
+// CUDA: %[[TOTAL:.*]] = tensor.collapse_shape %[[SUM]] [] : tensor<1xi64> into tensor<i64>
 // CUDA: return {{.*}}, %[[TOTAL]]
 // CUDA-NOT: moe.dispatch
 func.func @capacity_after(%x: tensor<3x16xf32>, %ids: tensor<3x1xi32>,

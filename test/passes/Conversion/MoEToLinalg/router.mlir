@@ -1,9 +1,9 @@
 // RUN: moe-opt %s --convert-moe-to-linalg --split-input-file | FileCheck %s
 
-// Softmax scores, then a parallel map over [token, slot] whose element j
-// takes slot + 1 passes over its row, each picking the largest score after
-// the last pick (ties to the lower column); the weights are the gathered
-// scores.
+// Softmax scores, then a parallel map over the tokens with one result per
+// slot: each token's k passes over its row pick the largest score after
+// the last pick (ties to the lower column; nothing left: -1); the slots are
+// put side by side, and the weights are the gathered scores (0 for -1).
 
 // CHECK-LABEL: func.func @topk(
 // CHECK-SAME:      %[[LOGITS:.*]]: tensor<4x8xf32>)
@@ -13,17 +13,24 @@
 // CHECK:         %[[SCORES:.*]] = linalg.generic {{.*}} : tensor<4x8xf32>, tensor<4xf32>)
 // CHECK-NEXT:    ^bb0
 // CHECK-NEXT:      arith.divf
-// CHECK:         %[[TOP:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel"]} outs(%{{.*}} : tensor<4x2xi32>)
+// CHECK:         %[[SLOTS:.*]]:2 = linalg.generic {{.*}} iterator_types = ["parallel"]} outs(%{{.*}}, %{{.*}} : tensor<4xi32>, tensor<4xi32>)
 // CHECK:           %[[ROW:.*]] = linalg.index 0
-// CHECK:           %[[SLOT:.*]] = linalg.index 1
-// CHECK:           %[[PASSES:.*]] = arith.addi %[[SLOT]]
-// CHECK:           %[[PICK:.*]]:2 = scf.for %{{.*}} = %{{.*}} to %[[PASSES]] {{.*}} -> (f32, index)
-// CHECK:             scf.for {{.*}} -> (f32, index)
-// CHECK:               tensor.extract %[[SCORES]][%[[ROW]], %{{.*}}]
-// CHECK:               arith.cmpf olt
-// CHECK:               arith.cmpf ogt
-// CHECK:           %[[ID:.*]] = arith.index_cast %[[PICK]]#1 : index to i32
-// CHECK:           linalg.yield %[[ID]]
+// CHECK:           %[[FIRST:.*]]:2 = scf.for {{.*}} -> (f32, index)
+// CHECK:             tensor.extract %[[SCORES]][%[[ROW]], %{{.*}}]
+// CHECK:             arith.cmpf olt
+// CHECK:             arith.cmpf ogt
+// CHECK:           %[[FOUND:.*]] = arith.cmpi ne, %[[FIRST]]#1
+// CHECK:           %[[AFTER_KEY:.*]] = arith.select %[[FOUND]], %[[FIRST]]#0
+// CHECK:           %[[AFTER_COL:.*]] = arith.select %[[FOUND]], %[[FIRST]]#1
+// CHECK:           %[[ID0:.*]] = arith.index_cast %[[AFTER_COL]] : index to i32
+// CHECK:           %[[SLOT0:.*]] = arith.select %[[FOUND]], %[[ID0]], %c-1_i32
+// CHECK:           scf.for {{.*}} -> (f32, index)
+// CHECK:             arith.cmpf olt, %{{.*}}, %[[AFTER_KEY]]
+// CHECK:             arith.cmpi sgt, %{{.*}}, %[[AFTER_COL]]
+// CHECK:           linalg.yield %[[SLOT0]], %{{.*}} : i32, i32
+// CHECK:         %[[TOP:.*]] = linalg.generic {{.*}} ins(%[[SLOTS]]#0, %[[SLOTS]]#1 : tensor<4xi32>, tensor<4xi32>) outs(%{{.*}} : tensor<4x2xi32>)
+// CHECK:           linalg.index 1
+// CHECK:           arith.select
 // CHECK:         %[[W:.*]] = linalg.generic {{.*}} ins(%[[TOP]] : tensor<4x2xi32>)
 // CHECK:           linalg.index 0
 // CHECK:           tensor.extract %[[SCORES]]
@@ -47,9 +54,10 @@ func.func @topk(%logits: tensor<4x8xf32>) -> (tensor<4x2xi32>, tensor<4x2xf32>) 
 // CHECK:         %[[WIDEBIAS:.*]] = linalg.generic {{.*}} ins(%[[BIAS]] : tensor<8xbf16>) outs(%{{.*}} : tensor<8xf32>)
 // CHECK:         %[[KEYS:.*]] = linalg.generic {{.*}} ins(%[[SCORES:[^ ,]*]], %[[WIDEBIAS]] : tensor<4x8xf32>, tensor<8xf32>)
 // CHECK:           arith.addf
-// CHECK:         %[[TOP:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<4x3xi32>)
+// CHECK:         linalg.generic {{.*}} iterator_types = ["parallel"]} outs(%{{.*}}, %{{.*}}, %{{.*}} : tensor<4xi32>, tensor<4xi32>, tensor<4xi32>)
 // CHECK:               tensor.extract %[[KEYS]]
 // CHECK:               arith.cmpf ogt, %{{.*}}, %{{.*}} : f32
+// CHECK:         %[[TOP:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<4x3xi32>)
 // CHECK:         %[[W:.*]] = linalg.generic {{.*}} ins(%[[TOP]] : tensor<4x3xi32>)
 // CHECK:           tensor.extract %[[SCORES]]
 // CHECK:         %[[SUM:.*]] = linalg.generic {{.*}} ins(%[[W]] : tensor<4x3xf32>) outs(%{{.*}} : tensor<4xf32>)
@@ -72,7 +80,8 @@ func.func @topk_bias_normalize_scale(%logits: tensor<4x8xbf16>, %bias: tensor<8x
 // -----
 
 // Group scores over [T, G, E / G], top groups per token, the other groups
-// masked with -inf, then top-k.
+// masked with -inf (a map: each expert looks for its group among the
+// token's), then top-k.
 
 // CHECK-LABEL: func.func @grouped_topk_top2_sum(
 // CHECK-SAME:      %[[LOGITS:.*]]: tensor<4x8xf32>, %[[BIAS:.*]]: tensor<8xf32>)
@@ -81,14 +90,19 @@ func.func @topk_bias_normalize_scale(%logits: tensor<4x8xbf16>, %bias: tensor<8x
 // CHECK:         %[[TOP2:.*]]:2 = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[GROUPED]] : tensor<4x4x2xf32>)
 // CHECK:         %[[GSCORES:.*]] = linalg.generic {{.*}} ins(%[[TOP2]]#0, %[[TOP2]]#1 : tensor<4x4xf32>, tensor<4x4xf32>)
 // CHECK:           arith.addf
-// CHECK:         %[[GROUPS:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<4x2xi32>)
+// CHECK:         linalg.generic {{.*}} iterator_types = ["parallel"]} outs(%{{.*}}, %{{.*}} : tensor<4xi32>, tensor<4xi32>)
 // CHECK:               tensor.extract %[[GSCORES]]
-// CHECK:         %[[MASKED:.*]] = scf.for {{.*}} -> (tensor<4x8xf32>)
-// CHECK:           tensor.extract %[[GROUPS]]
-// CHECK:           %[[SEGMENT:.*]] = tensor.extract_slice %[[KEYS]][{{.*}}] [1, 2] [1, 1]
-// CHECK:           tensor.insert_slice %[[SEGMENT]] into
-// CHECK:         %[[TOP:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<4x3xi32>)
+// CHECK:         %[[GROUPS:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<4x2xi32>)
+// CHECK:         %[[MASKED:.*]] = linalg.generic {{.*}} ins(%[[KEYS]] : tensor<4x8xf32>) outs(%{{.*}} : tensor<4x8xf32>)
+// CHECK:           %[[GROUP:.*]] = arith.divui %{{.*}}, %c2_i32
+// CHECK:           tensor.extract %[[GROUPS]][%{{.*}}, %c0]
+// CHECK:           arith.cmpi eq, %{{.*}}, %[[GROUP]]
+// CHECK:           tensor.extract %[[GROUPS]][%{{.*}}, %c1]
+// CHECK:           arith.cmpi eq, %{{.*}}, %[[GROUP]]
+// CHECK:           arith.select %{{.*}}, %{{.*}}, %cst
+// CHECK:         linalg.generic {{.*}} iterator_types = ["parallel"]} outs(%{{.*}}, %{{.*}}, %{{.*}} : tensor<4xi32>, tensor<4xi32>, tensor<4xi32>)
 // CHECK:               tensor.extract %[[MASKED]]
+// CHECK:         %[[TOP:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<4x3xi32>)
 // CHECK:         %[[W:.*]] = linalg.generic {{.*}} ins(%[[TOP]] : tensor<4x3xi32>)
 // CHECK:           tensor.extract %[[SCORES]]
 // CHECK:         return %[[TOP]], %{{.*}}
@@ -107,8 +121,9 @@ func.func @grouped_topk_top2_sum(%logits: tensor<4x8xf32>, %bias: tensor<8xf32>)
 // CHECK:         %[[GSCORES:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[GROUPED]] : tensor<4x2x4xf32>) outs(%{{.*}} : tensor<4x2xf32>)
 // CHECK-NEXT:    ^bb0
 // CHECK-NEXT:      arith.maximumf
-// CHECK:         linalg.generic {{.*}} outs(%{{.*}} : tensor<4x1xi32>)
+// CHECK:         %[[GROUP:.*]] = linalg.generic {{.*}} iterator_types = ["parallel"]} outs(%{{.*}} : tensor<4xi32>)
 // CHECK:               tensor.extract %[[GSCORES]]
+// CHECK:         tensor.expand_shape %[[GROUP]] {{\[\[}}0, 1]] output_shape [4, 1] : tensor<4xi32> into tensor<4x1xi32>
 func.func @grouped_topk_max(%logits: tensor<4x8xf32>) -> (tensor<4x2xi32>, tensor<4x2xf32>) {
   %ids, %w = moe.router softmax grouped_topk %logits groups 2 top 1 by max
       : tensor<4x8xf32> -> tensor<4x2xi32>, tensor<4x2xf32>
@@ -149,8 +164,9 @@ func.func @grouped_topk_max(%logits: tensor<4x8xf32>) -> (tensor<4x2xi32>, tenso
 // CHECK:           linalg.copy ins(%[[D1]] : tensor<4xf32>)
 // CHECK:           scf.yield
 // CHECK:         %[[MATRIX:.*]] = linalg.generic {{.*}} ins(%[[COST]], %[[LOOP]]#0, %[[LOOP]]#1 : tensor<8x4xf32>, tensor<8xf32>, tensor<4xf32>)
-// CHECK:         %[[TOP:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<8x2xi32>)
+// CHECK:         linalg.generic {{.*}} iterator_types = ["parallel"]} outs(%{{.*}}, %{{.*}} : tensor<8xi32>, tensor<8xi32>)
 // CHECK:               tensor.extract %[[MATRIX]]
+// CHECK:         %[[TOP:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<8x2xi32>)
 // CHECK:         %[[W:.*]] = linalg.generic {{.*}} ins(%[[TOP]] : tensor<8x2xi32>)
 // CHECK:           tensor.extract %[[SCORES]]
 // CHECK:         return %[[TOP]], %[[W]]
@@ -163,23 +179,24 @@ func.func @sinkhorn(%logits: tensor<8x4xf32>) -> (tensor<8x2xi32>, tensor<8x2xf3
 
 // -----
 
-// Top-capacity tokens per expert on the transposed scores; then expert e
-// took token t where t comes no later than e's last pick (score above its
-// score, or equal and t no later): ids [T, E] are e there and -1 elsewhere.
+// Each expert's last pick among the tokens (capacity passes over its
+// column of the transposed scores, a map over the experts); then expert e
+// took token t where t comes no later than that pick (score above it, or
+// equal and t no later): ids [T, E] are e there and -1 elsewhere.
 
 // CHECK-LABEL: func.func @expert_choice(
 // CHECK:         %[[PER_EXPERT:.*]] = linalg.transpose ins(%[[SCORES:.*]] : tensor<6x4xf32>) outs(%{{.*}} : tensor<4x6xf32>) permutation = [1, 0]
-// CHECK:         %[[TOKENS:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<4x2xi32>)
-// CHECK:               tensor.extract %[[PER_EXPERT]]
-// CHECK:         %[[IDS:.*]] = linalg.generic {{.*}} ins(%[[SCORES]] : tensor<6x4xf32>) outs(%{{.*}} : tensor<6x4xi32>)
+// CHECK:         %[[LAST:.*]]:2 = linalg.generic {{.*}} iterator_types = ["parallel"]} outs(%{{.*}}, %{{.*}} : tensor<4xf32>, tensor<4xindex>)
+// CHECK:           %[[E:.*]] = linalg.index 0
+// CHECK:           scf.for %{{.*}} = %c0 to %c2 {{.*}} -> (f32, index)
+// CHECK:             scf.for {{.*}} -> (f32, index)
+// CHECK:               tensor.extract %[[PER_EXPERT]][%[[E]], %{{.*}}]
+// CHECK:         %[[IDS:.*]] = linalg.generic {{.*}} ins(%[[SCORES]], %[[LAST]]#0, %[[LAST]]#1 : tensor<6x4xf32>, tensor<4xf32>, tensor<4xindex>) outs(%{{.*}} : tensor<6x4xi32>)
+// CHECK:         ^bb0(%[[SCORE:.*]]: f32, %[[THRESHOLD:.*]]: f32, %[[LAST_TOKEN:.*]]: index, %{{.*}}: i32):
 // CHECK:           %[[T:.*]] = linalg.index 0
-// CHECK:           %[[E:.*]] = linalg.index 1
-// CHECK:           %[[LAST_ID:.*]] = tensor.extract %[[TOKENS]][%[[E]], %c1]
-// CHECK:           %[[LAST:.*]] = arith.index_cast %[[LAST_ID]]
-// CHECK:           %[[THRESHOLD:.*]] = tensor.extract %[[PER_EXPERT]][%[[E]], %[[LAST]]]
-// CHECK:           arith.cmpf ogt, %{{.*}}, %[[THRESHOLD]]
-// CHECK:           arith.cmpf oeq, %{{.*}}, %[[THRESHOLD]]
-// CHECK:           arith.cmpi ule, %[[T]], %[[LAST]]
+// CHECK:           arith.cmpf ogt, %[[SCORE]], %[[THRESHOLD]]
+// CHECK:           arith.cmpf oeq, %[[SCORE]], %[[THRESHOLD]]
+// CHECK:           arith.cmpi sle, %[[T]], %[[LAST_TOKEN]]
 // CHECK:           arith.select %{{.*}}, %{{.*}}, %c-1_i32
 // CHECK:         %[[W:.*]] = linalg.generic {{.*}} ins(%[[IDS]], %[[SCORES]] : tensor<6x4xi32>, tensor<6x4xf32>)
 // CHECK:           arith.cmpi sge
@@ -199,8 +216,9 @@ func.func @expert_choice(%logits: tensor<6x4xf32>) -> (tensor<6x4xi32>, tensor<6
 // CHECK-LABEL: func.func @sparse_mixer(
 // CHECK-SAME:      %[[LOGITS:.*]]: tensor<4x8xf32>)
 // CHECK-NOT:     math.exp
-// CHECK:         %[[TOP:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<4x2xi32>)
+// CHECK:         linalg.generic {{.*}} iterator_types = ["parallel"]} outs(%{{.*}}, %{{.*}} : tensor<4xi32>, tensor<4xi32>)
 // CHECK:               tensor.extract %[[LOGITS]]
+// CHECK:         %[[TOP:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<4x2xi32>)
 // CHECK:         %[[MAXIMA:.*]] = linalg.generic {{.*}} ins(%[[TOP]] : tensor<4x2xi32>)
 // CHECK:           tensor.extract %[[LOGITS]]
 // CHECK:         %[[TWO_EPS:.*]] = arith.constant 5.000000e-02 : f32
@@ -212,8 +230,10 @@ func.func @expert_choice(%logits: tensor<6x4xf32>) -> (tensor<6x4xi32>, tensor<6
 // CHECK:           arith.ori
 // CHECK:           math.exp
 // CHECK:           arith.select
-// CHECK:         %[[W:.*]] = linalg.generic {{.*}} ins(%[[SUMS]] : tensor<4x2xf32>)
-// CHECK:           arith.divf
+// CHECK:         %[[W:.*]] = linalg.generic {{.*}} ins(%[[SUMS]], %[[TOP]] : tensor<4x2xf32>, tensor<4x2xi32>)
+// CHECK:           %[[PICKED:.*]] = arith.cmpi sge
+// CHECK:           %[[RECIPROCAL:.*]] = arith.divf
+// CHECK:           arith.select %[[PICKED]], %[[RECIPROCAL]]
 // CHECK:         %[[SCALED:.*]] = linalg.generic {{.*}} ins(%[[W]] : tensor<4x2xf32>)
 // CHECK:         return %[[TOP]], %[[SCALED]]
 func.func @sparse_mixer(%logits: tensor<4x8xf32>) -> (tensor<4x2xi32>, tensor<4x2xf32>) {
