@@ -28,17 +28,19 @@ namespace {
 /// The pointer arrays of a cuBLAS grouped call, copied to device memory
 /// through pinned host memory. A few staging buffers are used in turn, so
 /// that a call need not wait for the GPU: before one is rewritten, the host
-/// waits for the copy that last read it, which the stream ran long before
-/// in all but a deep queue. The device arrays are rewritten in stream
-/// order, after the calls that read them.
+/// waits for the call that last used it (an event recorded after it, on
+/// whatever stream it ran), which the GPU finished long before in all but
+/// a deep queue.
 class PointerStaging {
 public:
+  /// The device copy of `pointers`, for a call on `stream`; `used` then
+  /// records that call's end.
   void **stage(const std::vector<void *> &pointers, cudaStream_t stream) {
     Slot &slot = slots[next++ % slots.size()];
-    if (slot.copied)
-      check(cudaEventSynchronize(slot.copied), "cudaEventSynchronize");
+    if (slot.used)
+      check(cudaEventSynchronize(slot.used), "cudaEventSynchronize");
     else
-      check(cudaEventCreateWithFlags(&slot.copied, cudaEventDisableTiming),
+      check(cudaEventCreateWithFlags(&slot.used, cudaEventDisableTiming),
             "cudaEventCreate");
     size_t bytes = pointers.size() * sizeof(void *);
     if (pointers.size() > slot.capacity) {
@@ -55,16 +57,22 @@ public:
     check(cudaMemcpyAsync(slot.device, slot.host, bytes,
                           cudaMemcpyHostToDevice, stream),
           "cudaMemcpyAsync");
-    check(cudaEventRecord(slot.copied, stream), "cudaEventRecord");
+    current = &slot;
     return slot.device;
+  }
+
+  /// Marks the end, on `stream`, of the call that the last stage served.
+  void used(cudaStream_t stream) {
+    check(cudaEventRecord(current->used, stream), "cudaEventRecord");
   }
 
 private:
   struct Slot {
     void **host = nullptr, **device = nullptr;
     size_t capacity = 0;
-    cudaEvent_t copied = nullptr;
+    cudaEvent_t used = nullptr;
   };
+  Slot *current = nullptr;
   std::array<Slot, 4> slots;
   size_t next = 0;
 };
@@ -147,6 +155,7 @@ static void groupedGemm(int32_t dtype, const std::vector<Group> &all,
             count,
             groupSize.data(), CUBLAS_COMPUTE_32F),
         "cublasGemmGroupedBatchedEx");
+  staging.used(stream);
 }
 
 void moert_cuda_grouped_gemm(int32_t dtype, int64_t experts,
