@@ -542,9 +542,12 @@ def ConvertMatmulToRuntimePass
   let summary = "Lower linalg contractions on buffers to tuned BLAS calls";
   let description = [{
     Every linalg contraction on buffers with one m, one n and one k loop
-    (named or generic; batch loops become scf.for around the call) becomes
-    a runtime call with each operand's base pointer and its strides along
-    m, n and k (transposed operands need no copies): for `target=cpu`,
+    (named or generic) becomes a runtime call with each operand's base
+    pointer and its strides along m, n and k (transposed operands need no
+    copies) and along the call's batch: the innermost other loop that the
+    output has (a batch, or a broadcast operand's extra m loop; an operand
+    without it has stride 0). Other loops (more batch dims, extra reduction
+    dims, which accumulate) become scf.for around the call. For `target=cpu`,
     `moert_matmul_f32` on f32 (oneDNN); for `target=cuda`,
     `moert_cuda_matmul` on f32, f16 or bf16 with the element type's code
     first (cuBLAS). A zero fill of the output right before the contraction

@@ -4,9 +4,11 @@
 // (the expert FFNs' matmuls, ONNX MatMul and Gemm, batched or not) becomes
 // a runtime call on strided views: moert_matmul_f32 (oneDNN) on the CPU,
 // moert_cuda_matmul (cuBLAS; f32, f16 and bf16) with --target=cuda. The
-// innermost m, n and k loops are the GEMM's; every other loop (batch, a
-// broadcast operand's extra m dims, extra reduction dims, which accumulate)
-// becomes an scf.for around the call. Each operand's stride along a loop
+// innermost m, n and k loops are the GEMM's; the innermost loop that the
+// output has besides them (a batch, or a broadcast operand's extra m dim)
+// is the call's batch, one batched GEMM (attention's heads); every other
+// loop (more batch dims, extra reduction dims, which accumulate) becomes an
+// scf.for around the call. Each operand's stride along a loop
 // comes from its indexing map and its strided metadata, so transposed and
 // broadcast operands need no copies. A zero fill of the output just before
 // the contraction is dropped and the call overwrites instead of adding: one
@@ -146,36 +148,48 @@ struct ContractionToRuntime final
     unsigned m = dims->m.back(), n = dims->n.back(), k = dims->k.back();
     int32_t site = op->hasAttr("moe.expert_gemm") ? 1 : 0;
     linalg::FillOp zeroFill = redundantZeroFill(op, *dims);
+    // The call's batch: the innermost other loop that the output has (so
+    // that every problem writes its own C).
+    std::optional<unsigned> batch;
+    for (unsigned loop = 0, e = op.getNumLoops(); loop < e; ++loop)
+      if (loop != m && loop != n && loop != k &&
+          !llvm::is_contained(dims->k, loop))
+        batch = loop;
 
-    // Batch loops around the call, each moving every operand's offset.
+    // The other loops around the call, each moving every operand's offset.
     SmallVector<Value> offsets = llvm::to_vector(llvm::map_range(
         operands, [](const StridedOperand &o) { return o.offset; }));
     OpBuilder::InsertionGuard guard(rewriter);
     Value one = arith::ConstantIndexOp::create(rewriter, loc, 1);
     Value zero = arith::ConstantIndexOp::create(rewriter, loc, 0);
-    for (unsigned batch = 0, e = op.getNumLoops(); batch < e; ++batch) {
-      if (batch == m || batch == n || batch == k)
+    for (unsigned outer = 0, e = op.getNumLoops(); outer < e; ++outer) {
+      if (outer == m || outer == n || outer == k || outer == batch)
         continue;
-      auto loop = scf::ForOp::create(rewriter, loc, zero, size(batch), one);
+      auto loop = scf::ForOp::create(rewriter, loc, zero, size(outer), one);
       rewriter.setInsertionPointToStart(loop.getBody());
       for (auto [offset, operand] : llvm::zip(offsets, operands))
         offset = arith::AddIOp::create(
             rewriter, loc, offset,
             arith::MulIOp::create(rewriter, loc, loop.getInductionVar(),
-                                  operand.loopStride[batch]));
+                                  operand.loopStride[outer]));
     }
     auto stride = [&](unsigned operand, unsigned loop) {
       return toI64(rewriter, loc, operands[operand].loopStride[loop]);
+    };
+    auto batchStride = [&](unsigned operand) {
+      return batch ? stride(operand, *batch) : i64Const(rewriter, loc, 0);
     };
     auto pointer = [&](unsigned operand) {
       return advance(rewriter, loc, operands[operand].pointer, element,
                      offsets[operand]);
     };
     SmallVector<Value> args = {
+        batch ? toI64(rewriter, loc, size(*batch)) : i64Const(rewriter, loc, 1),
         toI64(rewriter, loc, size(m)), toI64(rewriter, loc, size(n)),
-        toI64(rewriter, loc, size(k)), pointer(0), stride(0, m),
-        stride(0, k), pointer(1), stride(1, k), stride(1, n), pointer(2),
-        stride(2, m), stride(2, n), i32Const(rewriter, loc, zeroFill ? 0 : 1),
+        toI64(rewriter, loc, size(k)), pointer(0), batchStride(0),
+        stride(0, m), stride(0, k), pointer(1), batchStride(1), stride(1, k),
+        stride(1, n), pointer(2), batchStride(2), stride(2, m), stride(2, n),
+        i32Const(rewriter, loc, zeroFill ? 0 : 1),
         i32Const(rewriter, loc, site)};
     if (target == "cuda")
       args.insert(args.begin(), i32Const(rewriter, loc, *code));

@@ -4,8 +4,11 @@
 // transposed, slices of expert buffers, attention heads). oneDNN's matmul
 // takes any strides directly, so no operand is copied or repacked by us; its
 // brgemm kernels read the `[out, in]` expert weights as they are stored and
-// beat a BLAS sgemm on the skinny expert GEMMs. C += A B is the matmul with
-// a sum post-op; C = A B, where the compiler saw C freshly zeroed, without. Primitives are kept per shape and stride: expert GEMMs see
+// beat a BLAS sgemm on the skinny expert GEMMs. A batch (attention's heads)
+// is one 3-D matmul, an operand that repeats over it a batch dimension of
+// one. C += A B is the matmul with a sum post-op; C = A B, where the
+// compiler saw C freshly zeroed, without. Primitives are kept per shape and
+// stride: expert GEMMs see
 // a new row count whenever the routing changes, and building a primitive
 // (JIT included) costs a fraction of a millisecond. A layout oneDNN refuses
 // (a broadcast operand's zero stride) takes a plain loop.
@@ -36,9 +39,15 @@ struct View {
   int64_t rows, cols, sRow, sCol;
 };
 
-/// M, N, K, the six strides and whether C accumulates: what a primitive is
-/// built for.
-using Shape = std::array<int64_t, 10>;
+/// An operand's batch dimension: its size and stride (stride 0: the same
+/// matrix for every problem).
+struct Batch {
+  int64_t size, stride;
+};
+
+/// The batch, M, N, K, the nine strides and whether C accumulates: what a
+/// primitive is built for.
+using Shape = std::array<int64_t, 14>;
 
 /// One matmul primitive and the memory objects it runs on; only their data
 /// handles change from call to call.
@@ -56,18 +65,20 @@ public:
       detail::fail("moert_matmul_f32: oneDNN has no CPU engine");
   }
 
-  /// The primitive for `shape`, or null when oneDNN has none for it.
-  const Kernel *get(const View &a, const View &b, const View &c,
-                    bool accumulate) {
-    Shape shape = {c.rows, c.cols, a.cols, a.sRow, a.sCol,
-                   b.sRow, b.sCol, c.sRow, c.sCol, accumulate};
+  /// The primitive for `batch` problems of these views (batch strides sAb,
+  /// sBb, sCb), or null when oneDNN has none for it.
+  const Kernel *get(int64_t batch, const View &a, int64_t sAb, const View &b,
+                    int64_t sBb, const View &c, int64_t sCb, bool accumulate) {
+    Shape shape = {batch,  c.rows, c.cols, a.cols, sAb,    a.sRow, a.sCol,
+                   sBb,    b.sRow, b.sCol, sCb,    c.sRow, c.sCol, accumulate};
     // Row counts follow the routing, so a long run meets many shapes; once
     // kMaxKernels are held, start over.
     if (kernels.size() >= kMaxKernels && !kernels.count(shape))
       clear();
     auto [it, inserted] = kernels.try_emplace(shape);
     if (inserted)
-      it->second = build(a, b, c, accumulate);
+      it->second = build({batch, sAb}, a, {batch, sBb}, b, {batch, sCb}, c,
+                         accumulate);
     return it->second.primitive ? &it->second : nullptr;
   }
 
@@ -84,18 +95,29 @@ public:
   }
 
 private:
-  /// A 2-D descriptor of `v`. A stride along an extent of 1 is never used;
-  /// it becomes one oneDNN accepts.
-  static bool describe(const View &v, dnnl_memory_desc_t &md) {
-    dnnl_dims_t dims = {v.rows, v.cols};
+  /// A descriptor of `v`: 2-D for one problem, else 3-D with the batch
+  /// first (one, when `v` repeats over it). A stride along an extent of 1
+  /// is never used; it becomes one oneDNN accepts.
+  static bool describe(Batch batch, const View &v, dnnl_memory_desc_t &md) {
     dnnl_dims_t strides = {v.rows > 1 ? v.sRow : v.cols * v.sCol,
                            v.cols > 1 ? v.sCol : 1};
     if (v.cols == 1 && v.rows == 1)
       strides[0] = 1;
     if (strides[0] <= 0 || strides[1] <= 0)
       return false;
-    return dnnl_memory_desc_init_by_strides(&md, 2, dims, dnnl_f32, strides) ==
-           dnnl_success;
+    if (batch.size == 1) {
+      dnnl_dims_t dims = {v.rows, v.cols};
+      return dnnl_memory_desc_init_by_strides(&md, 2, dims, dnnl_f32,
+                                              strides) == dnnl_success;
+    }
+    int64_t span = (v.rows - 1) * strides[0] + (v.cols - 1) * strides[1] + 1;
+    dnnl_dims_t dims = {batch.stride ? batch.size : 1, v.rows, v.cols};
+    dnnl_dims_t batchStrides = {batch.stride ? batch.stride : span, strides[0],
+                                strides[1]};
+    if (batchStrides[0] <= 0)
+      return false;
+    return dnnl_memory_desc_init_by_strides(&md, 3, dims, dnnl_f32,
+                                            batchStrides) == dnnl_success;
   }
 
   static void destroy(Kernel &k) {
@@ -113,10 +135,12 @@ private:
     kernels.clear();
   }
 
-  Kernel build(const View &a, const View &b, const View &c, bool accumulate) {
+  Kernel build(Batch aBatch, const View &a, Batch bBatch, const View &b,
+               Batch cBatch, const View &c, bool accumulate) {
     Kernel k;
     dnnl_memory_desc_t aMd, bMd, cMd;
-    if (!describe(a, aMd) || !describe(b, bMd) || !describe(c, cMd))
+    if (!describe(aBatch, a, aMd) || !describe(bBatch, b, bMd) ||
+        !describe(cBatch, c, cMd))
       return k;
     dnnl_matmul_desc_t desc;
     dnnl_post_ops_t postOps = nullptr;
@@ -175,32 +199,50 @@ static void gemmLoop(const View &a, const float *A, const View &b,
     }
 }
 
-void moert_matmul_f32(int64_t M, int64_t N, int64_t K, const float *A,
-                      int64_t sAm, int64_t sAk, const float *B, int64_t sBk,
-                      int64_t sBn, float *C, int64_t sCm, int64_t sCn,
+void moert_matmul_f32(int64_t batch, int64_t M, int64_t N, int64_t K,
+                      const float *A, int64_t sAb, int64_t sAm, int64_t sAk,
+                      const float *B, int64_t sBb, int64_t sBk, int64_t sBn,
+                      float *C, int64_t sCb, int64_t sCm, int64_t sCn,
                       int32_t accumulate, int32_t site) {
-  if (M < 0 || N < 0 || K < 0)
-    detail::fail("moert_matmul_f32: negative size M=", M, " N=", N, " K=", K);
-  if (M == 0 || N == 0)
+  if (batch < 0 || M < 0 || N < 0 || K < 0)
+    detail::fail("moert_matmul_f32: negative size batch=", batch, " M=", M,
+                 " N=", N, " K=", K);
+  if (batch > 1 && sCb == 0)
+    detail::fail("moert_matmul_f32: the output repeats over a batch of ",
+                 batch);
+  if (batch == 0 || M == 0 || N == 0)
     return;
+  if (batch == 1)
+    sAb = sBb = sCb = 0;
   if (K == 0) { // an empty sum: C stays, or becomes 0
     if (!accumulate)
-      for (int64_t m = 0; m < M; ++m)
-        for (int64_t n = 0; n < N; ++n)
-          C[m * sCm + n * sCn] = 0;
+      for (int64_t i = 0; i < batch; ++i)
+        for (int64_t m = 0; m < M; ++m)
+          for (int64_t n = 0; n < N; ++n)
+            C[i * sCb + m * sCm + n * sCn] = 0;
     return;
   }
   auto start = std::chrono::steady_clock::now();
   View a{M, K, sAm, sAk}, b{K, N, sBk, sBn}, c{M, N, sCm, sCn};
   Matmuls &all = matmuls();
   bool add = accumulate != 0;
-  if (const Kernel *kernel = all.get(a, b, c, add))
+  if (const Kernel *kernel = all.get(batch, a, sAb, b, sBb, c, sCb, add)) {
     all.run(*kernel, A, B, C);
-  else
-    gemmLoop(a, A, b, B, c, C, add);
+  } else {
+    // One problem at a time: oneDNN's 2-D matmul, else a plain loop.
+    const Kernel *single = all.get(1, a, 0, b, 0, c, 0, add);
+    for (int64_t i = 0; i < batch; ++i) {
+      const float *Ai = A + i * sAb, *Bi = B + i * sBb;
+      float *Ci = C + i * sCb;
+      if (single)
+        all.run(*single, Ai, Bi, Ci);
+      else
+        gemmLoop(a, Ai, b, Bi, c, Ci, add);
+    }
+  }
   if (site == 1)
     detail::recordGemm(
-        2.0 * M * N * K,
+        2.0 * batch * M * N * K,
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
             .count());
 }
@@ -251,8 +293,8 @@ void moert_grouped_matmul(int32_t dtype, int64_t groups, int64_t experts,
       for (int64_t r = begins[g]; r < begins[g] + counts[g]; ++r)
         std::copy(b + e * N, b + (e + 1) * N, c + r * N);
     // C_g (+)= A_g W_e^T, W_e [N, K] read transposed in place.
-    moert_matmul_f32(counts[g], N, K, a + begins[g] * K, K, 1, w + e * N * K,
-                     1, K, c + begins[g] * N, N, 1,
+    moert_matmul_f32(/*batch=*/1, counts[g], N, K, a + begins[g] * K, 0, K, 1,
+                     w + e * N * K, 0, 1, K, c + begins[g] * N, 0, N, 1,
                      /*accumulate=*/b != nullptr, /*site=*/1);
   }
   for (int64_t r = 0; r < rows; ++r)

@@ -466,36 +466,44 @@ void testLayer(std::mt19937 &rng, const TypeCase &type, int64_t capacity) {
              std::to_string(err) + ")");
 }
 
-/// moert_cuda_matmul on one layout: A [M, K] and B [K, N] row-major or
-/// transposed, B broadcast along K (stride 0: the plain kernel), C
-/// row-major or column-major, written or accumulated.
+/// moert_cuda_matmul on one layout: `batch` problems of A [M, K] (or one A
+/// for all, `repeatA`) and B [K, N] row-major or transposed, B broadcast
+/// along K (stride 0: the plain kernel), C row-major or column-major,
+/// written or accumulated.
 void testMatmul(std::mt19937 &rng, const TypeCase &type, bool transA,
                 bool transB, bool broadcastB, bool columnMajorC,
-                bool accumulate) {
+                bool accumulate, int64_t batch = 1, bool repeatA = false) {
   const int64_t M = 37, N = 29, K = 45;
-  std::vector<float> a = randomValues(M * K, rng), b = randomValues(K * N, rng),
-                     c = randomValues(M * N, rng);
+  int64_t sAb = repeatA ? 0 : M * K, sBb = K * N, sCb = M * N;
+  std::vector<float> a = randomValues((repeatA ? 1 : batch) * M * K, rng),
+                     b = randomValues(batch * K * N, rng),
+                     c = randomValues(batch * M * N, rng);
   for (std::vector<float> *v : {&a, &b, &c})
     for (float &x : *v)
       x = roundTo(type.code, x);
   int64_t sAm = transA ? 1 : K, sAk = transA ? M : 1;
   int64_t sBk = broadcastB ? 0 : (transB ? 1 : N), sBn = transB ? K : 1;
   int64_t sCm = columnMajorC ? 1 : N, sCn = columnMajorC ? M : 1;
-  std::vector<float> want(M * N);
-  for (int64_t m = 0; m < M; ++m)
-    for (int64_t n = 0; n < N; ++n) {
-      float sum = accumulate ? c[m * sCm + n * sCn] : 0;
-      for (int64_t k = 0; k < K; ++k)
-        sum += a[m * sAm + k * sAk] * b[k * sBk + n * sBn];
-      want[m * sCm + n * sCn] = sum;
-    }
+  std::vector<float> want(batch * M * N);
+  for (int64_t p = 0; p < batch; ++p)
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) {
+        int64_t out = p * sCb + m * sCm + n * sCn;
+        float sum = accumulate ? c[out] : 0;
+        for (int64_t k = 0; k < K; ++k)
+          sum += a[p * sAb + m * sAm + k * sAk] *
+                 b[p * sBb + k * sBk + n * sBn];
+        want[out] = sum;
+      }
   Buffer<char> dA(encode(type.code, a)), dB(encode(type.code, b)),
       dC(encode(type.code, c));
-  moert_cuda_matmul(type.code, M, N, K, dA.ptr, sAm, sAk, dB.ptr, sBk, sBn,
-                    dC.ptr, sCm, sCn, accumulate, 0);
+  moert_cuda_matmul(type.code, batch, M, N, K, dA.ptr, sAb, sAm, sAk, dB.ptr,
+                    sBb, sBk, sBn, dC.ptr, sCb, sCm, sCn, accumulate, 0);
   float err = maxRelError(decode(type.code, dC.download()), want);
   expect(err < std::max(type.tolerance, 1e-4f),
-         std::string("matmul ") + type.name + (transA ? " A^T" : " A") +
+         std::string("matmul ") + type.name +
+             (batch > 1 ? " batch " + std::to_string(batch) : "") +
+             (repeatA ? " repeated" : "") + (transA ? " A^T" : " A") +
              (broadcastB ? " B broadcast" : transB ? " B^T" : " B") +
              (columnMajorC ? " C col-major" : " C") +
              (accumulate ? " accumulate" : "") + " (max rel error " +
@@ -739,6 +747,14 @@ int main(int argc, char **argv) {
                  layout & 8);
   for (const TypeCase &type : kTypes)
     testMatmul(rng, type, false, false, true, false, true);
+  // Batches (attention's heads): one strided-batched cuBLAS call, A per
+  // problem or one A for all, and the plain kernel's batch.
+  for (const TypeCase &type : kTypes)
+    for (bool repeatA : {false, true}) {
+      testMatmul(rng, type, false, true, false, false, false, 3, repeatA);
+      testMatmul(rng, type, true, false, false, true, true, 3, repeatA);
+      testMatmul(rng, type, false, false, true, false, true, 3, repeatA);
+    }
   for (const TypeCase &type : kTypes) {
     testDispatch(rng, type);
     for (bool withAfter : {false, true})

@@ -51,9 +51,10 @@ static bool fromJSON(const json::Value &v, Manifest &m, json::Path p) {
   int64_t format = 0;
   if (!o || !o.map("format", format))
     return false;
-  if (format != 2) {
-    // Format 1 called moert_matmul_f32 without its accumulate flag.
-    p.field("format").report("moe-run reads format 2; recompile the bundle "
+  if (format != 3) {
+    // Format 1 called moert_matmul_f32 without its accumulate flag, format
+    // 2 without a batch.
+    p.field("format").report("moe-run reads format 3; recompile the bundle "
                              "with this version's moe-compile");
     return false;
   }

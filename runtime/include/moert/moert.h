@@ -86,14 +86,18 @@ void moert_recv(void *out, int64_t bytes, int64_t axes, int64_t source);
 void moert_broadcast(const void *in, void *out, int64_t bytes, int64_t axes,
                      int64_t root);
 
-/* C[m*sCm + n*sCn] (+)= sum_k A[m*sAm + k*sAk] * B[k*sBk + n*sBn]: adds to
- * C when accumulate is non-zero, overwrites it otherwise. Any strides
- * oneDNN's matmul takes (positive ones) go to it, anything else to a plain
- * loop. site 1 marks an expert GEMM, whose time and flops --stats reports;
- * 0 is any other. */
-void moert_matmul_f32(int64_t M, int64_t N, int64_t K, const float *A,
-                      int64_t sAm, int64_t sAk, const float *B, int64_t sBk,
-                      int64_t sBn, float *C, int64_t sCm, int64_t sCn,
+/* For each of `batch` problems b:
+ *   C[b*sCb + m*sCm + n*sCn] (+)= sum_k A[b*sAb + m*sAm + k*sAk]
+ *                                      * B[b*sBb + k*sBk + n*sBn]
+ * adding to C when accumulate is non-zero, overwriting it otherwise. A or
+ * B may repeat over the batch (stride 0); C may not. Strides oneDNN's
+ * matmul takes (positive ones) go to it as one batched matmul, anything
+ * else to a plain loop. site 1 marks an expert GEMM, whose time and flops
+ * --stats reports; 0 is any other. */
+void moert_matmul_f32(int64_t batch, int64_t M, int64_t N, int64_t K,
+                      const float *A, int64_t sAb, int64_t sAm, int64_t sAk,
+                      const float *B, int64_t sBb, int64_t sBk, int64_t sBn,
+                      float *C, int64_t sCb, int64_t sCm, int64_t sCn,
                       int32_t accumulate, int32_t site);
 
 /* moe.dispatch without capacity: rows [T*k, H] = the (token, slot) pairs of

@@ -163,14 +163,15 @@ void moert_cuda_combine(int32_t dtype, const void *rows, int64_t tokens,
                         int64_t width, int64_t k, const int32_t *slots,
                         const void *weights, void *out);
 
-/* C[m*sCm + n*sCn] (+)= sum_k A[m*sAm + k*sAk] * B[k*sBk + n*sBn], as
- * moert_matmul_f32 (accumulate, site) for f32, f16 and bf16 (A, B and C of
- * one type, f32 accumulation). Views with a unit stride go to cuBLAS,
- * others to a plain kernel. An expert GEMM (site 1) waits for the stream
- * before and after, to time it alone. */
-void moert_cuda_matmul(int32_t dtype, int64_t M, int64_t N, int64_t K,
-                       const void *A, int64_t sAm, int64_t sAk, const void *B,
-                       int64_t sBk, int64_t sBn, void *C, int64_t sCm,
+/* The batched matmul of moert_matmul_f32 (batch, strides, accumulate,
+ * site) for f32, f16 and bf16 (A, B and C of one type, f32 accumulation).
+ * Views with a unit stride go to cuBLAS (one strided-batched call for the
+ * batch), others to a plain kernel. An expert GEMM (site 1) waits for the
+ * stream before and after, to time it alone. */
+void moert_cuda_matmul(int32_t dtype, int64_t batch, int64_t M, int64_t N,
+                       int64_t K, const void *A, int64_t sAb, int64_t sAm,
+                       int64_t sAk, const void *B, int64_t sBb, int64_t sBk,
+                       int64_t sBn, void *C, int64_t sCb, int64_t sCm,
                        int64_t sCn, int32_t accumulate, int32_t site);
 
 /* Exchanges among the ranks of the group that `axes` names: the calls of

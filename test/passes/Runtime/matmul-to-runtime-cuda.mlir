@@ -11,7 +11,7 @@
 // CHECK: %[[A:.*]], %{{.*}}, %{{.*}}:2, %{{.*}}:2 = memref.extract_strided_metadata %arg0
 // CHECK: %[[APTR:.*]] = llvm.inttoptr
 // CHECK: llvm.getelementptr %[[APTR]][%{{.*}}] : (!llvm.ptr, i64) -> !llvm.ptr, f32
-// CHECK: call @moert_cuda_matmul(%c0_i32, {{.*}}, %c0_i32, %c0_i32) : (i32, i64, i64, i64, !llvm.ptr, i64, i64, !llvm.ptr, i64, i64, !llvm.ptr, i64, i64, i32, i32) -> ()
+// CHECK: call @moert_cuda_matmul(%c0_i32, %c1_i64, {{.*}}, %c0_i32, %c0_i32) : (i32, i64, i64, i64, i64, !llvm.ptr, i64, i64, i64, !llvm.ptr, i64, i64, i64, !llvm.ptr, i64, i64, i64, i32, i32) -> ()
 // CPU-LABEL: func.func @f32
 // CPU: call @moert_matmul_f32(
 func.func @f32(%a: memref<4x8xf32, strided<[8, 1], offset: ?>>, %b: memref<8x3xf32>, %c: memref<4x3xf32>) {

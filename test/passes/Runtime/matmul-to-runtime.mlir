@@ -2,13 +2,13 @@
 
 // x [m, k] times W^T for W [n, k] (the expert FFN's form): B's strides along
 // k and n are W's 1 and 8; the output is added to (accumulate 1); an expert
-// GEMM is site 1.
+// GEMM is site 1; one problem (batch 1, batch strides 0).
 // CHECK-LABEL: func.func @expert
 // CHECK-NOT: linalg.matmul
 // CHECK: %[[A:.*]], %[[AOFF:.*]], %{{.*}}:2, %[[AS:.*]]:2 = memref.extract_strided_metadata %arg0
 // CHECK: %[[B:.*]], %[[BOFF:.*]], %{{.*}}:2, %[[BS:.*]]:2 = memref.extract_strided_metadata %arg1
 // CHECK: %[[C:.*]], %[[COFF:.*]], %{{.*}}:2, %[[CS:.*]]:2 = memref.extract_strided_metadata %arg2
-// CHECK: call @moert_matmul_f32(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %c1_i32, %c1_i32)
+// CHECK: call @moert_matmul_f32(%c1_i64, %{{.*}}, %c16_i64, %c8_i64, %{{.*}}, %c0_i64, %{{.*}}, %{{.*}}, %{{.*}}, %c0_i64, %{{.*}}, %{{.*}}, %{{.*}}, %c0_i64, %{{.*}}, %{{.*}}, %c1_i32, %c1_i32)
 #lhs = affine_map<(m, n, k) -> (m, k)>
 #rhs_t = affine_map<(m, n, k) -> (n, k)>
 #out = affine_map<(m, n, k) -> (m, n)>
@@ -18,15 +18,35 @@ func.func @expert(%x: memref<?x8xf32, strided<[8, 1], offset: ?>>, %w: memref<16
   return
 }
 
-// ONNX MatMul [2, m, k] x [k, n]: the weight has no batch dim (stride 0),
-// one call per batch inside an scf.for; other GEMMs are site 0.
+// ONNX MatMul [2, m, k] x [k, n]: one call for the batch of 2, the weight
+// the same for both (batch stride 0), A's and C's batch strides 32 and 12;
+// other GEMMs are site 0.
 // CHECK-LABEL: func.func @batched
-// CHECK: scf.for %[[I:.*]] = %c0 to %c2 step %c1
-// CHECK: call @moert_matmul_f32({{.*}}, %c1_i32, %c0_i32)
+// CHECK-NOT: scf.for
+// CHECK: call @moert_matmul_f32(%c2_i64, %c4_i64, %c3_i64, %c8_i64, %{{.*}}, %c32_i64, %c8_i64, %c1_i64, %{{.*}}, %c0_i64, %c3_i64, %c1_i64, %{{.*}}, %c12_i64, %c3_i64, %c1_i64, %c1_i32, %c0_i32)
 func.func @batched(%a: memref<2x4x8xf32>, %b: memref<8x3xf32>, %c: memref<2x4x3xf32>) {
   linalg.generic {indexing_maps = [affine_map<(b, m, n, k) -> (b, m, k)>, affine_map<(b, m, n, k) -> (k, n)>, affine_map<(b, m, n, k) -> (b, m, n)>],
                   iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
       ins(%a, %b : memref<2x4x8xf32>, memref<8x3xf32>) outs(%c : memref<2x4x3xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %p = arith.mulf %x, %y : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// Two batch dims (attention's [batch, heads, m, k]): the inner one (heads,
+// 3) is the call's batch, the outer one a loop around it that moves every
+// operand.
+// CHECK-LABEL: func.func @batched_heads
+// CHECK: scf.for %[[B:.*]] = %c0 to %c2 step %c1
+// CHECK:   arith.muli %[[B]]
+// CHECK:   call @moert_matmul_f32(%c3_i64, %c4_i64, %c5_i64, %c8_i64, %{{.*}}, %c32_i64, %c8_i64, %c1_i64, %{{.*}}, %c40_i64, %c5_i64, %c1_i64, %{{.*}}, %c20_i64, %c5_i64, %c1_i64, %c1_i32, %c0_i32)
+func.func @batched_heads(%a: memref<2x3x4x8xf32>, %b: memref<2x3x8x5xf32>, %c: memref<2x3x4x5xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(b, h, m, n, k) -> (b, h, m, k)>, affine_map<(b, h, m, n, k) -> (b, h, k, n)>, affine_map<(b, h, m, n, k) -> (b, h, m, n)>],
+                  iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]}
+      ins(%a, %b : memref<2x3x4x8xf32>, memref<2x3x8x5xf32>) outs(%c : memref<2x3x4x5xf32>) {
   ^bb0(%x: f32, %y: f32, %acc: f32):
     %p = arith.mulf %x, %y : f32
     %s = arith.addf %acc, %p : f32
