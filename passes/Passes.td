@@ -260,6 +260,21 @@ def MoEDeviceGlobalsPass
   let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
 }
 
+def MoEParallelLoopsFirstPass : Pass<"moe-parallel-loops-first"> {
+  let summary = "Move the parallel loops of linalg.generic ops outside "
+                "their reductions";
+  let description = [{
+    Interchanges the loops of every `linalg.generic` whose iterators have a
+    reduction before a parallel loop, so that the parallel loops come first
+    (each group in its order), with the indexing maps and `linalg.index`
+    uses adapted. For GPU programs: `convert-linalg-to-parallel-loops`
+    keeps the loop order, and a reduction outside a parallel loop (a column
+    sum) would become a host loop launching a kernel per step; afterwards
+    the op is one kernel.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect"];
+}
+
 def MoEGPUMapLoopsPass : Pass<"moe-gpu-map-loops"> {
   let summary = "Map parallel loops onto GPU blocks and threads";
   let description = [{
@@ -310,9 +325,9 @@ def MoEGPUStreamOrderPass
     joins it. Calls to `moert_cuda_*` functions, which enqueue their work
     on the runtime's stream and wait themselves before they read device
     data on the host, leave the chain pending, as do ops that touch no
-    memory or only allocate it (`moert_rank` among them), and ops with
-    regions that hold nothing else (a batched matmul's loop of cuBLAS
-    calls). A single `gpu.wait` for the chain comes before any other op (a
+    memory or only allocate it (`moert_rank` among them), and loops and
+    branches (ops whose memory effects are their body's) that hold nothing
+    else (an outer batch dim's loop of matmul calls). A single `gpu.wait` for the chain comes before any other op (a
     host load or store, another call, another op with regions, whose blocks
     are chained on their own) and before the block's terminator.
   }];
@@ -551,7 +566,8 @@ def ConvertMatmulToRuntimePass
     `moert_matmul_f32` on f32 (oneDNN); for `target=cuda`,
     `moert_cuda_matmul` on f32, f16 or bf16 with the element type's code
     first (cuBLAS). A zero fill of the output right before the contraction
-    is dropped and the call overwrites the output. Matmuls marked
+    is dropped and the call overwrites the output, when the GEMM's k is the
+    only loop summed over. Matmuls marked
     `moe.expert_gemm` by the expert lowering are counted as expert GEMMs in
     `moe-run --stats`.
   }];

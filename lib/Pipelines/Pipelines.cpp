@@ -147,7 +147,9 @@ void moe::buildLowerToGPUPipeline(OpPassManager &pm,
   pm.addPass(moe::createConvertMatmulToRuntimePass(matmuls));
   pm.addPass(moe::createMoEManagedMemoryPass());
   // Parallel loops become kernels, one thread per iteration, in blocks of
-  // `blockSize` threads; what stays sequential runs on the host.
+  // `blockSize` threads; what stays sequential runs on the host, so
+  // reductions go inside the parallel loops first.
+  pm.addNestedPass<func::FuncOp>(moe::createMoEParallelLoopsFirstPass());
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToParallelLoopsPass());
   moe::MoEGPUMapLoopsPassOptions mapLoops;
   mapLoops.blockSize = options.blockSize;

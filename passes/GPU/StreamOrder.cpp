@@ -11,7 +11,7 @@
 // chain on one token; calls to moert_cuda_* functions (which enqueue on the
 // same stream, and wait themselves before they read device data on the
 // host), calls that touch no memory (moert_rank) and loops of nothing else
-// (a batched matmul's cuBLAS calls) leave the chain pending. The host waits
+// (an outer batch dim's matmul calls) leave the chain pending. The host waits
 // for the chain before any other op that reads or writes memory, before
 // any other op with regions (whose blocks are chained on their own and
 // waited for before their terminators) and before the block's terminator,
@@ -44,28 +44,13 @@ bool isStreamOrderedCall(Operation *op) {
 /// Runtime functions that touch no memory of the program (moert.h).
 constexpr StringLiteral kMemoryFreeCalls[] = {"moert_rank"};
 
-/// Ops that may run while device work is pending: they touch no memory, or
-/// only allocate it, or only enqueue on the stream (a loop of runtime calls
-/// included).
-bool isHostSafe(Operation *op) {
+/// An op without regions that may run while device work is pending: it
+/// touches no memory, or only allocates it, or only enqueues on the stream.
+bool isHostSafeLeaf(Operation *op) {
   if (isStreamOrderedCall(op))
     return true;
   if (auto call = dyn_cast<func::CallOp>(op))
     return llvm::is_contained(kMemoryFreeCalls, call.getCallee());
-  if (op->getNumRegions() > 0) {
-    // A kernel not yet outlined is device code, with its own rules.
-    if (isa<gpu::LaunchOp>(op))
-      return false;
-    // A loop or branch of such ops: batched matmuls are loops of cuBLAS
-    // calls.
-    WalkResult nested = op->walk([&](Operation *inner) {
-      if (inner == op || inner->hasTrait<OpTrait::IsTerminator>() ||
-          isHostSafe(inner))
-        return WalkResult::advance();
-      return WalkResult::interrupt();
-    });
-    return !nested.wasInterrupted();
-  }
   if (isMemoryEffectFree(op))
     return true;
   auto interface = dyn_cast<MemoryEffectOpInterface>(op);
@@ -76,6 +61,26 @@ bool isHostSafe(Operation *op) {
   return llvm::all_of(effects, [](const MemoryEffects::EffectInstance &e) {
     return isa<MemoryEffects::Allocate>(e.getEffect());
   });
+}
+
+/// Ops that may run while device work is pending: such leaves, and loops
+/// and branches (ops whose effects are their body's) of nothing else, as an
+/// outer batch dim's loop of matmul calls.
+bool isHostSafe(Operation *op) {
+  if (op->getNumRegions() == 0)
+    return isHostSafeLeaf(op);
+  WalkResult nested = op->walk([](Operation *inner) {
+    // A region op counts through its body only if it has no effects of its
+    // own (a linalg op reads and writes its operands).
+    if (inner->getNumRegions() > 0
+            ? inner->hasTrait<OpTrait::HasRecursiveMemoryEffects>() &&
+                  !isa<MemoryEffectOpInterface, gpu::LaunchOp>(inner)
+            : inner->hasTrait<OpTrait::IsTerminator>() ||
+                  isHostSafeLeaf(inner))
+      return WalkResult::advance();
+    return WalkResult::interrupt();
+  });
+  return !nested.wasInterrupted();
 }
 
 /// The chain of one block: every token it made, and the last one, which

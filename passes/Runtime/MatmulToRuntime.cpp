@@ -81,13 +81,22 @@ std::optional<int32_t> elementCode(StringRef target, Type element) {
   return std::nullopt;
 }
 
+/// The loops of `op` that its output lacks: those it sums over.
+SmallVector<unsigned> summedLoops(linalg::LinalgOp op) {
+  AffineMap out = op.getIndexingMapsArray().back();
+  SmallVector<unsigned> summed;
+  for (unsigned loop = 0, e = op.getNumLoops(); loop < e; ++loop)
+    if (!out.isFunctionOfDim(loop))
+      summed.push_back(loop);
+  return summed;
+}
+
 /// The zero fill of `op`'s output right before it (nothing with memory
 /// effects in between), which writing the output instead of accumulating
-/// makes redundant; null if there is none or another reduction loop must
-/// accumulate across calls.
-linalg::FillOp redundantZeroFill(linalg::LinalgOp op,
-                                 const linalg::ContractionDimensions &dims) {
-  if (dims.k.size() != 1)
+/// makes redundant; null if there is none or the GEMM's k is not the only
+/// loop summed over (the calls of the others accumulate).
+linalg::FillOp redundantZeroFill(linalg::LinalgOp op) {
+  if (summedLoops(op).size() != 1)
     return {};
   Value output = op.getDpsInitOperand(0)->get();
   for (Operation *prev = op->getPrevNode(); prev; prev = prev->getPrevNode()) {
@@ -147,13 +156,16 @@ struct ContractionToRuntime final
                                   maps[operand.getOperandNumber()]));
     unsigned m = dims->m.back(), n = dims->n.back(), k = dims->k.back();
     int32_t site = op->hasAttr("moe.expert_gemm") ? 1 : 0;
-    linalg::FillOp zeroFill = redundantZeroFill(op, *dims);
+    linalg::FillOp zeroFill = redundantZeroFill(op);
     // The call's batch: the innermost other loop that the output has (so
-    // that every problem writes its own C).
+    // that every problem writes its own C), preferring one that is not
+    // known to be of size 1.
     std::optional<unsigned> batch;
+    SmallVector<unsigned> summed = summedLoops(op);
+    SmallVector<int64_t> bounds = op.getStaticLoopRanges();
     for (unsigned loop = 0, e = op.getNumLoops(); loop < e; ++loop)
-      if (loop != m && loop != n && loop != k &&
-          !llvm::is_contained(dims->k, loop))
+      if (loop != m && loop != n && !llvm::is_contained(summed, loop) &&
+          (!batch || bounds[loop] != 1))
         batch = loop;
 
     // The other loops around the call, each moving every operand's offset.

@@ -207,11 +207,11 @@ void moert_matmul_f32(int64_t batch, int64_t M, int64_t N, int64_t K,
   if (batch < 0 || M < 0 || N < 0 || K < 0)
     detail::fail("moert_matmul_f32: negative size batch=", batch, " M=", M,
                  " N=", N, " K=", K);
+  if (batch == 0 || M == 0 || N == 0)
+    return;
   if (batch > 1 && sCb == 0)
     detail::fail("moert_matmul_f32: the output repeats over a batch of ",
                  batch);
-  if (batch == 0 || M == 0 || N == 0)
-    return;
   if (batch == 1)
     sAb = sBb = sCb = 0;
   if (K == 0) { // an empty sum: C stays, or becomes 0

@@ -21,6 +21,17 @@ func.func @main() {
   %w_u = tensor.cast %w : tensor<4x3xf32> to tensor<*xf32>
   call @printMemrefF32(%w_u) : (tensor<*xf32>) -> ()
 
+  // Group-limited top-3 of 2 groups of 2, the better group kept, the other
+  // masked to 0.0 (Hugging Face's DeepSeek): expert 0's NaN stays NaN, so
+  // the third pick is expert 1 (weighted by its score), never expert 0.
+  %g = arith.constant dense<[[0x7FC00000, 0.5, 3.0, 2.0]]> : tensor<1x4xf32>
+  %gids, %gw = moe.router sigmoid grouped_topk %g groups 2 top 1 by max masked = 0.0
+      : tensor<1x4xf32> -> tensor<1x3xi32>, tensor<1x3xf32>
+  %gids_u = tensor.cast %gids : tensor<1x3xi32> to tensor<*xi32>
+  call @printMemrefI32(%gids_u) : (tensor<*xi32>) -> ()
+  %gw_u = tensor.cast %gw : tensor<1x3xf32> to tensor<*xf32>
+  call @printMemrefF32(%gw_u) : (tensor<*xf32>) -> ()
+
   // Expert choice, capacity 4 of 4 tokens: token 1's NaN logit makes its
   // softmax row NaN, so both experts take the 3 others.
   %e = arith.constant dense<[[0.0, 0.0], [0x7FC00000, 0.0], [0.0, 0.0], [3.0, 0.0]]> : tensor<4x2xf32>
@@ -38,6 +49,8 @@ func.func @main() {
 // CHECK-NEXT: [0.952574,   0,   0]
 // CHECK-NEXT: [0.731059,   0.731059,   0.731059]
 // CHECK-NEXT: [0.993307,   0,   0]
+// CHECK:      [2,   3,   1]
+// CHECK:      [0.952574,   0.880797,   0.622459]
 // CHECK:      [0,   1]
 // CHECK-NEXT: [-1,   -1]
 // CHECK-NEXT: [0,   1]

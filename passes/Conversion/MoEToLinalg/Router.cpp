@@ -6,7 +6,8 @@
 // its row, each for the pick after the last (ties to the lower index; NaN
 // never picked: a slot with nothing left gets id -1 and weight 0). No
 // selection carries a tensor from step to step, so on a GPU each is a
-// kernel, not a host loop.
+// kernel, not a host loop; Sinkhorn's iterations are a host loop of
+// kernels that reads one scalar, its error, per round.
 //
 //===----------------------------------------------------------------------===//
 
@@ -185,7 +186,8 @@ static Selection selectTopK(OpBuilder &b, Location loc, Value scores,
 }
 
 /// The score of every group of `keys [T, E]`, `[T, G]`: its largest entry, or
-/// the sum of its two largest.
+/// the sum of its two largest; NaN keys do not count (as in the fused
+/// kernel), so a group of them scores -inf.
 static Value groupScores(OpBuilder &b, Location loc, Value keys,
                          int64_t numGroups, GroupScore score) {
   RankedTensorType type = tensorType(keys);
@@ -203,7 +205,7 @@ static Value groupScores(OpBuilder &b, Location loc, Value keys,
   if (score == GroupScore::Max)
     return reduce(b, loc, grouped, element, scoreType, kNegInf, {0, 1},
                   [](OpBuilder &nb, Location nloc, ValueRange args) {
-                    return arith::MaximumFOp::create(nb, nloc, args[0],
+                    return arith::MaxNumFOp::create(nb, nloc, args[0],
                                                      args[1]);
                   });
   // top2_sum: carry the largest and the second largest entry.
@@ -215,8 +217,8 @@ static Value groupScores(OpBuilder &b, Location loc, Value keys,
         Value x = args[0], first = args[1], second = args[2];
         Value newFirst = arith::CmpFOp::create(
             nb, nloc, arith::CmpFPredicate::OGT, x, first);
-        Value keptSecond = arith::MaximumFOp::create(nb, nloc, x, second);
-        return {arith::MaximumFOp::create(nb, nloc, x, first),
+        Value keptSecond = arith::MaxNumFOp::create(nb, nloc, x, second);
+        return {arith::MaxNumFOp::create(nb, nloc, x, first),
                 arith::SelectOp::create(nb, nloc, newFirst, first, keptSecond)};
       });
   return mapElements(b, loc, scoreType, top2, {},
@@ -250,8 +252,11 @@ static Value maskOtherGroups(OpBuilder &b, Location loc, Value keys,
               arith::CmpIOp::create(nb, nloc, arith::CmpIPredicate::eq,
                                     listed, group));
         }
+        // A NaN key stays NaN: never chosen, masked or not.
+        Value isNaN = arith::CmpFOp::create(nb, nloc, arith::CmpFPredicate::UNO,
+                                            key[0], key[0]);
         return arith::SelectOp::create(
-            nb, nloc, isKept, key[0],
+            nb, nloc, arith::OrIOp::create(nb, nloc, isKept, isNaN), key[0],
             scalarConst(nb, nloc, type.getElementType(), maskedScore));
       });
 }
@@ -303,15 +308,19 @@ static Value meanAbsDifference(OpBuilder &b, Location loc, Value lhs,
                                Value rhs) {
   RankedTensorType type = tensorType(lhs);
   Type elementType = type.getElementType();
+  // A sum into one element (loops (one, e)): on a GPU one thread's kernel,
+  // where a sum into a scalar would be a host loop over both vectors.
+  AffineMap element = loopsTo(b, 2, {1});
   Value total =
-      reduce(b, loc, {lhs, rhs}, {loopsTo(b, 1, {0}), loopsTo(b, 1, {0})},
-             RankedTensorType::get({}, elementType), 0.0, {},
+      reduce(b, loc, {lhs, rhs}, {element, element},
+             RankedTensorType::get({1}, elementType), 0.0, {0},
              [](OpBuilder &nb, Location nloc, ValueRange args) {
                Value diff = arith::SubFOp::create(nb, nloc, args[0], args[1]);
                Value abs = math::AbsFOp::create(nb, nloc, diff);
                return arith::AddFOp::create(nb, nloc, args[2], abs);
              });
-  Value sum = tensor::ExtractOp::create(b, loc, total, ValueRange{});
+  Value sum =
+      tensor::ExtractOp::create(b, loc, total, ValueRange{indexConst(b, loc, 0)});
   return arith::DivFOp::create(
       b, loc, sum, scalarConst(b, loc, elementType, type.getDimSize(0)));
 }
@@ -476,8 +485,9 @@ static Selection selectSparseMixer(OpBuilder &b, Location loc, Value logits,
         Value magnitude = arith::MaximumFOp::create(
             nb, nloc, math::AbsFOp::create(nb, nloc, x), m);
         Value threshold = arith::MulFOp::create(nb, nloc, twoEps, magnitude);
+        // Far below the slot's maximum, or NaN: left out.
         Value belowThreshold = arith::CmpFOp::create(
-            nb, nloc, arith::CmpFPredicate::OGT, gap, threshold);
+            nb, nloc, arith::CmpFPredicate::UGT, gap, threshold);
         Value slot = linalg::IndexOp::create(nb, nloc, 1);
         Value secondSlot = arith::CmpIOp::create(
             nb, nloc, arith::CmpIPredicate::ne, slot, indexConst(nb, nloc, 0));

@@ -117,11 +117,11 @@ void moert_cuda_matmul(int32_t dtype, int64_t batch, int64_t M, int64_t N,
   if (batch < 0 || M < 0 || N < 0 || K < 0)
     detail::fail("moert_cuda_matmul: negative size batch=", batch, " M=", M,
                  " N=", N, " K=", K);
+  if (batch == 0 || M == 0 || N == 0)
+    return;
   if (batch > 1 && sCb == 0)
     detail::fail("moert_cuda_matmul: the output repeats over a batch of ",
                  batch);
-  if (batch == 0 || M == 0 || N == 0)
-    return;
   if (batch == 1)
     sAb = sBb = sCb = 0;
   Device &dev = device();

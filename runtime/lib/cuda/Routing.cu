@@ -142,8 +142,9 @@ __global__ void gatingKernel(const T *logits, int64_t tokens, int experts,
     }
     // Every lane has read the keys of its group before any is masked.
     __syncwarp();
+    // A NaN key stays NaN: never chosen, masked or not.
     for (int e = lane; e < experts; e += kWarp)
-      if (!((kept >> (e / per)) & 1))
+      if (!((kept >> (e / per)) & 1) && !isnan(keys[e]))
         keys[e] = select.masked;
     __syncwarp();
   }

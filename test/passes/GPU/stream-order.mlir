@@ -142,8 +142,8 @@ module attributes {gpu.container_module} {
 // -----
 
 // The rank query touches no memory, and a loop of nothing but stream-ordered
-// calls (a batched matmul) needs no wait either: the chain stays pending
-// through both, and the host waits once, at the end.
+// calls (an outer batch dim's matmuls) needs no wait either: the chain
+// stays pending through both, and the host waits once, at the end.
 // CHECK-LABEL: func.func @no_wait
 // CHECK: %[[T:.*]] = gpu.launch_func async
 // CHECK-NEXT: call @moert_rank
@@ -165,6 +165,30 @@ module attributes {gpu.container_module} {
     %rank = call @moert_rank() : () -> i64
     scf.for %i = %c0 to %n step %c1 {
       func.call @moert_cuda_matmul(%i) : (index) -> ()
+    }
+    return
+  }
+}
+
+// -----
+
+// An op with regions whose own effects are not its body's (a linalg op on
+// the host reads and writes its operands) waits, whatever its body holds.
+// CHECK-LABEL: func.func @host_linalg
+// CHECK: %[[T:.*]] = gpu.launch_func async
+// CHECK-NEXT: gpu.wait [%[[T]]]
+// CHECK-NEXT: linalg.generic
+module attributes {gpu.container_module} {
+  gpu.module @kernels {
+    gpu.func @fill(%m: memref<16xf32>) kernel { gpu.return }
+  }
+  func.func @host_linalg(%m: memref<16xf32>, %n: memref<16xf32>) {
+    %c1 = arith.constant 1 : index
+    gpu.launch_func @kernels::@fill blocks in (%c1, %c1, %c1) threads in (%c1, %c1, %c1) args(%m : memref<16xf32>)
+    linalg.generic {indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> (i)>], iterator_types = ["parallel"]}
+        ins(%m : memref<16xf32>) outs(%n : memref<16xf32>) {
+    ^bb0(%x: f32, %y: f32):
+      linalg.yield %x : f32
     }
     return
   }

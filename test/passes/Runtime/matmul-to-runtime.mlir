@@ -55,6 +55,27 @@ func.func @batched_heads(%a: memref<2x3x4x8xf32>, %b: memref<2x3x8x5xf32>, %c: m
   return
 }
 
+// A sum over a loop that only A has (an Einsum's "rbmk,bkn->bmn"): b, which
+// the output has, is the call's batch; r is a loop around the call whose
+// calls accumulate, so the zero fill stays.
+// CHECK-LABEL: func.func @summed_loop
+// CHECK: linalg.fill
+// CHECK: scf.for %[[R:.*]] = %c0 to %c3 step %c1
+// CHECK:   call @moert_matmul_f32(%c2_i64, %c4_i64, %c5_i64, %c8_i64, {{.*}}, %c1_i32, %c0_i32)
+func.func @summed_loop(%a: memref<3x2x4x8xf32>, %b: memref<2x8x5xf32>, %c: memref<2x4x5xf32>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%c : memref<2x4x5xf32>)
+  linalg.generic {indexing_maps = [affine_map<(r, b, m, n, k) -> (r, b, m, k)>, affine_map<(r, b, m, n, k) -> (b, k, n)>, affine_map<(r, b, m, n, k) -> (b, m, n)>],
+                  iterator_types = ["reduction", "parallel", "parallel", "parallel", "reduction"]}
+      ins(%a, %b : memref<3x2x4x8xf32>, memref<2x8x5xf32>) outs(%c : memref<2x4x5xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %p = arith.mulf %x, %y : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
 // A zero fill right before the contraction (only side-effect-free ops in
 // between) is dropped: the call overwrites its output (accumulate 0).
 // CHECK-LABEL: func.func @zero_filled

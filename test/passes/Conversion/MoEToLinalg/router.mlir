@@ -120,7 +120,7 @@ func.func @grouped_topk_top2_sum(%logits: tensor<4x8xf32>, %bias: tensor<8xf32>)
 // CHECK:         %[[GROUPED:.*]] = tensor.expand_shape %{{.*}} {{\[\[}}0], [1, 2]] output_shape [4, 2, 4]
 // CHECK:         %[[GSCORES:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[GROUPED]] : tensor<4x2x4xf32>) outs(%{{.*}} : tensor<4x2xf32>)
 // CHECK-NEXT:    ^bb0
-// CHECK-NEXT:      arith.maximumf
+// CHECK-NEXT:      arith.maxnumf
 // CHECK:         %[[GROUP:.*]] = linalg.generic {{.*}} iterator_types = ["parallel"]} outs(%{{.*}} : tensor<4xi32>)
 // CHECK:               tensor.extract %[[GSCORES]]
 // CHECK:         tensor.expand_shape %[[GROUP]] {{\[\[}}0, 1]] output_shape [4, 1] : tensor<4xi32> into tensor<4x1xi32>
@@ -224,7 +224,7 @@ func.func @expert_choice(%logits: tensor<6x4xf32>) -> (tensor<6x4xi32>, tensor<6
 // CHECK:         %[[TWO_EPS:.*]] = arith.constant 5.000000e-02 : f32
 // CHECK:         %[[SUMS:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[LOGITS]], %[[MAXIMA]], %[[TOP]] : tensor<4x8xf32>, tensor<4x2xf32>, tensor<4x2xi32>)
 // CHECK:           arith.mulf %[[TWO_EPS]]
-// CHECK:           arith.cmpf ogt
+// CHECK:           arith.cmpf ugt
 // CHECK:           linalg.index 1
 // CHECK:           linalg.index 2
 // CHECK:           arith.ori
