@@ -13,19 +13,20 @@
 // RUN:   --pass-pipeline='builtin.module(one-shot-bufferize{bufferize-function-boundaries},func.func(convert-linalg-to-parallel-loops,moe-gpu-map-loops{block-size=3}),convert-scf-to-cf,expand-strided-metadata,lower-affine,finalize-memref-to-llvm,convert-arith-to-llvm,convert-func-to-llvm,convert-cf-to-llvm,reconcile-unrealized-casts)' \
 // RUN: | mlir-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_utils,%mlir_c_runner_utils | FileCheck %s
 
-// MAPPED-COUNT-3: mapping = [#gpu.loop_dim_map<processor = block_x
+// MAPPED-COUNT-4: mapping = [#gpu.loop_dim_map<processor = block_x
 
-// The transpose of a [5, 7] matrix, doubled: a [7, 5] loop nest collapsed
-// into 35 elements.
-// CHECK:      [2,   16,   30,   44,   58]
-// CHECK-NEXT: [4,   18,   32,   46,   60]
-// CHECK-NEXT: [6,   20,   34,   48,   62]
-// CHECK-NEXT: [8,   22,   36,   50,   64]
-// CHECK-NEXT: [10,   24,   38,   52,   66]
-// CHECK-NEXT: [12,   26,   40,   54,   68]
-// CHECK-NEXT: [14,   28,   42,   56,   70]
+// The transpose of a [5, 7] matrix, doubled and added to 100: a [7, 5] loop
+// nest collapsed into 35 elements (one computed twice would show twice the
+// addition).
+// CHECK:      [102,   116,   130,   144,   158]
+// CHECK-NEXT: [104,   118,   132,   146,   160]
+// CHECK-NEXT: [106,   120,   134,   148,   162]
+// CHECK-NEXT: [108,   122,   136,   150,   164]
+// CHECK-NEXT: [110,   124,   138,   152,   166]
+// CHECK-NEXT: [112,   126,   140,   154,   168]
+// CHECK-NEXT: [114,   128,   142,   156,   170]
 // Its row sums: 7 rows in blocks, the reduction sequential in each thread.
-// CHECK:      [150,  160,  170,  180,  190,  200,  210]
+// CHECK:      [650,  660,  670,  680,  690,  700,  710]
 
 func.func private @printMemrefF32(tensor<*xf32>)
 
@@ -35,13 +36,16 @@ func.func @main() {
                              [15.0, 16.0, 17.0, 18.0, 19.0, 20.0, 21.0],
                              [22.0, 23.0, 24.0, 25.0, 26.0, 27.0, 28.0],
                              [29.0, 30.0, 31.0, 32.0, 33.0, 34.0, 35.0]]> : tensor<5x7xf32>
-  %e = tensor.empty() : tensor<7x5xf32>
+  %hundred = arith.constant 100.0 : f32
+  %e0 = tensor.empty() : tensor<7x5xf32>
+  %e = linalg.fill ins(%hundred : f32) outs(%e0 : tensor<7x5xf32>) -> tensor<7x5xf32>
   %t = linalg.generic {indexing_maps = [affine_map<(i, j) -> (j, i)>, affine_map<(i, j) -> (i, j)>],
                        iterator_types = ["parallel", "parallel"]}
       ins(%a : tensor<5x7xf32>) outs(%e : tensor<7x5xf32>) {
   ^bb0(%x: f32, %o: f32):
     %y = arith.addf %x, %x : f32
-    linalg.yield %y : f32
+    %z = arith.addf %o, %y : f32
+    linalg.yield %z : f32
   } -> tensor<7x5xf32>
   %zero = arith.constant 0.0 : f32
   %e2 = tensor.empty() : tensor<7xf32>
