@@ -19,15 +19,16 @@ namespace mlir::moe {
 
 namespace {
 
-/// Whether a bare pointer to `type`'s first element is all a kernel needs.
-bool hasStaticLayout(MemRefType type) {
-  int64_t offset;
+/// A strided layout: the strides and offset, each static or dynamic.
+struct Layout {
   SmallVector<int64_t> strides;
-  if (!type.hasStaticShape() ||
-      failed(type.getStridesAndOffset(strides, offset)))
-    return false;
-  return !ShapedType::isDynamic(offset) &&
-         llvm::none_of(strides, ShapedType::isDynamic);
+  int64_t offset;
+};
+
+/// Whether a bare pointer to the first element is all a kernel needs.
+bool isStatic(MemRefType type, const Layout &layout) {
+  return type.hasStaticShape() && !ShapedType::isDynamic(layout.offset) &&
+         llvm::none_of(layout.strides, ShapedType::isDynamic);
 }
 
 /// `value` in its static form where the type has one, else `dynamic`.
@@ -39,20 +40,18 @@ OpFoldResult fold(OpBuilder &b, int64_t value, Value dynamic) {
 
 /// Rebuilds `buffer` at the top of `launch`'s body from its base buffer and
 /// the dynamic parts of its metadata, taken on the host.
-void rebuildInKernel(gpu::LaunchOp launch, Value buffer) {
+void rebuildInKernel(gpu::LaunchOp launch, Value buffer,
+                     const Layout &layout) {
   auto type = cast<MemRefType>(buffer.getType());
   OpBuilder b(launch);
   Location loc = launch.getLoc();
   auto metadata = memref::ExtractStridedMetadataOp::create(b, loc, buffer);
-  int64_t offset;
-  SmallVector<int64_t> strides;
-  (void)type.getStridesAndOffset(strides, offset);
   SmallVector<OpFoldResult> sizes, strideValues;
   for (auto [size, value] : llvm::zip(type.getShape(), metadata.getSizes()))
     sizes.push_back(fold(b, size, value));
-  for (auto [stride, value] : llvm::zip(strides, metadata.getStrides()))
+  for (auto [stride, value] : llvm::zip(layout.strides, metadata.getStrides()))
     strideValues.push_back(fold(b, stride, value));
-  OpFoldResult offsetValue = fold(b, offset, metadata.getOffset());
+  OpFoldResult offsetValue = fold(b, layout.offset, metadata.getOffset());
 
   b.setInsertionPointToStart(&launch.getBody().front());
   Value rebuilt = memref::ReinterpretCastOp::create(
@@ -71,17 +70,17 @@ struct MoEGPUStaticKernelOperandsPass
       getUsedValuesDefinedAbove(launch.getBody(), captured);
       for (Value value : captured) {
         auto type = dyn_cast<MemRefType>(value.getType());
-        if (!type || hasStaticLayout(type))
+        if (!type)
           continue;
-        int64_t offset;
-        SmallVector<int64_t> strides;
-        if (failed(type.getStridesAndOffset(strides, offset))) {
+        Layout layout;
+        if (failed(type.getStridesAndOffset(layout.strides, layout.offset))) {
           launch.emitError("moe-gpu-static-kernel-operands: a kernel uses a "
                            "buffer without a strided layout: ")
               << type;
           return WalkResult::interrupt();
         }
-        rebuildInKernel(launch, value);
+        if (!isStatic(type, layout))
+          rebuildInKernel(launch, value, layout);
       }
       return WalkResult::advance();
     });

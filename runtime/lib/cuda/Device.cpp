@@ -178,17 +178,16 @@ static void trimPool() {
   check(cudaMemPoolTrimTo(dev.pool, 0), "cudaMemPoolTrimTo");
 }
 
-static void *managedAlloc(size_t bytes);
-
 /// The program's managed buffers, kept across calls (BlockCache.h): a new
 /// one costs a device synchronization to allocate and to free. They are
 /// not prefetched: host code touches them (moe-gpu-device-memory gives the
-/// others device memory), often first (moe-run's inputs).
+/// others device memory), often first (moe-run's inputs). Out of memory,
+/// the cache releases its own free blocks and tries again.
 static auto &managedBuffers() {
   auto release = [](void *block) { check(cudaFree(block), "cudaFree"); };
   static auto *blocks =
-      new BlockCache<decltype(&managedAlloc), decltype(release)>(
-          256, &managedAlloc, release);
+      new BlockCache<decltype(&tryManagedAlloc), decltype(release)>(
+          256, &tryManagedAlloc, release);
   return *blocks;
 }
 
@@ -241,7 +240,12 @@ void *mgpuMemAlloc(uint64_t bytes, void *stream, bool isHostShared) {
   if (bytes == 0)
     return ptr;
   if (isHostShared) {
-    if (!(ptr = managedBuffers().take(bytes)))
+    // Then the pool's free blocks go too.
+    if (!(ptr = managedBuffers().take(bytes))) {
+      trimPool();
+      ptr = managedBuffers().take(bytes);
+    }
+    if (!ptr)
       outOfMemory(bytes, "managed", "a buffer of the program");
   } else {
     ptr = deviceAlloc(bytes, streamOr(stream));
