@@ -4,11 +4,19 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${MOE_BUILD_DIR:-$root/build}
 
+# The ONNX library that scripts/setup-onnx.sh built (it only prints the
+# prefix when the library is there).
+onnx_prefix=$("$root/scripts/setup-onnx.sh")
+
 if [ ! -f "$build/build.ninja" ]; then
   cmake -G Ninja -S "$root" -B "$build" \
     -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir \
     -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_C_COMPILER=clang-22 -DCMAKE_CXX_COMPILER=clang++-22 \
-    -DLLVM_USE_LINKER=lld-22
+    -DLLVM_USE_LINKER=lld-22 \
+    -DONNX_DIR="$onnx_prefix/lib/cmake/ONNX"
 fi
+# Paths relative to the checkout, so that another clone or build folder at
+# the same depth reuses the compiled objects.
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$root}
 ninja -C "$build" "$@"

@@ -7,7 +7,7 @@ packages=(
   cmake ninja-build ccache
   clang-22 lld-22
   llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
-  libonnx-dev libprotobuf-dev libtorch-dev
+  libprotobuf-dev protobuf-compiler libtorch-dev python3-venv python3-pip
   python3-numpy python3-onnx python3-torch
   libopenmpi-dev openmpi-bin libopenblas-dev libdnnl-dev
 )
@@ -24,3 +24,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+
+# The current ONNX library (Debian's stops at opset 17), built once into a
+# cache outside the build tree.
+"$(dirname "$0")/setup-onnx.sh" >/dev/null

@@ -14,11 +14,11 @@
 
 using namespace mlir;
 using namespace mlir::moe::onnx_import;
-using ::onnx::AttributeProto;
-using ::onnx::GraphProto;
-using ::onnx::NodeProto;
-using ::onnx::TensorProto;
-using ::onnx::ValueInfoProto;
+using ::ONNX_NAMESPACE::AttributeProto;
+using ::ONNX_NAMESPACE::GraphProto;
+using ::ONNX_NAMESPACE::NodeProto;
+using ::ONNX_NAMESPACE::TensorProto;
+using ::ONNX_NAMESPACE::ValueInfoProto;
 
 SmallVector<const ValueInfoProto *>
 moe::onnx_import::getArgumentInputs(const GraphProto &graph) {
@@ -292,7 +292,7 @@ FailureOr<RankedTensorType> GraphImporter::getOutputType(const NodeProto &node,
     return emitError(node) << "output " << index
                            << " is omitted; only trailing optional outputs "
                               "may be";
-  const ::onnx::TypeProto *type = valueTypes.lookup(name);
+  const ::ONNX_NAMESPACE::TypeProto *type = valueTypes.lookup(name);
   if (!type)
     return emitError(node) << "output '" << name
                            << "' has no type: shape inference could not "

@@ -35,17 +35,17 @@ inline StringRef getCanonicalDomain(StringRef domain) {
 
 /// The graph inputs that no initializer gives a value: the function's
 /// arguments, in order.
-SmallVector<const ::onnx::ValueInfoProto *>
-getArgumentInputs(const ::onnx::GraphProto &graph);
+SmallVector<const ::ONNX_NAMESPACE::ValueInfoProto *>
+getArgumentInputs(const ::ONNX_NAMESPACE::GraphProto &graph);
 
 /// `node`'s operator as messages name it: "MatMul", "com.microsoft.MoE".
-std::string getQualifiedOpType(const ::onnx::NodeProto &node);
+std::string getQualifiedOpType(const ::ONNX_NAMESPACE::NodeProto &node);
 
 /// `node`'s location: its name around `fileLoc`.
-Location getNodeLoc(const ::onnx::NodeProto &node, Location fileLoc);
+Location getNodeLoc(const ::ONNX_NAMESPACE::NodeProto &node, Location fileLoc);
 
 /// Starts the error "node '<name>' (<op type>): " at `node`'s location.
-InFlightDiagnostic emitNodeError(const ::onnx::NodeProto &node,
+InFlightDiagnostic emitNodeError(const ::ONNX_NAMESPACE::NodeProto &node,
                                  Location fileLoc);
 
 /// Builds `func.func @main_graph` in a module from an ONNX graph.
@@ -56,36 +56,36 @@ public:
 
   /// Imports `graph`, moving its weights out. Every node must have a name,
   /// every value a type and one definition before its uses.
-  LogicalResult importGraph(::onnx::GraphProto &graph);
+  LogicalResult importGraph(::ONNX_NAMESPACE::GraphProto &graph);
 
   // For the node importers.
   OpBuilder &getBuilder() { return builder; }
   const ImportOptions &getOptions() const { return options; }
-  Location getLoc(const ::onnx::NodeProto &node) const {
+  Location getLoc(const ::ONNX_NAMESPACE::NodeProto &node) const {
     return getNodeLoc(node, fileLoc);
   }
-  InFlightDiagnostic emitError(const ::onnx::NodeProto &node) const {
+  InFlightDiagnostic emitError(const ::ONNX_NAMESPACE::NodeProto &node) const {
     return emitNodeError(node, fileLoc);
   }
   /// `node`'s inputs in order; an empty name is the `onnx.none` value.
-  SmallVector<Value> getInputs(const ::onnx::NodeProto &node);
+  SmallVector<Value> getInputs(const ::ONNX_NAMESPACE::NodeProto &node);
   /// The type shape inference gave output `index` of `node`.
-  FailureOr<RankedTensorType> getOutputType(const ::onnx::NodeProto &node,
+  FailureOr<RankedTensorType> getOutputType(const ::ONNX_NAMESPACE::NodeProto &node,
                                             int index);
   /// Binds `node`'s output names to `results`.
-  void setOutputs(const ::onnx::NodeProto &node, ValueRange results);
+  void setOutputs(const ::ONNX_NAMESPACE::NodeProto &node, ValueRange results);
 
 private:
   OpBuilder getConstantBuilder();
   Value getNone();
   Value createConstant(Location loc, ElementsAttr value);
-  LogicalResult importInitializers(::onnx::GraphProto &graph);
-  LogicalResult importNode(::onnx::NodeProto &node);
-  LogicalResult importConstantNode(::onnx::NodeProto &node);
-  LogicalResult importOnnxNode(const ::onnx::NodeProto &node);
-  FailureOr<NamedAttribute> importAttribute(const ::onnx::NodeProto &node,
-                                            const ::onnx::AttributeProto &attr);
-  LogicalResult importResults(const ::onnx::GraphProto &graph,
+  LogicalResult importInitializers(::ONNX_NAMESPACE::GraphProto &graph);
+  LogicalResult importNode(::ONNX_NAMESPACE::NodeProto &node);
+  LogicalResult importConstantNode(::ONNX_NAMESPACE::NodeProto &node);
+  LogicalResult importOnnxNode(const ::ONNX_NAMESPACE::NodeProto &node);
+  FailureOr<NamedAttribute> importAttribute(const ::ONNX_NAMESPACE::NodeProto &node,
+                                            const ::ONNX_NAMESPACE::AttributeProto &attr);
+  LogicalResult importResults(const ::ONNX_NAMESPACE::GraphProto &graph,
                               func::FuncOp func);
 
   ModuleOp module;
@@ -97,7 +97,7 @@ private:
   /// The last of the constants (and `onnx.none`) at the top of the body.
   Operation *lastConstant = nullptr;
   llvm::StringMap<Value> values;
-  llvm::StringMap<const ::onnx::TypeProto *> valueTypes;
+  llvm::StringMap<const ::ONNX_NAMESPACE::TypeProto *> valueTypes;
   Value none;
 };
 
@@ -108,7 +108,7 @@ void registerMicrosoftSchemas();
 
 /// Imports a com.microsoft.MoE node as `moe.layer`.
 LogicalResult importOrtMoE(GraphImporter &importer,
-                           const ::onnx::NodeProto &node);
+                           const ::ONNX_NAMESPACE::NodeProto &node);
 
 } // namespace mlir::moe::onnx_import
 

@@ -17,6 +17,7 @@
 
 #include "OnnxImporter.h"
 #include "GraphImporter.h"
+#include "OrtContrib.h"
 #include "dialects/moe/IR/MoEDialect.h"
 #include "dialects/onnx/IR/ONNXDialect.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -35,10 +36,10 @@
 using namespace mlir;
 using namespace mlir::moe;
 using namespace mlir::moe::onnx_import;
-using ::onnx::AttributeProto;
-using ::onnx::GraphProto;
-using ::onnx::ModelProto;
-using ::onnx::NodeProto;
+using ::ONNX_NAMESPACE::AttributeProto;
+using ::ONNX_NAMESPACE::GraphProto;
+using ::ONNX_NAMESPACE::ModelProto;
+using ::ONNX_NAMESPACE::NodeProto;
 
 /// The default-domain opsets the importer supports.
 static constexpr int64_t kMinOpset = 13, kMaxOpset = 17;
@@ -54,7 +55,7 @@ static std::string describeDomain(StringRef domain) {
 static FailureOr<OpsetVersions> getOpsets(const ModelProto &model,
                                           Location fileLoc) {
   OpsetVersions opsets;
-  for (const ::onnx::OperatorSetIdProto &opset : model.opset_import()) {
+  for (const ::ONNX_NAMESPACE::OperatorSetIdProto &opset : model.opset_import()) {
     StringRef domain = getCanonicalDomain(opset.domain());
     int64_t version = opset.version();
     if (domain.empty() && (version < kMinOpset || version > kMaxOpset))
@@ -95,8 +96,8 @@ static LogicalResult checkNode(const NodeProto &node,
   if (opset == opsets.end())
     return emitNodeError(node, fileLoc)
            << "the model imports no opset of " << describeDomain(domain);
-  const ::onnx::OpSchema *schema =
-      ::onnx::OpSchemaRegistry::Schema(opType, opset->second, domain.str());
+  const ::ONNX_NAMESPACE::OpSchema *schema =
+      ::ONNX_NAMESPACE::OpSchemaRegistry::Schema(opType, opset->second, domain.str());
   if (!schema)
     return emitNodeError(node, fileLoc)
            << "the operator is not in opset " << opset->second << " of "
@@ -131,13 +132,13 @@ static LogicalResult checkNode(const NodeProto &node,
 /// inference dereferences the types of undefined inputs).
 static LogicalResult checkValues(const GraphProto &graph, Location fileLoc) {
   llvm::StringSet<> defined;
-  for (const ::onnx::ValueInfoProto &input : graph.input())
+  for (const ::ONNX_NAMESPACE::ValueInfoProto &input : graph.input())
     if (!defined.insert(input.name()).second)
       return emitError(fileLoc)
              << "graph input '" << input.name() << "' is listed twice";
   // An initializer may share a graph input's name (its default value).
   llvm::StringSet<> initialized;
-  for (const ::onnx::TensorProto &tensor : graph.initializer()) {
+  for (const ::ONNX_NAMESPACE::TensorProto &tensor : graph.initializer()) {
     if (!initialized.insert(tensor.name()).second)
       return emitError(fileLoc)
              << "initializer '" << tensor.name() << "' is defined twice";
@@ -153,7 +154,7 @@ static LogicalResult checkValues(const GraphProto &graph, Location fileLoc) {
         return emitNodeError(node, fileLoc)
                << "output '" << output << "' is already defined";
   }
-  for (const ::onnx::ValueInfoProto &output : graph.output())
+  for (const ::ONNX_NAMESPACE::ValueInfoProto &output : graph.output())
     if (!defined.contains(output.name()))
       return emitError(fileLoc)
              << "graph output '" << output.name() << "' is not defined";
@@ -165,7 +166,7 @@ static LogicalResult applyInputShapes(GraphProto &graph,
                                       const ImportOptions &options,
                                       Location fileLoc) {
   SmallVector<StringRef> inputNames;
-  for (const ::onnx::ValueInfoProto *input : getArgumentInputs(graph))
+  for (const ::ONNX_NAMESPACE::ValueInfoProto *input : getArgumentInputs(graph))
     inputNames.push_back(input->name());
   // Sorted, so that the first bad name reported does not depend on hashing.
   SmallVector<const llvm::StringMapEntry<SmallVector<int64_t>> *> shapes;
@@ -188,7 +189,7 @@ static LogicalResult applyInputShapes(GraphProto &graph,
     if (!input->type().has_tensor_type())
       return emitError(fileLoc)
              << "--input-shape: input '" << name << "' is not a tensor";
-    ::onnx::TypeProto::Tensor &tensor =
+    ::ONNX_NAMESPACE::TypeProto::Tensor &tensor =
         *input->mutable_type()->mutable_tensor_type();
     if (tensor.has_shape() &&
         tensor.shape().dim_size() != static_cast<int>(dims.size()))
@@ -196,7 +197,7 @@ static LogicalResult applyInputShapes(GraphProto &graph,
              << "--input-shape: input '" << name << "' has rank "
              << tensor.shape().dim_size() << ", but the shape given has rank "
              << dims.size();
-    ::onnx::TensorShapeProto &shape = *tensor.mutable_shape();
+    ::ONNX_NAMESPACE::TensorShapeProto &shape = *tensor.mutable_shape();
     shape.clear_dim();
     for (int64_t dim : dims)
       shape.add_dim()->set_dim_value(dim);
@@ -238,20 +239,20 @@ namespace {
 /// input without a type. ONNX 1.12's strict mode carries on after a node
 /// fails (and reports it at the end), and propagators such as Shape's then
 /// dereference the missing input type.
-class GuardedSchemaRegistry : public ::onnx::ISchemaRegistry {
+class GuardedSchemaRegistry : public ::ONNX_NAMESPACE::ISchemaRegistry {
 public:
-  const ::onnx::OpSchema *GetSchema(const std::string &key,
+  const ::ONNX_NAMESPACE::OpSchema *GetSchema(const std::string &key,
                                     const int maxInclusiveVersion,
                                     const std::string &domain) const override {
-    const ::onnx::OpSchema *schema =
-        ::onnx::OpSchemaRegistry::Schema(key, maxInclusiveVersion, domain);
+    const ::ONNX_NAMESPACE::OpSchema *schema =
+        ::ONNX_NAMESPACE::OpSchemaRegistry::Schema(key, maxInclusiveVersion, domain);
     if (!schema || !schema->has_data_propagation_function())
       return schema;
     auto [guarded, inserted] = schemas.try_emplace(schema, *schema);
     if (inserted)
       guarded->second.PartialDataPropagationFunction(
           [propagate = schema->GetDataPropagationFunction()](
-              ::onnx::DataPropagationContext &ctx) {
+              ::ONNX_NAMESPACE::DataPropagationContext &ctx) {
             for (size_t i = 0, e = ctx.getNumInputs(); i < e; ++i)
               if (!ctx.getInputType(i))
                 return;
@@ -261,7 +262,7 @@ public:
   }
 
 private:
-  mutable std::map<const ::onnx::OpSchema *, ::onnx::OpSchema> schemas;
+  mutable std::map<const ::ONNX_NAMESPACE::OpSchema *, ::ONNX_NAMESPACE::OpSchema> schemas;
 };
 } // namespace
 
@@ -269,12 +270,12 @@ private:
 /// propagation (shapes computed by Shape/Gather/Concat... are followed).
 static LogicalResult inferShapes(ModelProto &model, Location fileLoc) {
   try {
-    ::onnx::ShapeInferenceOptions options(/*check_type_val=*/true,
+    ::ONNX_NAMESPACE::ShapeInferenceOptions options(/*check_type_val=*/true,
                                           /*strict_mode_val=*/1,
                                           /*data_prop_val=*/true);
-    std::unordered_map<std::string, ::onnx::TensorShapeProto> shapeData;
+    std::unordered_map<std::string, ::ONNX_NAMESPACE::TensorShapeProto> shapeData;
     GuardedSchemaRegistry schemas;
-    ::onnx::shape_inference::InferShapes(model, &schemas, options, &shapeData);
+    ::ONNX_NAMESPACE::shape_inference::InferShapes(model, &schemas, options, &shapeData);
     return success();
   } catch (const std::exception &e) {
     return reportInferenceError(model.graph(), e.what(), fileLoc);
@@ -304,6 +305,8 @@ OwningOpRef<ModuleOp> moe::importOnnxModel(ModelProto &&model,
     if (node.name().empty())
       node.set_name(node.op_type() + "_" + std::to_string(index));
 
+  if (failed(expandOrtContribOps(model, fileLoc)))
+    return {};
   FailureOr<OpsetVersions> opsets = getOpsets(model, fileLoc);
   if (failed(opsets))
     return {};

@@ -19,7 +19,7 @@ namespace mlir::moe {
 /// Imports `model`. `sourceName` names the model in diagnostics and
 /// locations; external-data tensors are read relative to `baseDir`.
 /// Initializers' raw data is moved out of `model`, not copied.
-OwningOpRef<ModuleOp> importOnnxModel(::onnx::ModelProto &&model,
+OwningOpRef<ModuleOp> importOnnxModel(::ONNX_NAMESPACE::ModelProto &&model,
                                       llvm::StringRef sourceName,
                                       llvm::StringRef baseDir,
                                       MLIRContext *context,

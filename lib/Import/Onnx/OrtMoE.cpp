@@ -28,8 +28,8 @@
 using namespace mlir;
 using namespace mlir::moe;
 using namespace mlir::moe::onnx_import;
-using ::onnx::AttributeProto;
-using ::onnx::NodeProto;
+using ::ONNX_NAMESPACE::AttributeProto;
+using ::ONNX_NAMESPACE::NodeProto;
 
 namespace {
 /// com.microsoft.MoE's inputs, in order.
@@ -71,26 +71,26 @@ void moe::onnx_import::registerMicrosoftSchemas() {
   static const bool registered = [] {
     try {
       auto &domains =
-          ::onnx::OpSchemaRegistry::DomainToVersionRange::Instance();
+          ::ONNX_NAMESPACE::OpSchemaRegistry::DomainToVersionRange::Instance();
       if (!domains.Map().count(kMicrosoftDomain.str()))
         domains.AddDomainToVersion(kMicrosoftDomain.str(), 1, 1);
-      ::onnx::OpSchema schema;
+      ::ONNX_NAMESPACE::OpSchema schema;
       schema.SetName("MoE").SetDomain(kMicrosoftDomain.str()).SinceVersion(1);
       for (auto [name, type] : kMoEAttributes)
         schema.Attr(name, "", type, /*required=*/false);
       for (auto [i, name] : llvm::enumerate(kMoEInputNames)) {
         bool required = i == kInput || i == kRouter || i == kFc1 || i == kFc2;
         schema.Input(i, name, "", "T",
-                     required ? ::onnx::OpSchema::Single
-                              : ::onnx::OpSchema::Optional);
+                     required ? ::ONNX_NAMESPACE::OpSchema::Single
+                              : ::ONNX_NAMESPACE::OpSchema::Optional);
       }
       schema.Output(0, "output", "", "T");
       schema.TypeConstraint(
           "T", {"tensor(float)", "tensor(float16)", "tensor(bfloat16)"}, "");
       // The output has the type and shape of `input`.
       schema.TypeAndShapeInferenceFunction(
-          ::onnx::propagateShapeAndTypeFromFirstInput);
-      ::onnx::RegisterSchema(std::move(schema));
+          ::ONNX_NAMESPACE::propagateShapeAndTypeFromFirstInput);
+      ::ONNX_NAMESPACE::RegisterSchema(std::move(schema));
       return true;
     } catch (const std::exception &) {
       // Without the schema, MoE nodes are reported as unknown operators.

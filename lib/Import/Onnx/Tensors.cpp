@@ -24,7 +24,7 @@
 
 using namespace mlir;
 using namespace mlir::moe::onnx_import;
-using ::onnx::TensorProto;
+using ::ONNX_NAMESPACE::TensorProto;
 
 /// Tensors of at most this many bytes become DenseElementsAttr.
 static constexpr size_t kMaxInlineBytes = 64;
@@ -63,13 +63,13 @@ std::string moe::onnx_import::getDataTypeName(int32_t dataType) {
 }
 
 RankedTensorType moe::onnx_import::getTensorType(MLIRContext *context,
-                                                 const ::onnx::TypeProto &type,
+                                                 const ::ONNX_NAMESPACE::TypeProto &type,
                                                  std::string &error) {
   if (!type.has_tensor_type()) {
     error = "is not a tensor";
     return {};
   }
-  const ::onnx::TypeProto::Tensor &tensor = type.tensor_type();
+  const ::ONNX_NAMESPACE::TypeProto::Tensor &tensor = type.tensor_type();
   Type elementType = getElementType(context, tensor.elem_type());
   if (!elementType) {
     error =
@@ -185,7 +185,7 @@ TensorImporter::readExternal(const TensorProto &tensor, size_t size,
   StringRef location;
   uint64_t offset = 0;
   std::optional<uint64_t> length;
-  for (const ::onnx::StringStringEntryProto &entry : tensor.external_data()) {
+  for (const ::ONNX_NAMESPACE::StringStringEntryProto &entry : tensor.external_data()) {
     StringRef key = entry.key(), value = entry.value();
     if (key == "location")
       location = value;

@@ -30,7 +30,7 @@ std::string getDataTypeName(int32_t dataType);
 /// dynamic). On failure returns null and sets `error` to why, phrased to
 /// follow the value's name: "is not a tensor", "has an unknown rank", ...
 RankedTensorType getTensorType(MLIRContext *context,
-                               const ::onnx::TypeProto &type,
+                               const ::ONNX_NAMESPACE::TypeProto &type,
                                std::string &error);
 
 /// Turns TensorProtos into elements attributes. Weights are not copied: raw
@@ -46,19 +46,19 @@ public:
   /// `name` that takes `tensor`'s raw data (or maps its external data), or,
   /// for small and boolean tensors, a DenseElementsAttr. Errors (at `loc`)
   /// name the tensor.
-  FailureOr<ElementsAttr> importWeight(::onnx::TensorProto &tensor,
+  FailureOr<ElementsAttr> importWeight(::ONNX_NAMESPACE::TensorProto &tensor,
                                        StringRef name, Location loc);
 
   /// A tensor attribute, copied into a DenseElementsAttr.
-  FailureOr<DenseElementsAttr> importInline(const ::onnx::TensorProto &tensor,
+  FailureOr<DenseElementsAttr> importInline(const ::ONNX_NAMESPACE::TensorProto &tensor,
                                             StringRef name, Location loc);
 
 private:
   struct Bytes;
-  FailureOr<Bytes> readBytes(const ::onnx::TensorProto &tensor,
+  FailureOr<Bytes> readBytes(const ::ONNX_NAMESPACE::TensorProto &tensor,
                              std::string *rawToMove, RankedTensorType type,
                              size_t size, StringRef name, Location loc);
-  FailureOr<Bytes> readExternal(const ::onnx::TensorProto &tensor, size_t size,
+  FailureOr<Bytes> readExternal(const ::ONNX_NAMESPACE::TensorProto &tensor, size_t size,
                                 StringRef name, Location loc);
 
   MLIRContext *context;

@@ -408,7 +408,7 @@ static void translateScatter(T &t, Node *node) {
       fail("scatter reduce='" + mode + "' is not supported");
     reduction = mode == "add" ? "add" : "mul";
   }
-  SmallVector<::onnx::AttributeProto> attrs = {intAttr("axis", dim)};
+  SmallVector<::ONNX_NAMESPACE::AttributeProto> attrs = {intAttr("axis", dim)};
   if (!reduction.empty())
     attrs.push_back(stringAttr("reduction", reduction));
   setResult(t, node,

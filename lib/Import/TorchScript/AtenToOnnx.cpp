@@ -397,7 +397,7 @@ static void translateMean(T &t, Node *node) {
           t.getOptionalDtype(t.namedInput(node, "dtype")))
     input = t.onnx.cast(input, *type);
   auto [dims, keepdim] = reductionDims(t, node);
-  SmallVector<::onnx::AttributeProto> attrs = {intAttr("keepdims", keepdim)};
+  SmallVector<::ONNX_NAMESPACE::AttributeProto> attrs = {intAttr("keepdims", keepdim)};
   if (!dims.empty())
     attrs.push_back(intsAttr("axes", dims));
   setResult(t, node, t.onnx.op("ReduceMean", {input}, attrs));
@@ -413,7 +413,7 @@ static void translateMax(T &t, Node *node) {
   }
   std::string input = t.tensor(node->input(0));
   auto [dims, keepdim] = reductionDims(t, node);
-  SmallVector<::onnx::AttributeProto> attrs = {intAttr("keepdims", keepdim)};
+  SmallVector<::ONNX_NAMESPACE::AttributeProto> attrs = {intAttr("keepdims", keepdim)};
   if (!dims.empty())
     attrs.push_back(intsAttr("axes", dims));
   setResult(t, node, t.onnx.op("ReduceMax", {input}, attrs));

@@ -20,37 +20,37 @@ void torchscript::fail(const Twine &message) {
 // Attributes and tensors
 //===----------------------------------------------------------------------===//
 
-static ::onnx::AttributeProto
-namedAttr(StringRef name, ::onnx::AttributeProto::AttributeType type) {
-  ::onnx::AttributeProto attr;
+static ::ONNX_NAMESPACE::AttributeProto
+namedAttr(StringRef name, ::ONNX_NAMESPACE::AttributeProto::AttributeType type) {
+  ::ONNX_NAMESPACE::AttributeProto attr;
   attr.set_name(name.str());
   attr.set_type(type);
   return attr;
 }
 
-::onnx::AttributeProto torchscript::intAttr(StringRef name, int64_t value) {
-  ::onnx::AttributeProto attr = namedAttr(name, ::onnx::AttributeProto::INT);
+::ONNX_NAMESPACE::AttributeProto torchscript::intAttr(StringRef name, int64_t value) {
+  ::ONNX_NAMESPACE::AttributeProto attr = namedAttr(name, ::ONNX_NAMESPACE::AttributeProto::INT);
   attr.set_i(value);
   return attr;
 }
 
-::onnx::AttributeProto torchscript::intsAttr(StringRef name,
+::ONNX_NAMESPACE::AttributeProto torchscript::intsAttr(StringRef name,
                                              ArrayRef<int64_t> values) {
-  ::onnx::AttributeProto attr = namedAttr(name, ::onnx::AttributeProto::INTS);
+  ::ONNX_NAMESPACE::AttributeProto attr = namedAttr(name, ::ONNX_NAMESPACE::AttributeProto::INTS);
   for (int64_t value : values)
     attr.add_ints(value);
   return attr;
 }
 
-::onnx::AttributeProto torchscript::floatAttr(StringRef name, float value) {
-  ::onnx::AttributeProto attr = namedAttr(name, ::onnx::AttributeProto::FLOAT);
+::ONNX_NAMESPACE::AttributeProto torchscript::floatAttr(StringRef name, float value) {
+  ::ONNX_NAMESPACE::AttributeProto attr = namedAttr(name, ::ONNX_NAMESPACE::AttributeProto::FLOAT);
   attr.set_f(value);
   return attr;
 }
 
-::onnx::AttributeProto torchscript::stringAttr(StringRef name,
+::ONNX_NAMESPACE::AttributeProto torchscript::stringAttr(StringRef name,
                                                StringRef value) {
-  ::onnx::AttributeProto attr = namedAttr(name, ::onnx::AttributeProto::STRING);
+  ::ONNX_NAMESPACE::AttributeProto attr = namedAttr(name, ::ONNX_NAMESPACE::AttributeProto::STRING);
   attr.set_s(value.str());
   return attr;
 }
@@ -59,7 +59,7 @@ namedAttr(StringRef name, ::onnx::AttributeProto::AttributeType type) {
 /// one copy of its data that the importer makes (the ONNX importer then
 /// moves raw_data out of the model).
 static void fillTensorProto(const at::Tensor &tensor, StringRef name,
-                            ::onnx::TensorProto &proto) {
+                            ::ONNX_NAMESPACE::TensorProto &proto) {
   proto.set_name(name.str());
   proto.set_data_type(toOnnxType(tensor.scalar_type()));
   for (int64_t dim : tensor.sizes())
@@ -74,15 +74,15 @@ static void fillTensorProto(const at::Tensor &tensor, StringRef name,
       .copy_(tensor);
 }
 
-::onnx::AttributeProto torchscript::tensorAttr(StringRef name,
+::ONNX_NAMESPACE::AttributeProto torchscript::tensorAttr(StringRef name,
                                                const at::Tensor &value) {
-  ::onnx::AttributeProto attr = namedAttr(name, ::onnx::AttributeProto::TENSOR);
+  ::ONNX_NAMESPACE::AttributeProto attr = namedAttr(name, ::ONNX_NAMESPACE::AttributeProto::TENSOR);
   fillTensorProto(value, "", *attr.mutable_t());
   return attr;
 }
 
 int32_t torchscript::toOnnxType(at::ScalarType type) {
-  using ::onnx::TensorProto;
+  using ::ONNX_NAMESPACE::TensorProto;
   switch (type) {
   case at::kFloat:
     return TensorProto::FLOAT;
@@ -111,7 +111,7 @@ int32_t torchscript::toOnnxType(at::ScalarType type) {
 }
 
 at::ScalarType torchscript::toTorchType(int32_t onnxType) {
-  using ::onnx::TensorProto;
+  using ::ONNX_NAMESPACE::TensorProto;
   switch (onnxType) {
   case TensorProto::FLOAT:
     return at::kFloat;
@@ -150,8 +150,8 @@ std::string OnnxBuilder::uniqueName(StringRef hint) {
   return name;
 }
 
-static ::onnx::TypeProto tensorType(int32_t elemType, ArrayRef<int64_t> shape) {
-  ::onnx::TypeProto type;
+static ::ONNX_NAMESPACE::TypeProto tensorType(int32_t elemType, ArrayRef<int64_t> shape) {
+  ::ONNX_NAMESPACE::TypeProto type;
   auto *tensor = type.mutable_tensor_type();
   tensor->set_elem_type(elemType);
   auto *dims = tensor->mutable_shape();
@@ -164,7 +164,7 @@ void OnnxBuilder::addInput(StringRef name, at::ScalarType type,
                            ArrayRef<int64_t> shape) {
   if (!usedNames.insert(name).second)
     fail("two inputs are named '" + name + "'");
-  ::onnx::ValueInfoProto *input = graph.add_input();
+  ::ONNX_NAMESPACE::ValueInfoProto *input = graph.add_input();
   input->set_name(name.str());
   *input->mutable_type() = tensorType(toOnnxType(type), shape);
   types[name.str()] = input->mutable_type();
@@ -179,8 +179,8 @@ void OnnxBuilder::addOutput(const std::string &value, StringRef outputName) {
   auto renamed = renamedOutputs.find(value);
   const std::string &current =
       renamed == renamedOutputs.end() ? value : renamed->second;
-  ::onnx::NodeProto *producer = nullptr;
-  for (::onnx::NodeProto &node : *graph.mutable_node())
+  ::ONNX_NAMESPACE::NodeProto *producer = nullptr;
+  for (::ONNX_NAMESPACE::NodeProto &node : *graph.mutable_node())
     if (llvm::is_contained(node.output(), current))
       producer = &node;
   if (!producer || renamed != renamedOutputs.end()) {
@@ -188,10 +188,10 @@ void OnnxBuilder::addOutput(const std::string &value, StringRef outputName) {
     graph.mutable_node()->rbegin()->set_output(0, name);
     types[name] = types.at(identity);
   } else {
-    for (::onnx::ValueInfoProto &info : *graph.mutable_value_info())
+    for (::ONNX_NAMESPACE::ValueInfoProto &info : *graph.mutable_value_info())
       if (info.name() == value)
         info.set_name(name);
-    for (::onnx::NodeProto &node : *graph.mutable_node()) {
+    for (::ONNX_NAMESPACE::NodeProto &node : *graph.mutable_node()) {
       for (std::string &input : *node.mutable_input())
         if (input == value)
           input = name;
@@ -202,7 +202,7 @@ void OnnxBuilder::addOutput(const std::string &value, StringRef outputName) {
     types[name] = types.at(value);
     renamedOutputs[value] = name;
   }
-  ::onnx::ValueInfoProto *output = graph.add_output();
+  ::ONNX_NAMESPACE::ValueInfoProto *output = graph.add_output();
   output->set_name(name);
   *output->mutable_type() = *types.at(name);
 }
@@ -210,7 +210,7 @@ void OnnxBuilder::addOutput(const std::string &value, StringRef outputName) {
 std::string OnnxBuilder::addInitializer(StringRef nameHint,
                                         const at::Tensor &tensor) {
   std::string name = uniqueName(nameHint);
-  ::onnx::TensorProto *proto = graph.add_initializer();
+  ::ONNX_NAMESPACE::TensorProto *proto = graph.add_initializer();
   fillTensorProto(tensor, name, *proto);
   typeStorage.push_back(tensorType(proto->data_type(), tensor.sizes().vec()));
   types[name] = &typeStorage.back();
@@ -234,31 +234,34 @@ std::string OnnxBuilder::constantScalar(const at::Scalar &value,
   return constant(at::scalar_tensor(value, at::TensorOptions().dtype(type)));
 }
 
-void OnnxBuilder::inferTypes(::onnx::NodeProto &node) {
-  const ::onnx::OpSchema *schema = ::onnx::OpSchemaRegistry::Schema(
+void OnnxBuilder::inferTypes(::ONNX_NAMESPACE::NodeProto &node) {
+  const ::ONNX_NAMESPACE::OpSchema *schema = ::ONNX_NAMESPACE::OpSchemaRegistry::Schema(
       node.op_type(), kOnnxOpset, node.domain());
   if (!schema)
     fail("ONNX opset " + Twine(kOnnxOpset) + " has no operator " +
          node.op_type());
   try {
     schema->Verify(node);
-    std::unordered_map<std::string, const ::onnx::SparseTensorProto *>
+    std::unordered_map<std::string, const ::ONNX_NAMESPACE::SparseTensorProto *>
         noSparseData;
-    ::onnx::shape_inference::InferenceContextImpl context(
-        node, types, constants, noSparseData, &shapeData);
+    ::ONNX_NAMESPACE::ShapeInferenceOptions options(/*check_type_val=*/true,
+                                                    /*strict_mode_val=*/1,
+                                                    /*data_prop_val=*/true);
+    ::ONNX_NAMESPACE::shape_inference::InferenceContextImpl context(
+        node, types, constants, noSparseData, options, &shapeData);
     if (schema->has_type_and_shape_inference_function())
       schema->GetTypeAndShapeInferenceFunction()(context);
     else if (schema->HasFunction()) // e.g. LessOrEqual-16
-      ::onnx::shape_inference::InferShapeForFunctionNode(
-          *schema->GetFunction(), ::onnx::OpSchemaRegistry::Instance(),
+      ::ONNX_NAMESPACE::shape_inference::InferShapeForFunctionNode(
+          *schema->GetFunction(), ::ONNX_NAMESPACE::OpSchemaRegistry::Instance(),
           context);
     if (schema->has_data_propagation_function()) {
-      ::onnx::shape_inference::DataPropagationContextImpl propagation(
+      ::ONNX_NAMESPACE::shape_inference::DataPropagationContextImpl propagation(
           node, types, constants, shapeData);
       schema->GetDataPropagationFunction()(propagation);
     }
     for (int i = 0, e = node.output_size(); i < e; ++i) {
-      ::onnx::TypeProto &type = context.allOutputTypes_[i];
+      ::ONNX_NAMESPACE::TypeProto &type = context.allOutputTypes_[i];
       if (!type.has_tensor_type() || !type.tensor_type().elem_type())
         fail("no type inferred for result " + Twine(i));
       typeStorage.push_back(std::move(type));
@@ -277,8 +280,8 @@ void OnnxBuilder::inferTypes(::onnx::NodeProto &node) {
         continue;
       }
       const auto &tensor = it->second->tensor_type();
-      inputs += ::onnx::TensorProto::DataType_Name(
-          static_cast<::onnx::TensorProto::DataType>(tensor.elem_type()));
+      inputs += ::ONNX_NAMESPACE::TensorProto::DataType_Name(
+          static_cast<::ONNX_NAMESPACE::TensorProto::DataType>(tensor.elem_type()));
       inputs += "[";
       for (int d = 0; d < tensor.shape().dim_size(); ++d) {
         const auto &dim = tensor.shape().dim(d);
@@ -298,8 +301,8 @@ OnnxBuilder::constantInt(const std::string &value) const {
   auto it = constants.find(value);
   if (it == constants.end())
     return std::nullopt;
-  const ::onnx::TensorProto &data = *it->second;
-  if (data.data_type() != ::onnx::TensorProto::INT64 ||
+  const ::ONNX_NAMESPACE::TensorProto &data = *it->second;
+  if (data.data_type() != ::ONNX_NAMESPACE::TensorProto::INT64 ||
       data.raw_data().size() != sizeof(int64_t))
     return std::nullopt;
   int64_t result;
@@ -307,13 +310,13 @@ OnnxBuilder::constantInt(const std::string &value) const {
   return result;
 }
 
-void OnnxBuilder::refineShape(const ::onnx::NodeProto &node) {
+void OnnxBuilder::refineShape(const ::ONNX_NAMESPACE::NodeProto &node) {
   // What ONNX 1.12's inference leaves unknown but follows from the node:
   // OneHot's depth and Einsum's letters (which torch.onnx knew from the
   // trace), and some ranks. They are recorded as value_info too, so that
   // the ONNX importer's own inference keeps them.
-  auto attr = [&](StringRef name) -> const ::onnx::AttributeProto * {
-    for (const ::onnx::AttributeProto &attr : node.attribute())
+  auto attr = [&](StringRef name) -> const ::ONNX_NAMESPACE::AttributeProto * {
+    for (const ::ONNX_NAMESPACE::AttributeProto &attr : node.attribute())
       if (attr.name() == name)
         return &attr;
     return nullptr;
@@ -321,7 +324,7 @@ void OnnxBuilder::refineShape(const ::onnx::NodeProto &node) {
   SmallVector<int64_t> dims;
   if (node.op_type() == "OneHot") {
     std::optional<int64_t> depth = constantInt(node.input(1));
-    const ::onnx::AttributeProto *axis = attr("axis");
+    const ::ONNX_NAMESPACE::AttributeProto *axis = attr("axis");
     if (!depth || (axis && axis->i() != -1))
       return;
     dims = shape(node.input(0));
@@ -359,20 +362,20 @@ void OnnxBuilder::refineShape(const ::onnx::NodeProto &node) {
     if (axes == constants.end()) {
       dims.assign(dims.size(), -1);
     } else {
-      for (int64_t axis : ::onnx::ParseData<int64_t>(axes->second))
+      for (int64_t axis : ::ONNX_NAMESPACE::ParseData<int64_t>(axes->second))
         dims[axis < 0 ? axis + dims.size() : axis] = -1;
     }
   } else if (StringRef(node.op_type()).starts_with("Reduce") &&
              node.input_size() == 1 && !attr("axes")) {
     // A reduction of all dims, when the input's rank is unknown.
-    const ::onnx::AttributeProto *keepdims = attr("keepdims");
+    const ::ONNX_NAMESPACE::AttributeProto *keepdims = attr("keepdims");
     if (keepdims && keepdims->i())
       return;
   } else {
     return;
   }
-  ::onnx::TypeProto &type = *types.at(node.output(0));
-  ::onnx::TypeProto_Tensor &tensor = *type.mutable_tensor_type();
+  ::ONNX_NAMESPACE::TypeProto &type = *types.at(node.output(0));
+  ::ONNX_NAMESPACE::TypeProto_Tensor &tensor = *type.mutable_tensor_type();
   bool refined = false;
   if (!tensor.has_shape()) {
     auto *resultShape = tensor.mutable_shape();
@@ -393,22 +396,22 @@ void OnnxBuilder::refineShape(const ::onnx::NodeProto &node) {
   }
   if (!refined)
     return;
-  ::onnx::ValueInfoProto *info = graph.add_value_info();
+  ::ONNX_NAMESPACE::ValueInfoProto *info = graph.add_value_info();
   info->set_name(node.output(0));
   *info->mutable_type() = type;
 }
 
 SmallVector<std::string>
 OnnxBuilder::addNode(StringRef opType, ArrayRef<std::string> inputs,
-                     ArrayRef<::onnx::AttributeProto> attrs,
+                     ArrayRef<::ONNX_NAMESPACE::AttributeProto> attrs,
                      unsigned numResults) {
   std::string name = uniqueName(opType);
-  ::onnx::NodeProto *node = graph.add_node();
+  ::ONNX_NAMESPACE::NodeProto *node = graph.add_node();
   node->set_op_type(opType.str());
   node->set_name(name);
   for (const std::string &input : inputs)
     node->add_input(input);
-  for (const ::onnx::AttributeProto &attr : attrs)
+  for (const ::ONNX_NAMESPACE::AttributeProto &attr : attrs)
     *node->add_attribute() = attr;
   SmallVector<std::string> results;
   for (unsigned i = 0; i < numResults; ++i) {
@@ -421,7 +424,7 @@ OnnxBuilder::addNode(StringRef opType, ArrayRef<std::string> inputs,
 }
 
 std::string OnnxBuilder::op(StringRef opType, ArrayRef<std::string> inputs,
-                            ArrayRef<::onnx::AttributeProto> attrs) {
+                            ArrayRef<::ONNX_NAMESPACE::AttributeProto> attrs) {
   return addNode(opType, inputs, attrs).front();
 }
 
@@ -449,7 +452,7 @@ std::string OnnxBuilder::shapeOf(const std::string &value) {
 // Types
 //===----------------------------------------------------------------------===//
 
-const ::onnx::TypeProto &OnnxBuilder::type(const std::string &value) const {
+const ::ONNX_NAMESPACE::TypeProto &OnnxBuilder::type(const std::string &value) const {
   auto it = types.find(value);
   if (it == types.end())
     fail("internal error: ONNX value '" + value + "' has no type");
@@ -461,7 +464,7 @@ at::ScalarType OnnxBuilder::elementType(const std::string &value) const {
 }
 
 int64_t OnnxBuilder::rank(const std::string &value) const {
-  const ::onnx::TypeProto_Tensor &tensor = type(value).tensor_type();
+  const ::ONNX_NAMESPACE::TypeProto_Tensor &tensor = type(value).tensor_type();
   if (!tensor.has_shape())
     fail("the rank of " + value + " is unknown after ONNX shape inference");
   return tensor.shape().dim_size();

@@ -41,11 +41,11 @@ struct TranslationError : std::runtime_error {
 [[noreturn]] void fail(const Twine &message);
 
 /// ONNX node attributes.
-::onnx::AttributeProto intAttr(StringRef name, int64_t value);
-::onnx::AttributeProto intsAttr(StringRef name, ArrayRef<int64_t> values);
-::onnx::AttributeProto floatAttr(StringRef name, float value);
-::onnx::AttributeProto stringAttr(StringRef name, StringRef value);
-::onnx::AttributeProto tensorAttr(StringRef name, const at::Tensor &value);
+::ONNX_NAMESPACE::AttributeProto intAttr(StringRef name, int64_t value);
+::ONNX_NAMESPACE::AttributeProto intsAttr(StringRef name, ArrayRef<int64_t> values);
+::ONNX_NAMESPACE::AttributeProto floatAttr(StringRef name, float value);
+::ONNX_NAMESPACE::AttributeProto stringAttr(StringRef name, StringRef value);
+::ONNX_NAMESPACE::AttributeProto tensorAttr(StringRef name, const at::Tensor &value);
 
 /// The ONNX element type of a torch dtype, and back; fails on types that
 /// have no counterpart.
@@ -54,7 +54,7 @@ at::ScalarType toTorchType(int32_t onnxType);
 
 class OnnxBuilder {
 public:
-  explicit OnnxBuilder(::onnx::GraphProto &graph) : graph(graph) {}
+  explicit OnnxBuilder(::ONNX_NAMESPACE::GraphProto &graph) : graph(graph) {}
 
   /// Adds a graph input.
   void addInput(StringRef name, at::ScalarType type, ArrayRef<int64_t> shape);
@@ -75,11 +75,11 @@ public:
   /// inference; an empty input name is an omitted optional input.
   SmallVector<std::string> addNode(StringRef opType,
                                    ArrayRef<std::string> inputs,
-                                   ArrayRef<::onnx::AttributeProto> attrs = {},
+                                   ArrayRef<::ONNX_NAMESPACE::AttributeProto> attrs = {},
                                    unsigned numResults = 1);
   /// addNode for single-result nodes.
   std::string op(StringRef opType, ArrayRef<std::string> inputs,
-                 ArrayRef<::onnx::AttributeProto> attrs = {});
+                 ArrayRef<::ONNX_NAMESPACE::AttributeProto> attrs = {});
 
   /// `value` converted to `type` (itself when it already has it).
   std::string cast(const std::string &value, at::ScalarType type);
@@ -98,24 +98,24 @@ public:
   /// The dims of `value` when all are known.
   std::optional<SmallVector<int64_t>>
   staticShape(const std::string &value) const;
-  const ::onnx::TypeProto &type(const std::string &value) const;
+  const ::ONNX_NAMESPACE::TypeProto &type(const std::string &value) const;
 
 private:
   std::string uniqueName(StringRef hint);
-  void inferTypes(::onnx::NodeProto &node);
-  void refineShape(const ::onnx::NodeProto &node);
+  void inferTypes(::ONNX_NAMESPACE::NodeProto &node);
+  void refineShape(const ::ONNX_NAMESPACE::NodeProto &node);
   /// The value of a one-element int64 constant.
   std::optional<int64_t> constantInt(const std::string &value) const;
 
-  ::onnx::GraphProto &graph;
+  ::ONNX_NAMESPACE::GraphProto &graph;
   llvm::StringSet<> usedNames;
   llvm::StringMap<unsigned> nextSuffix;
   /// What ONNX's inference contexts read: value types, constant data, and
   /// the shape data that ONNX's data propagation derives (Shape, Concat...).
-  std::unordered_map<std::string, ::onnx::TypeProto *> types;
-  std::deque<::onnx::TypeProto> typeStorage;
-  std::unordered_map<std::string, const ::onnx::TensorProto *> constants;
-  std::unordered_map<std::string, ::onnx::TensorShapeProto> shapeData;
+  std::unordered_map<std::string, ::ONNX_NAMESPACE::TypeProto *> types;
+  std::deque<::ONNX_NAMESPACE::TypeProto> typeStorage;
+  std::unordered_map<std::string, const ::ONNX_NAMESPACE::TensorProto *> constants;
+  std::unordered_map<std::string, ::ONNX_NAMESPACE::TensorShapeProto> shapeData;
   /// Graph outputs that are renamed node results, by their old names.
   std::unordered_map<std::string, std::string> renamedOutputs;
 };

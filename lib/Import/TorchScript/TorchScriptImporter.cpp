@@ -213,7 +213,7 @@ static void flattenOutput(GraphTranslator &translator, const Operand &output,
 static LogicalResult translateArchive(llvm::MemoryBufferRef buffer,
                                       Location loc,
                                       const ImportOptions &options,
-                                      ::onnx::ModelProto &model) {
+                                      ::ONNX_NAMESPACE::ModelProto &model) {
   torch::jit::Module module;
   try {
     module = torch::jit::load(std::make_shared<BufferReadAdapter>(buffer),
@@ -231,12 +231,12 @@ static LogicalResult translateArchive(llvm::MemoryBufferRef buffer,
   makeInPlaceOpsFunctional(graph);
   torch::jit::EliminateDeadCode(graph);
 
-  model.set_ir_version(::onnx::IR_VERSION);
+  model.set_ir_version(::ONNX_NAMESPACE::IR_VERSION);
   model.set_producer_name("moe-translate --import-torchscript");
-  ::onnx::OperatorSetIdProto *opset = model.add_opset_import();
+  ::ONNX_NAMESPACE::OperatorSetIdProto *opset = model.add_opset_import();
   opset->set_domain("");
   opset->set_version(kOnnxOpset);
-  ::onnx::GraphProto &onnxGraph = *model.mutable_graph();
+  ::ONNX_NAMESPACE::GraphProto &onnxGraph = *model.mutable_graph();
   onnxGraph.set_name("main_graph");
 
   OnnxBuilder builder(onnxGraph);
@@ -275,7 +275,7 @@ OwningOpRef<ModuleOp> moe::importTorchScript(llvm::MemoryBufferRef buffer,
   // LLVM is built without exceptions: nothing that libtorch or ONNX throws
   // may leave this function.
   try {
-    ::onnx::ModelProto model;
+    ::ONNX_NAMESPACE::ModelProto model;
     if (failed(translateArchive(buffer, loc, options, model)))
       return {};
     return importOnnxModel(std::move(model), source,
