@@ -455,12 +455,54 @@ FailureOr<RouterMatch> matchSigmoidTopK(onnx::TopKOp topk,
   return match;
 }
 
+FailureOr<RouterMatch> matchTopKSoftmax(onnx::TopKOp topk,
+                                        PatternRewriter &rewriter) {
+  auto largest = topk->getAttrOfType<IntegerAttr>("largest");
+  auto logitsType = dyn_cast<RankedTensorType>(topk.getInputs()[0].getType());
+  if ((largest && largest.getInt() != 1) || !logitsType ||
+      logitsType.getRank() != 2 || !logitsType.hasStaticShape() ||
+      !onLastAxis(topk, "axis", 2))
+    return rewriter.notifyMatchFailure(topk, "not a top-k over the experts");
+  auto softmax = soleUser<onnx::SoftmaxOp>(topk.getOutputs()[0]);
+  if (!softmax || !onLastAxis(softmax, "axis", 2))
+    return rewriter.notifyMatchFailure(topk,
+                                       "chosen logits are not a softmax");
+  std::optional<int64_t> k = constantInt(topk.getInputs()[1]);
+  if (!k)
+    return rewriter.notifyMatchFailure(topk, "k is not a constant");
+  RouterMatch match;
+  match.topk = topk;
+  match.logits = skipNoOps(topk.getInputs()[0]);
+  match.scoring = ScoringFunction::Softmax;
+  match.k = *k;
+  match.numExperts = logitsType.getDimSize(1);
+  match.normalize = true;
+  match.indices = topk.getOutputs()[1];
+  match.weights = softmax.getOutputs()[0];
+  return match;
+}
+
 FailureOr<RouterMatch> matchRouter(onnx::TopKOp topk,
                                    PatternRewriter &rewriter) {
   FailureOr<RouterMatch> router = matchSoftmaxTopK(topk, rewriter);
   if (succeeded(router))
     return router;
+  router = matchTopKSoftmax(topk, rewriter);
+  if (succeeded(router))
+    return router;
   return matchSigmoidTopK(topk, rewriter);
+}
+
+Value matchRouterInput(Value logits) {
+  Operation *op = skipNoOps(logits).getDefiningOp();
+  if (auto matmul = dyn_cast_or_null<onnx::MatMulOp>(op))
+    return skipNoOps(matmul.getInputs()[0]);
+  if (auto gemm = dyn_cast_or_null<onnx::GemmOp>(op)) {
+    auto transA = gemm->getAttrOfType<IntegerAttr>("transA");
+    if (!transA || transA.getInt() == 0)
+      return skipNoOps(gemm.getInputs()[0]);
+  }
+  return {};
 }
 
 void setRouting(LayerSpec &spec, const RouterMatch &router) {
@@ -561,6 +603,134 @@ FailureOr<FFNMatch> matchFFN(Value output, PatternRewriter &rewriter) {
   return failure();
 }
 
+namespace {
+/// Which half of a fused SwiGLU input a value is.
+struct SwiGLUHalf {
+  SwiGLULayout layout;
+  int64_t index;  // 0: the gate half, 1: the linear half
+};
+} // namespace
+
+/// `half` as a piece of `h [N, 2F]` along its last axis: Split into two
+/// equal parts, or a Slice of either half (step 1) or of the even or odd
+/// columns (step 2).
+static std::optional<SwiGLUHalf> matchSwiGLUHalf(Value half, Value h) {
+  auto type = dyn_cast<RankedTensorType>(h.getType());
+  if (!type || !type.hasStaticShape())
+    return std::nullopt;
+  int64_t rank = type.getRank(), width = type.getShape().back();
+  if (width % 2)
+    return std::nullopt;
+  half = skipNoOps(half);
+  Operation *op = half.getDefiningOp();
+  if (auto split = dyn_cast_or_null<onnx::SplitOp>(op)) {
+    auto pieceType = cast<RankedTensorType>(half.getType());
+    if (skipNoOps(split.getInputs()[0]) != skipNoOps(h) ||
+        split->getNumResults() != 2 || !onLastAxis(split, "axis", rank) ||
+        pieceType.getShape().back() != width / 2)
+      return std::nullopt;
+    return SwiGLUHalf{SwiGLULayout::Concatenated,
+                      cast<OpResult>(half).getResultNumber()};
+  }
+  auto slice = dyn_cast_or_null<onnx::SliceOp>(op);
+  if (!slice || skipNoOps(slice.getInputs()[0]) != skipNoOps(h))
+    return std::nullopt;
+  ValueRange in = slice.getInputs();
+  std::optional<int64_t> start = constantInt(in[1]), end = constantInt(in[2]);
+  std::optional<int64_t> axis =
+      in.size() > 3 && !isa<NoneType>(in[3].getType()) ? constantInt(in[3])
+                                                       : rank - 1;
+  std::optional<int64_t> step =
+      in.size() > 4 && !isa<NoneType>(in[4].getType()) ? constantInt(in[4]) : 1;
+  if (!start || !end || !axis || !step ||
+      (*axis != -1 && *axis != rank - 1))
+    return std::nullopt;
+  int64_t stop = std::min(*end, width);
+  if (*step == 1 && *start == 0 && stop == width / 2)
+    return SwiGLUHalf{SwiGLULayout::Concatenated, 0};
+  if (*step == 1 && *start == width / 2 && stop == width)
+    return SwiGLUHalf{SwiGLULayout::Concatenated, 1};
+  if (*step == 2 && (*start == 0 || *start == 1) && stop >= width - 1)
+    return SwiGLUHalf{SwiGLULayout::Interleaved, *start};
+  return std::nullopt;
+}
+
+std::optional<ActivationAttr> matchFusedSwiGLU(Value activated, Value h) {
+  auto mul = definedBy<onnx::MulOp>(activated);
+  if (!mul)
+    return std::nullopt;
+  // Clip(v, lo, hi) with constant bounds (none where absent).
+  auto clipOf = [](Value v, std::optional<double> &lo,
+                   std::optional<double> &hi) -> Value {
+    auto clip = definedBy<onnx::ClipOp>(v);
+    if (!clip)
+      return v;
+    ValueRange in = clip.getInputs();
+    if (in.size() > 1 && !isa<NoneType>(in[1].getType()))
+      lo = constantFloat(in[1]);
+    if (in.size() > 2 && !isa<NoneType>(in[2].getType()))
+      hi = constantFloat(in[2]);
+    return clip.getInputs()[0];
+  };
+  for (int i = 0; i < 2; ++i) {
+    // The gate part: G * sigmoid(alpha * G), G = min(g, limit).
+    auto gated = definedBy<onnx::MulOp>(mul.getInputs()[i]);
+    if (!gated)
+      continue;
+    for (int j = 0; j < 2; ++j) {
+      Value gate = skipNoOps(gated.getInputs()[j]);
+      auto sigmoid = definedBy<onnx::SigmoidOp>(gated.getInputs()[1 - j]);
+      if (!sigmoid)
+        continue;
+      double alpha = 1.0;
+      Value z = skipNoOps(sigmoid.getInputs()[0]);
+      if (z != gate) {
+        auto scaled = definedBy<onnx::MulOp>(z);
+        if (!scaled)
+          continue;
+        int g = skipNoOps(scaled.getInputs()[0]) == gate ? 0 : 1;
+        std::optional<double> a = constantFloat(scaled.getInputs()[1 - g]);
+        if (skipNoOps(scaled.getInputs()[g]) != gate || !a)
+          continue;
+        alpha = *a;
+      }
+      std::optional<double> gateLo, gateHi;
+      Value gateHalf = clipOf(gate, gateLo, gateHi);
+      // The linear part: clamp(l, -limit, limit) + beta.
+      Value linear = skipNoOps(mul.getInputs()[1 - i]);
+      double beta = 0.0;
+      if (auto add = definedBy<onnx::AddOp>(linear)) {
+        for (int b = 0; b < 2; ++b)
+          if (std::optional<double> c = constantFloat(add.getInputs()[b])) {
+            beta = *c;
+            linear = skipNoOps(add.getInputs()[1 - b]);
+            break;
+          }
+      }
+      std::optional<double> linLo, linHi;
+      Value linearHalf = clipOf(linear, linLo, linHi);
+      std::optional<SwiGLUHalf> g = matchSwiGLUHalf(gateHalf, h);
+      std::optional<SwiGLUHalf> l = matchSwiGLUHalf(linearHalf, h);
+      if (!g || !l || g->layout != l->layout || g->index != 0 ||
+          l->index != 1)
+        continue;
+      // moe's limit clamps both halves alike, or neither.
+      std::optional<double> limit = gateHi;
+      bool clamped = gateHi && !gateLo && linHi && linLo &&
+                     *linHi == *gateHi && *linLo == -*gateHi && *gateHi > 0;
+      bool plain = !gateHi && !gateLo && !linHi && !linLo;
+      if (!clamped && !plain)
+        continue;
+      MLIRContext *ctx = activated.getContext();
+      return ActivationAttr::get(
+          ctx, ActivationKind::SwiGLU, g->layout, APFloat(alpha),
+          APFloat(beta),
+          clamped ? std::optional<APFloat>(APFloat(*limit)) : std::nullopt);
+    }
+  }
+  return std::nullopt;
+}
+
 LayerOp createLayer(PatternRewriter &rewriter, Location loc, Type type,
                     const LayerSpec &spec) {
   MLIRContext *ctx = rewriter.getContext();
@@ -568,9 +738,9 @@ LayerOp createLayer(PatternRewriter &rewriter, Location loc, Type type,
     return v ? rewriter.getI64IntegerAttr(*v) : IntegerAttr();
   };
   return LayerOp::create(
-      rewriter, loc, type, spec.input, spec.logits, spec.fc1,
-      /*fc1_bias=*/Value(), spec.fc3, /*fc3_bias=*/Value(), spec.fc2,
-      /*fc2_bias=*/Value(), spec.selectionBias, spec.sharedFc1,
+      rewriter, loc, type, spec.input, spec.logits, spec.fc1, spec.fc1Bias,
+      spec.fc3, /*fc3_bias=*/Value(), spec.fc2, spec.fc2Bias,
+      spec.selectionBias, spec.sharedFc1,
       spec.sharedFc3, spec.sharedFc2, spec.sharedGate,
       rewriter.getI64IntegerAttr(spec.k), spec.activation,
       optionalInt(spec.capacity),

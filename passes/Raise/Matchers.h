@@ -79,9 +79,19 @@ FailureOr<RouterMatch> matchSoftmaxTopK(onnx::TopKOp topk,
 FailureOr<RouterMatch> matchSigmoidTopK(onnx::TopKOp topk,
                                         PatternRewriter &rewriter);
 
-/// Either router form.
+/// Matches GPT-OSS's router: TopK over the logits, then Softmax over the k
+/// chosen logits, which is the softmax over all experts renormalised over
+/// the chosen ones.
+FailureOr<RouterMatch> matchTopKSoftmax(onnx::TopKOp topk,
+                                        PatternRewriter &rewriter);
+
+/// Any router form.
 FailureOr<RouterMatch> matchRouter(onnx::TopKOp topk,
                                    PatternRewriter &rewriter);
+
+/// The token rows `x [T, H]` that `logits` are computed from: `x @ W` or
+/// `Gemm(x, W [, b])` (nn.Linear, with or without a bias).
+Value matchRouterInput(Value logits);
 
 /// One expert FFN as an exporter writes it with MatMuls on constant weights
 /// in the `[in, out]` layout of `x @ W` (nn.Linear exports its weight
@@ -121,6 +131,7 @@ FailureOr<Value> transposeExpertWeights(arith::ConstantOp weights,
 struct LayerSpec {
   Value input, logits;
   Value fc1, fc3, fc2;
+  Value fc1Bias, fc2Bias;  // [E, out], where the experts have biases
   Value sharedFc1, sharedFc3, sharedFc2, sharedGate;
   Value selectionBias;
   int64_t k;
@@ -142,6 +153,13 @@ void setRouting(LayerSpec &spec, const RouterMatch &router);
 /// Creates the moe.layer of `spec` with result type `type`.
 LayerOp createLayer(PatternRewriter &rewriter, Location loc, Type type,
                     const LayerSpec &spec);
+
+/// The activation of `activated = act(h)` where `h [N, 2F]` holds both
+/// halves of a SwiGLU: `silu(h[:, :F]) * h[:, F:]` (Hugging Face's
+/// `gate_up_proj`, split or sliced) or GPT-OSS's clamped interleaved form
+/// `(clamp(h[:, 1::2], -l, l) + beta) * G * sigmoid(alpha * G)` with
+/// `G = min(h[:, ::2], l)`.
+std::optional<ActivationAttr> matchFusedSwiGLU(Value activated, Value h);
 
 /// The activation attribute of a matched FFN: a gated silu is a SwiGLU with
 /// separate halves.

@@ -5,6 +5,7 @@
 #include "passes/Raise/DenseExperts.h"
 #include "passes/Raise/ExpertLoop.h"
 #include "passes/Raise/SharedExpert.h"
+#include "passes/Raise/SortedExperts.h"
 #include "mlir/IR/Dominance.h"
 #include "mlir/Transforms/CSE.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
@@ -78,6 +79,7 @@ struct MoERaisePass : public impl::MoERaisePassBase<MoERaisePass> {
     raise::populateDenseExpertsPatterns(patterns);
     raise::populateExpertLoopPatterns(patterns);
     raise::populateCapacityEinsumPatterns(patterns);
+    raise::populateSortedExpertsPatterns(patterns);
     raise::populateSharedExpertPatterns(patterns);
     ExplainListener listener;
     GreedyRewriteConfig config;
