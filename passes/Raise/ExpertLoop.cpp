@@ -53,13 +53,6 @@ static Value skipShapeOps(Value value) {
   return value;
 }
 
-/// The token rows `x [T, H]` the router reads: the left operand of the
-/// logits' MatMul.
-static Value routerInput(Value logits) {
-  auto matmul = definedBy<onnx::MatMulOp>(logits);
-  return matmul ? skipNoOps(matmul.getInputs()[0]) : Value();
-}
-
 /// One expert of the loop: its FFN and accumulation.
 static FailureOr<LoopExpert> matchExpert(onnx::GatherOp select, int64_t index,
                                          const RouterMatch &router, Value x,
@@ -90,7 +83,14 @@ static FailureOr<LoopExpert> matchExpert(onnx::GatherOp select, int64_t index,
     FailureOr<FFNMatch> ffn =
         matchFFN(weighted.getInputs()[i], rewriter);
     if (failed(ffn))
+      ffn = matchIndexedFFN(weighted.getInputs()[i], rewriter);
+    if (failed(ffn))
       continue;
+    // Fused parameters are indexed by the expert the mask row is.
+    if (ffn->expertIndex &&
+        ffn->expertIndex != skipNoOps(select.getInputs()[1]))
+      return rewriter.notifyMatchFailure(
+          weighted, "FFN weights are another expert's");
     // The FFN must run on x's rows picked by this expert's mask, and be
     // scaled by the routing weights.
     if (!dependsOn(ffn->input, x) ||
@@ -107,6 +107,43 @@ static FailureOr<LoopExpert> matchExpert(onnx::GatherOp select, int64_t index,
   return rewriter.notifyMatchFailure(weighted, "no expert FFN");
 }
 
+/// Whether `op`'s integer attribute `name` is `value` (0 when absent).
+static bool hasIntAttrValue(Operation *op, StringRef name, int64_t value) {
+  auto attr = op->getAttrOfType<IntegerAttr>(name);
+  return (attr ? attr.getInt() : 0) == value;
+}
+
+/// The position i of an expert index read as the i-th of `expert_hit`, the
+/// experts the routing reached (NonZero), split into `numExperts` pieces:
+/// such a graph only runs when every expert is reached, and then the i-th
+/// is expert i.
+static std::optional<int64_t> hitPosition(Value index, int64_t numExperts) {
+  auto gather = definedBy<onnx::GatherOp>(index);
+  if (!gather || constantInt(gather.getInputs()[1]) != 0)
+    return std::nullopt;
+  Value piece = skipNoOps(gather.getInputs()[0]);
+  if (auto squeeze = piece.getDefiningOp<onnx::SqueezeOp>())
+    piece = skipNoOps(squeeze.getInputs()[0]);
+  auto split = piece.getDefiningOp<onnx::SplitOp>();
+  if (!split || static_cast<int64_t>(split->getNumResults()) != numExperts)
+    return std::nullopt;
+  auto hits = definedBy<onnx::TransposeOp>(split.getInputs()[0]);
+  if (!hits || !definedBy<onnx::NonZeroOp>(hits.getInputs()[0]))
+    return std::nullopt;
+  // One id a piece: split sizes of 1 (inference may not know them).
+  std::optional<SmallVector<int64_t>> sizes =
+      split.getInputs().size() > 1 ? constantInts(split.getInputs()[1])
+                                   : std::nullopt;
+  if (!hasIntAttrValue(split, "axis", 0) ||
+      !(sizes ? llvm::all_of(*sizes, [](int64_t n) { return n == 1; })
+              : llvm::all_of(split->getResults(), [](Value result) {
+                  return cast<RankedTensorType>(result.getType())
+                             .getDimSize(0) == 1;
+                })))
+    return std::nullopt;
+  return cast<OpResult>(piece).getResultNumber();
+}
+
 FailureOr<ExpertMaskMatch> matchExpertMask(onnx::TopKOp topk,
                                            PatternRewriter &rewriter) {
   FailureOr<RouterMatch> router = matchSoftmaxTopK(topk, rewriter);
@@ -115,8 +152,12 @@ FailureOr<ExpertMaskMatch> matchExpertMask(onnx::TopKOp topk,
   ExpertMaskMatch match;
   match.router = *router;
   // mask = one_hot(ids, E).permute(2, 1, 0); mask[e] picks expert e.
+  // transformers 5 adds a class for padding ids (E + 1), never chosen.
   auto oneHot = uniqueUserWithin<onnx::OneHotOp>(router->indices, 2);
-  if (!oneHot || constantInt(oneHot.getInputs()[1]) != router->numExperts)
+  std::optional<int64_t> depth =
+      oneHot ? constantInt(oneHot.getInputs()[1]) : std::nullopt;
+  if (!depth || (*depth != router->numExperts &&
+                 *depth != router->numExperts + 1))
     return rewriter.notifyMatchFailure(topk, "no one-hot expert mask");
   for (Operation *user : oneHot.getOutputs()[0].getUsers())
     if (auto transpose = dyn_cast<onnx::TransposeOp>(user))
@@ -125,6 +166,8 @@ FailureOr<ExpertMaskMatch> matchExpertMask(onnx::TopKOp topk,
           // A loop over `expert_hit` (the experts the traced input reached)
           // picks mask rows by an index computed from the routing.
           std::optional<int64_t> index = constantInt(gather.getInputs()[1]);
+          if (!index)
+            index = hitPosition(gather.getInputs()[1], router->numExperts);
           if (!index && !dependsOn(gather.getInputs()[1], router->indices))
             return rewriter.notifyMatchFailure(gather,
                                                "expert index not constant");
@@ -157,7 +200,7 @@ FailureOr<ExpertLoopMatch> matchExpertLoop(onnx::TopKOp topk,
         topk, "experts are missing (a traced export lost them)");
   ExpertLoopMatch match;
   match.router = mask->router;
-  match.x = routerInput(match.router.logits);
+  match.x = matchRouterInput(match.router.logits);
   if (!match.x)
     return rewriter.notifyMatchFailure(topk, "logits are not x @ W_router");
   for (auto [select, index] : llvm::zip(mask->selects, mask->indices)) {
@@ -181,6 +224,36 @@ FailureOr<ExpertLoopMatch> matchExpertLoop(onnx::TopKOp topk,
 
 namespace {
 
+/// Rewrites a complete loop over experts stored as fused 3-D parameters,
+/// already in moe's `[E, out, in]` layout.
+static LogicalResult raiseIndexedExperts(const ExpertLoopMatch &match,
+                                         PatternRewriter &rewriter) {
+  FFNMatch first = match.experts.front().ffn;
+  int64_t numExperts = match.router.numExperts;
+  if (cast<RankedTensorType>(first.stackedFc1.getType()).getDimSize(0) !=
+          numExperts ||
+      cast<RankedTensorType>(first.stackedFc2.getType()).getDimSize(0) !=
+          numExperts)
+    return rewriter.notifyMatchFailure(match.router.topk,
+                                       "parameters do not hold E experts");
+  rewriter.setInsertionPoint(match.output.getDefiningOp());
+  LayerSpec spec;
+  setRouting(spec, match.router);
+  spec.input = match.x;
+  spec.fc1 = first.stackedFc1;
+  spec.fc2 = first.stackedFc2;
+  spec.activation = *first.fusedActivation;
+  LayerOp layer = createLayer(rewriter, match.output.getLoc(),
+                              match.x.getType(), spec);
+  if (layer.getOutput().getType() != match.output.getType()) {
+    rewriter.eraseOp(layer);
+    return rewriter.notifyMatchFailure(match.router.topk,
+                                       "block output type differs");
+  }
+  rewriter.replaceAllUsesWith(match.output, layer.getOutput());
+  return success();
+}
+
 /// Rewrites a complete per-expert loop into one moe.layer.
 struct RaiseExpertLoop : OpRewritePattern<onnx::TopKOp> {
   using OpRewritePattern::OpRewritePattern;
@@ -193,8 +266,13 @@ struct RaiseExpertLoop : OpRewritePattern<onnx::TopKOp> {
     const FFNMatch &first = match->experts.front().ffn;
     for (const LoopExpert &e : match->experts)
       if (e.ffn.activation != first.activation ||
-          static_cast<bool>(e.ffn.fc3) != static_cast<bool>(first.fc3))
+          static_cast<bool>(e.ffn.fc3) != static_cast<bool>(first.fc3) ||
+          e.ffn.stackedFc1 != first.stackedFc1 ||
+          e.ffn.stackedFc2 != first.stackedFc2 ||
+          e.ffn.fusedActivation != first.fusedActivation)
         return rewriter.notifyMatchFailure(topk, "experts differ in shape");
+    if (first.stackedFc1)
+      return raiseIndexedExperts(*match, rewriter);
 
     Location loc = match->output.getLoc();
     rewriter.setInsertionPoint(match->output.getDefiningOp());

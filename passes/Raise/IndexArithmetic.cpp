@@ -43,13 +43,31 @@ static std::optional<double> evaluate(Value value, Value source, double point,
   if (!op || op->getNumResults() != 1)
     return std::nullopt;
   Type type = getElementTypeOrSelf(value.getType());
+  // A static extent: Gather(Shape(v), i) where v's dimension i is static.
+  if (auto gather = dyn_cast<onnx::GatherOp>(op))
+    if (auto shape = gather.getInputs()[0].getDefiningOp<onnx::ShapeOp>()) {
+      auto shaped = dyn_cast<RankedTensorType>(shape.getInputs()[0].getType());
+      std::optional<onnx_lowering::ConstTensor> index =
+          onnx_lowering::getConstant(gather.getInputs()[1]);
+      if (!shaped || !index || index->size() != 1 || index->isFloat() ||
+          shape->getAttr("start") || shape->getAttr("end"))
+        return std::nullopt;
+      int64_t dim = index->ints[0] < 0 ? index->ints[0] + shaped.getRank()
+                                       : index->ints[0];
+      if (dim < 0 || dim >= shaped.getRank() || shaped.isDynamicDim(dim))
+        return std::nullopt;
+      return static_cast<double>(shaped.getDimSize(dim));
+    }
   // A one-element constant is the same for every point.
-  if (!dependsOn(value, source)) {
-    std::optional<onnx_lowering::ConstTensor> constant =
-        onnx_lowering::foldConstantExpression(value);
-    if (!constant || constant->size() != 1)
+  if (!source || !dependsOn(value, source)) {
+    if (std::optional<onnx_lowering::ConstTensor> constant =
+            onnx_lowering::foldConstantExpression(value)) {
+      if (constant->size() != 1)
+        return std::nullopt;
+      return constant->asDouble(0);
+    }
+    if (isa<onnx::ShapeOp, onnx::ConstantOfShapeOp>(op))
       return std::nullopt;
-    return constant->asDouble(0);
   }
   SmallVector<double> args;
   for (Value operand : op->getOperands()) {
@@ -141,6 +159,14 @@ static std::optional<double> evaluate(Value value, Value source, double point,
 std::optional<double> evaluateIndexFunction(Value result, Value source,
                                             double point) {
   return evaluate(result, source, point, /*depth=*/24);
+}
+
+std::optional<int64_t> evaluateScalar(Value value) {
+  std::optional<double> result =
+      evaluate(value, Value(), 0.0, /*depth=*/24);
+  if (!result || *result != std::trunc(*result))
+    return std::nullopt;
+  return static_cast<int64_t>(*result);
 }
 
 bool isIndexFunction(Value result, Value source, int64_t size,

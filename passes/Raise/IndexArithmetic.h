@@ -28,6 +28,11 @@ namespace mlir::moe::raise {
 std::optional<double> evaluateIndexFunction(Value result, Value source,
                                             double point);
 
+/// The single element of `value` where it is computed from constants and
+/// static extents (Gather(Shape(v), i) of a static dimension of v) by the
+/// ops above.
+std::optional<int64_t> evaluateScalar(Value value);
+
 /// Whether `result` is `expected(p)` of `source`'s element p for every p in
 /// [0, size).
 bool isIndexFunction(Value result, Value source, int64_t size,

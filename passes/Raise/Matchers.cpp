@@ -1,6 +1,7 @@
 //===- Matchers.cpp - recognising MoE pieces in onnx programs -------------===//
 
 #include "passes/Raise/Matchers.h"
+#include "passes/Raise/IndexArithmetic.h"
 #include "passes/ONNXFolding.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/AsmState.h"
@@ -616,7 +617,7 @@ struct SwiGLUHalf {
 /// columns (step 2).
 static std::optional<SwiGLUHalf> matchSwiGLUHalf(Value half, Value h) {
   auto type = dyn_cast<RankedTensorType>(h.getType());
-  if (!type || !type.hasStaticShape())
+  if (!type || type.getRank() == 0 || type.isDynamicDim(type.getRank() - 1))
     return std::nullopt;
   int64_t rank = type.getRank(), width = type.getShape().back();
   if (width % 2)
@@ -636,12 +637,16 @@ static std::optional<SwiGLUHalf> matchSwiGLUHalf(Value half, Value h) {
   if (!slice || skipNoOps(slice.getInputs()[0]) != skipNoOps(h))
     return std::nullopt;
   ValueRange in = slice.getInputs();
-  std::optional<int64_t> start = constantInt(in[1]), end = constantInt(in[2]);
+  // Bounds may be computed from static extents (torch's chunk).
+  std::optional<int64_t> start = evaluateScalar(in[1]),
+                         end = evaluateScalar(in[2]);
   std::optional<int64_t> axis =
-      in.size() > 3 && !isa<NoneType>(in[3].getType()) ? constantInt(in[3])
+      in.size() > 3 && !isa<NoneType>(in[3].getType()) ? evaluateScalar(in[3])
                                                        : rank - 1;
-  std::optional<int64_t> step =
-      in.size() > 4 && !isa<NoneType>(in[4].getType()) ? constantInt(in[4]) : 1;
+  std::optional<int64_t> step = in.size() > 4 &&
+                                        !isa<NoneType>(in[4].getType())
+                                    ? evaluateScalar(in[4])
+                                    : 1;
   if (!start || !end || !axis || !step ||
       (*axis != -1 && *axis != rank - 1))
     return std::nullopt;
@@ -729,6 +734,60 @@ std::optional<ActivationAttr> matchFusedSwiGLU(Value activated, Value h) {
     }
   }
   return std::nullopt;
+}
+
+/// `x @ W[index].T` where W is a constant `[E, out, in]`: x, W and index.
+static std::optional<std::tuple<Value, arith::ConstantOp, Value>>
+matchIndexedLinear(Value value) {
+  auto matmul = definedBy<onnx::MatMulOp>(value);
+  auto transpose =
+      matmul ? definedBy<onnx::TransposeOp>(matmul.getInputs()[1]) : nullptr;
+  auto perm = transpose ? transpose->getAttrOfType<DenseI64ArrayAttr>("perm")
+                        : DenseI64ArrayAttr();
+  auto gather =
+      transpose ? definedBy<onnx::GatherOp>(transpose.getInputs()[0]) : nullptr;
+  if (!gather || !perm || perm.asArrayRef() != ArrayRef<int64_t>{1, 0})
+    return std::nullopt;
+  auto axis = gather->getAttrOfType<IntegerAttr>("axis");
+  arith::ConstantOp stacked = constantOp(gather.getInputs()[0]);
+  if ((axis && axis.getInt() != 0) || !stacked ||
+      cast<RankedTensorType>(stacked.getType()).getRank() != 3 ||
+      cast<RankedTensorType>(gather.getInputs()[1].getType()).getRank() != 0)
+    return std::nullopt;
+  return std::make_tuple(matmul.getInputs()[0], stacked,
+                         skipNoOps(gather.getInputs()[1]));
+}
+
+FailureOr<FFNMatch> matchIndexedFFN(Value output, PatternRewriter &rewriter) {
+  auto down = matchIndexedLinear(output);
+  if (!down)
+    return failure();
+  auto [activated, fc2, index] = *down;
+  // The up projection: the first indexed linear that the activation reads.
+  SmallVector<Value> work{activated};
+  llvm::SmallPtrSet<Operation *, 16> seen;
+  for (unsigned steps = 0; !work.empty() && steps < 16; ++steps) {
+    Value v = work.pop_back_val();
+    if (auto up = matchIndexedLinear(v)) {
+      auto [input, fc1, upIndex] = *up;
+      std::optional<ActivationAttr> activation =
+          matchFusedSwiGLU(activated, v);
+      if (upIndex != index || !activation)
+        return failure();
+      FFNMatch ffn;
+      ffn.input = input;
+      ffn.output = output;
+      ffn.stackedFc1 = fc1;
+      ffn.stackedFc2 = fc2;
+      ffn.expertIndex = index;
+      ffn.fusedActivation = *activation;
+      return ffn;
+    }
+    if (Operation *op = v.getDefiningOp(); op && seen.insert(op).second)
+      for (Value operand : op->getOperands())
+        work.push_back(operand);
+  }
+  return failure();
 }
 
 LayerOp createLayer(PatternRewriter &rewriter, Location loc, Type type,

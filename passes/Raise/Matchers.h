@@ -101,11 +101,20 @@ struct FFNMatch {
   Value output;                // its result
   arith::ConstantOp fc1, fc3, fc2;  // fc3 only for a gated FFN
   ActivationKind activation;
+  // Experts stored as fused 3-D parameters `[E, out, in]` (transformers 5's
+  // `gate_up_proj`, `down_proj`) and indexed by `expertIndex`.
+  arith::ConstantOp stackedFc1, stackedFc2;
+  Value expertIndex;
+  std::optional<ActivationAttr> fusedActivation;
 };
 
 /// Matches the FFN that produces `output`: `act(x W1) [* (x W3)] W2`, with
 /// act silu (Mul(z, Sigmoid(z))), relu or identity.
 FailureOr<FFNMatch> matchFFN(Value output, PatternRewriter &rewriter);
+
+/// Matches the FFN of one expert of fused 3-D parameters:
+/// `swiglu(x @ W1[e].T) @ W2[e].T` with W1 holding both SwiGLU halves.
+FailureOr<FFNMatch> matchIndexedFFN(Value output, PatternRewriter &rewriter);
 
 /// The experts' weights for moe.layer: the per-expert `[in, out]` constants
 /// transposed to `[out, in]` and stacked into one `[E, out, in]` constant.
