@@ -9,6 +9,7 @@
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <cmath>
+#include <limits>
 
 namespace mlir::moe::raise {
 
@@ -60,8 +61,12 @@ static std::optional<double> evaluate(Value value, Value source, double point,
     }
   // A one-element constant is the same for every point.
   if (!source || !dependsOn(value, source)) {
-    if (std::optional<onnx_lowering::ConstTensor> constant =
-            onnx_lowering::foldConstantExpression(value)) {
+    // Plain constants unrounded: slice ends are often INT64_MAX.
+    std::optional<onnx_lowering::ConstTensor> constant =
+        onnx_lowering::getConstant(value);
+    if (!constant)
+      constant = onnx_lowering::foldConstantExpression(value);
+    if (constant) {
       if (constant->size() != 1)
         return std::nullopt;
       return constant->asDouble(0);
@@ -69,6 +74,8 @@ static std::optional<double> evaluate(Value value, Value source, double point,
     if (isa<onnx::ShapeOp, onnx::ConstantOfShapeOp>(op))
       return std::nullopt;
   }
+  if (op->getNumOperands() == 0)
+    return std::nullopt;
   SmallVector<double> args;
   for (Value operand : op->getOperands()) {
     if (isa<NoneType>(operand.getType())) {
@@ -166,6 +173,12 @@ std::optional<int64_t> evaluateScalar(Value value) {
       evaluate(value, Value(), 0.0, /*depth=*/24);
   if (!result || *result != std::trunc(*result))
     return std::nullopt;
+  // INT64_MAX and INT64_MIN (open slice bounds) do not survive a double.
+  constexpr double kLimit = 0x1p62;
+  if (*result >= kLimit)
+    return std::numeric_limits<int64_t>::max();
+  if (*result <= -kLimit)
+    return std::numeric_limits<int64_t>::min();
   return static_cast<int64_t>(*result);
 }
 

@@ -181,8 +181,11 @@ def main():
     parser.add_argument("--corpus", required=True)
     parser.add_argument("--work", required=True)
     parser.add_argument("--format", default="onnx", choices=["onnx", "pt"])
-    parser.add_argument("--plans", default="all", choices=["all", "basic", "one"],
-                        help="every plan, 'basic' (one rank, --ep 2, --dp 2) or 'one' (one rank)")
+    parser.add_argument("--plans", default="all",
+                        choices=["all", "basic", "ep", "ep2", "one"],
+                        help="every plan, 'basic' (one rank, --ep 2, --dp 2), 'ep' (one "
+                             "rank, --ep 2, --ep 4, --dp 2 --ep 2), 'ep2' (one "
+                             "rank, --ep 2) or 'one' (one rank)")
     parser.add_argument("--target", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--build-only", action="store_true",
                         help="compile and link each plan, check the bundle's target and that "
@@ -219,7 +222,10 @@ def main():
             converted = os.path.join(args.work, "%s.%s.onnx" % (args.model, args.dtype))
             half_model(model_file, args.dtype, converted)
             model_file = converted
-    plans = {"all": PLANS, "basic": PLANS[:3], "one": PLANS[:1]}[args.plans]
+    # ep: expert parallelism on 2 and 4 ranks and with data parallelism.
+    expert_parallel = [PLANS[0], PLANS[1], PLANS[8], PLANS[9]]
+    plans = {"all": PLANS, "basic": PLANS[:3], "ep": expert_parallel,
+             "ep2": PLANS[:2], "one": PLANS[:1]}[args.plans]
     failures, baseline, baseline_tokens = [], None, None
     for ranks, options in plans:
         label = "%s.%s%s np=%d [%s]" % (args.model, args.format,

@@ -145,6 +145,8 @@ static void translateTranspose(T &t, Node *node) {
   if (node->kind() == aten::t) {
     if (rank == 2)
       std::swap(perm[0], perm[1]);
+  } else if (node->kind() == aten::numpy_T) {
+    std::reverse(perm.begin(), perm.end());
   } else {
     std::swap(perm[t.normalizeDim(t.getInt(node->input(1)), rank)],
               perm[t.normalizeDim(t.getInt(node->input(2)), rank)]);
@@ -186,6 +188,25 @@ static void translateSize(T &t, Node *node) {
   for (int64_t dim = 0, e = dims.size(); dim < e; ++dim)
     elements.push_back(dimOperand(dim));
   t.set(node->output(), Operand::list(std::move(elements)));
+}
+
+/// len(tensor): its first dim.
+static void translateLen(T &t, Node *node) {
+  if (node->input()->type()->kind() != c10::TypeKind::TensorType)
+    fail("len of a list that is built at run time is not supported");
+  std::string input = t.tensor(node->input());
+  if (t.onnx.rank(input) == 0)
+    fail("len() of a 0-d tensor");
+  int64_t dim = t.onnx.shape(input)[0];
+  if (dim >= 0) {
+    t.set(node->output(), Operand::known(dim));
+    return;
+  }
+  t.setTensor(node->output(),
+              t.onnx.op("Gather",
+                        {t.onnx.op("Shape", {input}),
+                         t.onnx.constantScalar(0, at::kLong)},
+                        {intAttr("axis", 0)}));
 }
 
 static void translateDim(T &t, Node *node) {
@@ -620,6 +641,128 @@ bool torchscript::isTensorFactory(c10::Symbol kind) {
   return llvm::is_contained(kinds, kind);
 }
 
+/// index_put (x[i0, i1, ...] = values, or += with accumulate) with index
+/// tensors for the leading dims: ScatterND with the indices stacked on a
+/// last axis and the values broadcast to the indexed rows.
+static void translateIndexPut(T &t, Node *node) {
+  std::string self = t.tensor(node->input(0));
+  int64_t rank = t.onnx.rank(self);
+  SmallVector<std::string> indices;
+  for (const Operand &element : t.listElements(node->input(1))) {
+    if (element.isKnown() && element.value.isNone())
+      fail("index_put with ':' before or between index tensors is not "
+           "supported");
+    std::string index = t.tensor(element);
+    at::ScalarType type = t.onnx.elementType(index);
+    if (type == at::kBool || type == at::kByte) {
+      if (t.onnx.rank(index) != 1 || !indices.empty())
+        fail("index_put with a mask is only supported as the one index of "
+             "rank 1");
+      index = t.onnx.op("Squeeze",
+                        {t.onnx.op("NonZero", {t.onnx.cast(index, at::kBool)}),
+                         t.onnx.constantInts({0})});
+    }
+    indices.push_back(t.onnx.cast(index, at::kLong));
+  }
+  int64_t count = indices.size();
+  if (count == 0 || count > rank)
+    fail("index_put with " + Twine(count) + " indices into rank " +
+         Twine(rank));
+  // Broadcast the index tensors to one shape.
+  std::string indexShape = t.onnx.shapeOf(indices.front());
+  for (const std::string &index : llvm::drop_begin(indices))
+    indexShape = t.onnx.shapeOf(
+        t.onnx.op("Add", {t.onnx.op("ConstantOfShape", {indexShape}),
+                          t.onnx.op("ConstantOfShape",
+                                    {t.onnx.shapeOf(index)})}));
+  SmallVector<std::string> stacked;
+  for (const std::string &index : indices)
+    stacked.push_back(t.onnx.op(
+        "Unsqueeze", {t.onnx.op("Expand", {index, indexShape}),
+                      t.onnx.constantInts({-1})}));
+  std::string index = stacked.size() == 1
+                          ? stacked.front()
+                          : t.onnx.op("Concat", stacked, {intAttr("axis", -1)});
+  std::string rowShape;
+  if (count < rank)
+    rowShape = t.onnx.op(
+      "Slice", {t.onnx.shapeOf(self), t.onnx.constantInts({count}),
+                t.onnx.constantInts({rank}), t.onnx.constantInts({0})});
+  std::string values = t.onnx.op(
+      "Expand", {t.tensorAs(node->input(2), t.onnx.elementType(self)),
+                 count == rank ? indexShape
+                               : t.onnx.op("Concat", {indexShape, rowShape},
+                                           {intAttr("axis", 0)})});
+  SmallVector<::ONNX_NAMESPACE::AttributeProto> attrs;
+  if (t.getBool(node->input(3)))
+    attrs.push_back(stringAttr("reduction", "add"));
+  setResult(t, node, t.onnx.op("ScatterND", {self, index, values}, attrs));
+}
+
+/// base with `src` written over base[..., start:end, ...] along `dim`
+/// (step 1): the parts before and after, concatenated around it. Parts that
+/// static bounds make empty are left out.
+static std::string writeSlice(T &t, const std::string &base,
+                              const std::string &src, int64_t dim,
+                              const std::string &start,
+                              const std::string &end, bool fromStart,
+                              bool toEnd) {
+  std::string axis = t.onnx.constantInts({dim});
+  SmallVector<std::string> parts;
+  if (!fromStart)
+    parts.push_back(t.onnx.op(
+        "Slice", {base, t.onnx.constantInts({0}), start, axis}));
+  parts.push_back(t.onnx.cast(src, t.onnx.elementType(base)));
+  if (!toEnd)
+    parts.push_back(t.onnx.op(
+        "Slice", {base, end, t.onnx.constantInts({kInt64Max}), axis}));
+  if (parts.size() == 1)
+    return parts.front();
+  return t.onnx.op("Concat", parts, {intAttr("axis", dim)});
+}
+
+/// select_scatter(base, src, dim, index): what writing through a select
+/// view becomes.
+static void translateSelectScatter(T &t, Node *node) {
+  std::string base = t.tensor(node->input(0));
+  SmallVector<int64_t> dims = t.onnx.shape(base);
+  int64_t dim = t.normalizeDim(t.getInt(node->input(2)), dims.size());
+  int64_t index = t.getInt(node->input(3));
+  if (index < 0) {
+    if (dims[dim] < 0)
+      fail("select_scatter with a negative index into a dynamic dim");
+    index += dims[dim];
+  }
+  std::string src = t.onnx.op(
+      "Unsqueeze", {t.tensor(node->input(1)), t.onnx.constantInts({dim})});
+  setResult(t, node,
+            writeSlice(t, base, src, dim, t.onnx.constantInts({index}),
+                       t.onnx.constantInts({index + 1}), index == 0,
+                       dims[dim] >= 0 && index + 1 >= dims[dim]));
+}
+
+/// slice_scatter(base, src, dim, start, end, step=1).
+static void translateSliceScatter(T &t, Node *node) {
+  std::string base = t.tensor(node->input(0));
+  SmallVector<int64_t> dims = t.onnx.shape(base);
+  int64_t dim = t.normalizeDim(t.getInt(node->input(2)), dims.size());
+  if (t.getInt(node->input(5)) != 1)
+    fail("slice_scatter with a step other than 1 is not supported");
+  Value *start = node->input(3), *end = node->input(4);
+  std::string starts =
+      t.isNone(start) ? t.onnx.constantInts({0}) : intAs1D(t, start);
+  std::string ends =
+      t.isNone(end) ? t.onnx.constantInts({kInt64Max}) : intAs1D(t, end);
+  bool fromStart =
+      t.isNone(start) || (t.operand(start).isKnown() && t.getInt(start) == 0);
+  bool toEnd = t.isNone(end) ||
+               (t.operand(end).isKnown() && dims[dim] >= 0 &&
+                t.getInt(end) >= dims[dim]);
+  setResult(t, node,
+            writeSlice(t, base, t.tensor(node->input(1)), dim, starts, ends,
+                       fromStart, toEnd));
+}
+
 void torchscript::addShapeHandlers(HandlerMap &handlers) {
   addHandler(handlers,
              {aten::contiguous, aten::clone, aten::detach, aten::alias,
@@ -635,10 +778,12 @@ void torchscript::addShapeHandlers(HandlerMap &handlers) {
   addHandler(handlers, {aten::unsqueeze}, translateUnsqueeze);
   addHandler(handlers, {aten::squeeze}, translateSqueeze);
   addHandler(handlers, {aten::permute}, translatePermute);
-  addHandler(handlers, {aten::transpose, aten::t}, translateTranspose);
+  addHandler(handlers, {aten::transpose, aten::t, aten::numpy_T},
+             translateTranspose);
   addHandler(handlers, {aten::expand, aten::expand_as}, translateExpand);
   addHandler(handlers, {aten::size}, translateSize);
   addHandler(handlers, {aten::dim}, translateDim);
+  addHandler(handlers, {aten::len}, translateLen);
   addHandler(handlers, {c10::Symbol::fromQualString("aten::numel")},
              translateNumel);
   addHandler(handlers, {aten::where}, translateWhere);
@@ -650,6 +795,9 @@ void torchscript::addShapeHandlers(HandlerMap &handlers) {
   addHandler(handlers, {aten::gather}, translateGather);
   addHandler(handlers, {aten::scatter, aten::scatter_add}, translateScatter);
   addHandler(handlers, {aten::index_add}, translateIndexAdd);
+  addHandler(handlers, {aten::index_put}, translateIndexPut);
+  addHandler(handlers, {aten::select_scatter}, translateSelectScatter);
+  addHandler(handlers, {aten::slice_scatter}, translateSliceScatter);
   addHandler(handlers, {aten::cat, aten::stack}, translateCat);
   addHandler(handlers, {aten::unbind}, translateUnbind);
   addHandler(handlers, {aten::split, aten::split_with_sizes, aten::chunk},

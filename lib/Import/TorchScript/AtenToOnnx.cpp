@@ -459,6 +459,205 @@ static void translateOneHot(T &t, Node *node) {
                       {intAttr("axis", -1)}));
 }
 
+/// sort as a full TopK along `dim` (ascending is largest=0). ONNX's TopK
+/// puts equal elements in index order, as torch's stable CPU sort does.
+static void translateSort(T &t, Node *node) {
+  std::string input = t.tensor(node->input(0));
+  int64_t rank = t.onnx.rank(input);
+  int64_t dim = t.normalizeDim(t.getInt(t.namedInput(node, "dim")), rank);
+  bool descending = t.getBool(t.namedInput(node, "descending"));
+  if (rank == 0) {
+    setResult(t, node, input, 0);
+    setResult(t, node, t.onnx.constantScalar(0, at::kLong), 1);
+    return;
+  }
+  std::string k;
+  SmallVector<int64_t> dims = t.onnx.shape(input);
+  if (dims[dim] >= 0)
+    k = t.onnx.constantInts({dims[dim]});
+  else
+    k = t.onnx.op("Gather", {t.onnx.shapeOf(input), t.onnx.constantInts({dim})},
+                  {intAttr("axis", 0)});
+  SmallVector<std::string> results = t.onnx.addNode(
+      "TopK", {input, k},
+      {intAttr("axis", dim), intAttr("largest", descending),
+       intAttr("sorted", 1)},
+      2);
+  setResult(t, node, results[0], 0);
+  setResult(t, node, results[1], 1);
+}
+
+/// histc: `bins` equal bins over [min, max] (max falls in the last bin;
+/// values outside are not counted), as torch's CPU kernel computes the bin:
+/// (x - min) / (max - min) * bins, truncated. min == max takes the data's
+/// range, which must then be computed at run time: refused.
+static void translateHistc(T &t, Node *node) {
+  std::string input = t.tensor(node->input(0));
+  at::ScalarType type = t.onnx.elementType(input);
+  if (!at::isFloatingType(type))
+    fail("histc of a non-floating-point tensor");
+  int64_t bins = t.getInt(t.namedInput(node, "bins"));
+  double lo = t.getDouble(t.namedInput(node, "min"));
+  double hi = t.getDouble(t.namedInput(node, "max"));
+  if (bins <= 0)
+    fail("histc with bins=" + Twine(bins));
+  if (!(lo < hi))
+    fail("histc with min >= max takes its range from the data at run time; "
+         "give min and max explicitly");
+  std::string flat = t.onnx.op("Reshape", {input, t.onnx.constantInts({-1})});
+  std::string loC = t.onnx.constantScalar(lo, type);
+  std::string hiC = t.onnx.constantScalar(hi, type);
+  std::string inRange =
+      t.onnx.op("And", {t.onnx.op("GreaterOrEqual", {flat, loC}),
+                        t.onnx.op("LessOrEqual", {flat, hiC})});
+  std::string scaled = t.onnx.op(
+      "Mul", {t.onnx.op("Div", {t.onnx.op("Sub", {flat, loC}),
+                                t.onnx.constantScalar(hi - lo, type)}),
+              t.onnx.constantScalar(static_cast<double>(bins), type)});
+  std::string bin = t.onnx.cast(t.onnx.op("Floor", {scaled}), at::kLong);
+  bin = t.onnx.op("Min", {bin, t.onnx.constantScalar(bins - 1, at::kLong)});
+  // Out-of-range values go to bin -1, which no bin matches.
+  bin = t.onnx.op("Where",
+                  {inRange, bin, t.onnx.constantScalar(-1, at::kLong)});
+  std::string edges = t.onnx.op(
+      "Range", {t.onnx.constantScalar(0, at::kLong),
+                t.onnx.constantScalar(bins, at::kLong),
+                t.onnx.constantScalar(1, at::kLong)});
+  std::string hits = t.onnx.op(
+      "Equal", {t.onnx.op("Unsqueeze", {bin, t.onnx.constantInts({1})}),
+                t.onnx.op("Unsqueeze", {edges, t.onnx.constantInts({0})})});
+  setResult(t, node,
+            t.onnx.op("ReduceSum",
+                      {t.onnx.cast(hits, type), t.onnx.constantInts({0})},
+                      {intAttr("keepdims", 0)}));
+}
+
+/// torch._grouped_mm(mat_a [M, K], mat_b [G, K, N], offs [G]): rows
+/// offs[g-1]..offs[g] of mat_a times mat_b[g], as transformers' grouped_mm
+/// fallback loops over the groups. Every shape stays static: each group's
+/// MatMul takes all M rows and a Where keeps the rows of its range (rows
+/// past offs[G-1] are zero).
+static void translateGroupedMM(T &t, Node *node) {
+  Value *matA = node->input(0), *matB = node->input(1);
+  Value *offs = t.namedInput(node, "offs");
+  if (!offs || t.isNone(offs))
+    fail("_grouped_mm without offs (batched form) is not supported");
+  if (Value *bias = t.namedInput(node, "bias"); bias && !t.isNone(bias))
+    fail("_grouped_mm with a bias is not supported");
+  if (t.rankOf(matA) != 2 || t.rankOf(matB) != 3)
+    fail("_grouped_mm is supported for a 2-d mat_a and a 3-d mat_b, got "
+         "ranks " +
+         Twine(t.rankOf(matA)) + " and " + Twine(t.rankOf(matB)));
+  at::ScalarType type = t.dtypeOf(matA);
+  if (std::optional<at::ScalarType> out =
+          t.getOptionalDtype(t.namedInput(node, "out_dtype")))
+    type = *out;
+  std::string a = t.tensor(matA);
+  const Operand &b = t.operand(matB);
+  SmallVector<int64_t> bDims =
+      b.isKnown() ? SmallVector<int64_t>(b.value.toTensor().sizes().begin(),
+                                         b.value.toTensor().sizes().end())
+                  : t.onnx.shape(t.tensor(b));
+  int64_t groups = bDims[0];
+  if (groups < 0)
+    fail("_grouped_mm needs a static group count");
+  std::string ends = t.onnx.cast(t.tensor(offs), at::kLong);
+  // The row indices [M, 1]: a constant at a static M.
+  std::string rows;
+  if (int64_t numRows = t.onnx.shape(a)[0]; numRows >= 0) {
+    rows = t.onnx.constant(at::arange(numRows, at::kLong).unsqueeze(1));
+  } else {
+    std::string count = t.onnx.op(
+        "Squeeze", {t.onnx.op("Gather",
+                              {t.onnx.shapeOf(a), t.onnx.constantInts({0})},
+                              {intAttr("axis", 0)}),
+                    t.onnx.constantInts({0})});
+    rows = t.onnx.op(
+        "Unsqueeze",
+        {t.onnx.op("Range", {t.onnx.constantScalar(0, at::kLong), count,
+                             t.onnx.constantScalar(1, at::kLong)}),
+         t.onnx.constantInts({1})});
+  }
+  std::string result;
+  std::string start = t.onnx.constantInts({0});
+  for (int64_t g = 0; g < groups; ++g) {
+    std::string end = t.onnx.op(
+        "Slice", {ends, t.onnx.constantInts({g}), t.onnx.constantInts({g + 1}),
+                  t.onnx.constantInts({0})});
+    std::string weight;
+    if (b.isKnown()) {
+      at::Tensor slice = b.value.toTensor().select(0, g).contiguous();
+      weight = t.tensor(Operand::known(
+          slice, (b.path.empty() ? "grouped_mm" : b.path) + "." +
+                     std::to_string(g)));
+    } else {
+      weight = t.onnx.op(
+          "Gather", {t.tensor(b), t.onnx.constantScalar(g, at::kLong)},
+          {intAttr("axis", 0)});
+    }
+    std::string product = t.onnx.op("MatMul", {a, weight});
+    std::string inGroup =
+        t.onnx.op("And", {t.onnx.op("GreaterOrEqual", {rows, start}),
+                          t.onnx.op("Less", {rows, end})});
+    if (result.empty())
+      result = t.onnx.op(
+          "Where", {inGroup, product,
+                    t.onnx.constantScalar(0, t.onnx.elementType(product))});
+    else
+      result = t.onnx.op("Where", {inGroup, product, result});
+    start = end;
+  }
+  setResult(t, node, t.onnx.cast(result, type));
+}
+
+/// p-norm over dims (linalg_vector_norm / norm with known p).
+static void translateVectorNorm(T &t, Node *node) {
+  std::string input = t.tensor(node->input(0));
+  double p = t.getDouble(node->input(1));
+  Value *dimValue = node->input(2);
+  SmallVector<int64_t> dims;
+  if (!t.isNone(dimValue))
+    dims = t.getIntList(dimValue);
+  bool keepdim = t.getBool(node->input(3));
+  if (node->inputs().size() > 4)
+    if (std::optional<at::ScalarType> type =
+            t.getOptionalDtype(node->input(4)))
+      input = t.onnx.cast(input, *type);
+  SmallVector<std::string> operands;
+  auto reduce = [&](StringRef op, std::string value) {
+    SmallVector<std::string> inputs = {value};
+    SmallVector<::ONNX_NAMESPACE::AttributeProto> attrs = {
+        intAttr("keepdims", keepdim)};
+    if (op == "ReduceSum") {
+      if (!dims.empty())
+        inputs.push_back(t.onnx.constantInts(dims));
+    } else if (!dims.empty()) {
+      attrs.push_back(intsAttr("axes", dims));
+    }
+    return t.onnx.op(op, inputs, attrs);
+  };
+  std::string abs = t.onnx.op("Abs", {input});
+  at::ScalarType type = t.onnx.elementType(input);
+  std::string result;
+  if (p == 1) {
+    result = reduce("ReduceSum", abs);
+  } else if (p == 2) {
+    result = t.onnx.op(
+        "Sqrt", {reduce("ReduceSum", t.onnx.op("Mul", {input, input}))});
+  } else if (std::isinf(p) && p > 0) {
+    result = reduce("ReduceMax", abs);
+  } else if (p > 0) {
+    std::string power = reduce(
+        "ReduceSum",
+        t.onnx.op("Pow", {abs, t.onnx.constantScalar(p, type)}));
+    result =
+        t.onnx.op("Pow", {power, t.onnx.constantScalar(1.0 / p, type)});
+  } else {
+    fail("vector norm with p=" + std::to_string(p) + " is not supported");
+  }
+  setResult(t, node, result);
+}
+
 //===----------------------------------------------------------------------===//
 // Normalisation
 //===----------------------------------------------------------------------===//
@@ -514,6 +713,11 @@ void torchscript::addArithmeticHandlers(HandlerMap &handlers) {
   addHandler(handlers, {aten::max, aten::amax}, translateMax);
   addHandler(handlers, {aten::argmax}, translateArgMax);
   addHandler(handlers, {aten::cumsum}, translateCumSum);
+  addHandler(handlers, {aten::sort}, translateSort);
+  addHandler(handlers, {aten::histc}, translateHistc);
+  addHandler(handlers, {c10::Symbol::fromQualString("aten::_grouped_mm")},
+             translateGroupedMM);
+  addHandler(handlers, {aten::linalg_vector_norm}, translateVectorNorm);
   addHandler(handlers, {aten::one_hot}, translateOneHot);
   addHandler(handlers, {aten::layer_norm}, translateLayerNorm);
 }

@@ -379,6 +379,104 @@ void GraphTranslator::translateGetAttr(Node *node) {
       Operand::known(object.value.toObjectRef().getAttr(name), path));
 }
 
+bool torchscript::isViewOp(c10::Symbol kind) {
+  static const c10::Symbol kinds[] = {
+      aten::select,   aten::slice,      aten::view,     aten::reshape,
+      aten::view_as,  aten::reshape_as, aten::unsqueeze, aten::squeeze,
+      aten::flatten,  aten::transpose,  aten::t,        aten::numpy_T,
+      aten::permute,  aten::expand,     aten::expand_as, aten::narrow,
+      aten::diagonal, aten::as_strided, aten::unfold,   aten::alias,
+      aten::detach,   aten::chunk,      aten::split,    aten::unbind,
+      aten::split_with_sizes};
+  return llvm::is_contained(kinds, kind);
+}
+
+void GraphTranslator::translateBlock(torch::jit::Block *block) {
+  for (Node *inner : block->nodes())
+    translate(inner);
+}
+
+/// prim::If whose condition is known at import time (a constant, a module
+/// attribute, or what static shapes make of it): only the branch taken.
+void GraphTranslator::translateIf(Node *node) {
+  if (!operand(node->input()).isKnown())
+    fail("its condition is computed at run time (data-dependent control "
+         "flow); only conditions known at import time are supported");
+  torch::jit::Block *block = node->blocks()[getBool(node->input()) ? 0 : 1];
+  translateBlock(block);
+  for (size_t i = 0, e = node->outputs().size(); i < e; ++i)
+    set(node->output(i), operand(block->outputs()[i]));
+}
+
+/// prim::Loop with a trip count and conditions known at import time,
+/// unrolled: the body is translated once per iteration.
+void GraphTranslator::translateLoop(Node *node) {
+  constexpr int64_t kMaxIterations = 4096;
+  Value *tripCount = node->input(0);
+  if (!operand(tripCount).isKnown())
+    fail("its trip count is computed at run time (a data-dependent loop, "
+         "such as one over the experts that tokens were routed to); only "
+         "loops with a trip count known at import time are unrolled");
+  int64_t trips = getInt(tripCount);
+  bool condition = getBool(node->input(1));
+  std::vector<Operand> carried;
+  for (size_t i = 2, e = node->inputs().size(); i < e; ++i)
+    carried.push_back(operand(node->input(i)));
+  torch::jit::Block *body = node->blocks()[0];
+  for (int64_t i = 0; i < trips && condition; ++i) {
+    if (i == kMaxIterations)
+      fail("the loop runs more than " + Twine(kMaxIterations) +
+           " iterations; it is not unrolled");
+    set(body->inputs()[0], Operand::known(i));
+    for (size_t j = 0, e = carried.size(); j < e; ++j)
+      set(body->inputs()[j + 1], carried[j]);
+    translateBlock(body);
+    current = node;
+    if (!operand(body->outputs()[0]).isKnown())
+      fail("its continue condition is computed at run time");
+    condition = getBool(body->outputs()[0]);
+    for (size_t j = 0, e = carried.size(); j < e; ++j)
+      carried[j] = operand(body->outputs()[j + 1]);
+  }
+  for (size_t i = 0, e = node->outputs().size(); i < e; ++i)
+    set(node->output(i), carried[i]);
+}
+
+/// An in-place op that the graph pass left (one inside an If or Loop
+/// block that mutates a tensor from outside it): as blocks are translated
+/// inline, rebinding the mutated value to the functional result makes every
+/// later use see the mutation.
+bool GraphTranslator::translateInPlace(Node *node) {
+  const c10::FunctionSchema *schema = node->maybeSchema();
+  StringRef name = node->kind().toUnqualString();
+  if (!schema || !schema->is_mutable() || !node->kind().is_aten() ||
+      !name.ends_with("_") || name.ends_with("__") ||
+      node->outputs().size() != 1)
+    return false;
+  c10::Symbol kind = c10::Symbol::aten(name.drop_back().str());
+  Handler handler = lookupHandler(kind);
+  if (!handler)
+    return false;
+  Value *self = node->input(0);
+  if (isViewOp(self->node()->kind()))
+    fail("it writes through a view (" +
+         Twine(self->node()->kind().toQualString()) +
+         ") of a tensor defined outside its block, which cannot be made "
+         "functional");
+  // The functional twin (outside any block) is what the handler reads.
+  Node *&twin = functionalTwins[node];
+  if (!twin) {
+    twin = node->owningGraph()->create(kind, node->inputs(), 1);
+    twin->output()->setType(node->output()->type());
+    if (!twin->maybeOperator())
+      return false;
+  }
+  handler(*this, twin);
+  set(node->output(), operand(twin->output()));
+  set(self, operand(twin->output()));
+  return true;
+}
+
 void GraphTranslator::translate(Node *node) {
   current = node;
   switch (node->kind()) {
@@ -442,6 +540,31 @@ void GraphTranslator::translate(Node *node) {
   case prim::device:
     set(node->output(), Operand::known(c10::Device(c10::kCPU)));
     return;
+  case prim::If:
+    translateIf(node);
+    return;
+  case prim::Loop:
+    translateLoop(node);
+    return;
+  case prim::layout:
+    set(node->output(), Operand::known(static_cast<int64_t>(at::kStrided)));
+    return;
+  // Scripted `with torch.no_grad():` makes a context object; import does
+  // not differentiate.
+  case prim::CreateObject:
+  case prim::Enter:
+  case prim::Exit:
+    for (Value *output : node->outputs())
+      set(output, Operand::known(c10::IValue()));
+    return;
+  case prim::SetAttr:
+    if (operand(node->input(0)).isKnown() &&
+        operand(node->input(0)).value.isNone())
+      return;
+    fail("it sets a module attribute, which is not supported");
+  case prim::unchecked_cast:
+    set(node->output(), operand(node->input()));
+    return;
   // Runtime numbers are 0-d tensors already.
   case prim::NumToTensor:
   case aten::ScalarImplicit:
@@ -455,13 +578,10 @@ void GraphTranslator::translate(Node *node) {
     handler(*this, node);
     return;
   }
+  if (translateInPlace(node))
+    return;
   const c10::FunctionSchema *schema = node->maybeSchema();
   if (schema && schema->is_mutable())
-    fail("it is an in-place op that could not be made functional (it "
-         "mutates a graph input, a parameter, or a tensor that other values "
-         "alias)");
-  if (node->kind() == prim::Loop || node->kind() == prim::If)
-    fail("data-dependent control flow is not supported; trace the model "
-         "(torch.jit.trace) instead of scripting it");
+    fail("it is an in-place op that could not be made functional");
   fail("the TorchScript importer has no translation for this op");
 }

@@ -120,9 +120,16 @@ public:
   /// `dim` in [0, rank); fails when out of range.
   int64_t normalizeDim(int64_t dim, int64_t rank) const;
 
+  /// The node being translated (the innermost, inside If and Loop blocks).
+  Node *currentNode() const { return current; }
+
   OnnxBuilder &onnx;
 
 private:
+  void translateBlock(torch::jit::Block *block);
+  void translateIf(Node *node);
+  void translateLoop(Node *node);
+  bool translateInPlace(Node *node);
   bool tryFold(Node *node);
   std::string materialize(const at::Tensor &tensor, StringRef path);
   void translateGetAttr(Node *node);
@@ -133,6 +140,8 @@ private:
   int64_t getIntOf(const Operand &element) const;
 
   Node *current = nullptr;
+  /// Functional forms of the in-place ops that translateInPlace handles.
+  llvm::DenseMap<Node *, Node *> functionalTwins;
   /// (References to operands stay valid as more are added.)
   std::unordered_map<Value *, Operand> operands;
   /// Known tensors already in the ONNX graph (the tensors are kept alive so
@@ -150,6 +159,9 @@ Handler lookupHandler(c10::Symbol kind);
 /// become ONNX ops (ConstantOfShape, Range) even with known arguments,
 /// as torch.onnx exports them.
 bool isTensorFactory(c10::Symbol kind);
+
+/// Whether `kind` may return a view of its first argument.
+bool isViewOp(c10::Symbol kind);
 
 /// The Python source position of `node` ("file:line:col"), or "".
 std::string sourceLocation(const Node *node);

@@ -23,6 +23,7 @@
 #include <torch/csrc/jit/passes/dead_code_elimination.h>
 #include <torch/csrc/jit/passes/inliner.h>
 #include <torch/csrc/jit/serialization/import.h>
+#include <torch/library.h>
 
 using namespace mlir;
 using namespace mlir::moe;
@@ -135,58 +136,315 @@ static LogicalResult addInputs(const torch::jit::Module &module,
   return success();
 }
 
-/// Replaces in-place ops by their functional forms where nothing else sees
-/// the mutation: the mutated tensor is no graph input, and no value that may
-/// alias it and was defined before the op is used after it. (torch's
-/// RemoveTensorMutation also insists on moving the tensor's creation next to
-/// the mutation, which traced code such as `w /= w.sum()` does not allow.)
-/// What is left is reported when translated.
-static void
-makeInPlaceOpsFunctional(const std::shared_ptr<torch::jit::Graph> &graph) {
-  std::vector<torch::jit::Node *> inPlaceOps;
-  for (torch::jit::Node *node : graph->nodes()) {
-    const c10::FunctionSchema *schema = node->maybeSchema();
-    if (schema && schema->is_mutable() && node->kind().is_aten() &&
-        StringRef(schema->name()).ends_with("_") &&
-        node->outputs().size() == 1 && !node->inputs().empty())
-      inPlaceOps.push_back(node);
+//===----------------------------------------------------------------------===//
+// Functionalization
+//===----------------------------------------------------------------------===//
+
+using JitBlock = torch::jit::Block;
+namespace aten = c10::aten;
+
+/// Whether `node` is an in-place aten op: `aten::foo_(Tensor(a!) self, ...)
+/// -> Tensor(a!)`.
+static bool isInPlaceOp(torch::jit::Node *node) {
+  StringRef name = node->kind().toUnqualString();
+  if (!node->kind().is_aten() || !name.ends_with("_") ||
+      name.ends_with("__") || node->outputs().size() != 1 ||
+      node->inputs().empty())
+    return false;
+  const c10::FunctionSchema *schema = node->maybeSchema();
+  if (!schema || schema->arguments().empty())
+    return false;
+  const c10::AliasInfo *alias = schema->arguments()[0].alias_info();
+  return alias && alias->isWrite();
+}
+
+/// The ancestor of `node` (itself or a node whose blocks hold it) in
+/// `block`, or null.
+static torch::jit::Node *ancestorIn(torch::jit::Node *node, JitBlock *block) {
+  while (node && node->owningBlock() != block)
+    node = node->owningBlock()->owningNode();
+  return node;
+}
+
+/// Replaces the uses of `value` that follow `after` in its block (and in
+/// the blocks of later nodes) by `with`.
+static void replaceUsesAfter(torch::jit::Value *value, torch::jit::Node *after,
+                             torch::jit::Value *with) {
+  JitBlock *block = after->owningBlock();
+  std::vector<torch::jit::Use> uses = value->uses();
+  for (const torch::jit::Use &use : uses) {
+    torch::jit::Node *user = ancestorIn(use.user, block);
+    if (!user || user == after)
+      continue;
+    if (user == block->return_node() || after->isBefore(user))
+      use.user->replaceInput(use.offset, with);
   }
-  for (torch::jit::Node *node : inPlaceOps) {
-    torch::jit::Value *mutated = node->input(0);
-    if (mutated->node()->kind() == c10::prim::Param)
-      continue;
-    // The alias analysis is redone for each op: the rewrites change it.
-    torch::jit::AliasDb aliasDb(graph);
-    torch::jit::ValueSet others(node->inputs().begin() + 1,
-                                node->inputs().end());
-    if (aliasDb.writesToAlias(node, others))
-      continue;
-    bool observed = false;
-    for (torch::jit::Node *later = node->next(); !observed;
-         later = later->next()) {
-      for (torch::jit::Value *input : later->inputs())
-        observed |= input != mutated && input->node()->isBefore(node) &&
-                    aliasDb.mayContainAlias(input, mutated);
-      if (later == graph->return_node())
-        break;
+}
+
+/// An int list argument that is a constant or a list of constants.
+static std::optional<std::vector<int64_t>>
+constantIntList(torch::jit::Value *value) {
+  if (c10::optional<c10::IValue> known = torch::jit::toIValue(value))
+    if (known->isIntList())
+      return known->toIntVector();
+  if (value->node()->kind() != c10::prim::ListConstruct)
+    return std::nullopt;
+  std::vector<int64_t> ints;
+  for (torch::jit::Value *element : value->node()->inputs()) {
+    c10::optional<c10::IValue> known = torch::jit::toIValue(element);
+    if (!known || !known->isInt())
+      return std::nullopt;
+    ints.push_back(known->toInt());
+  }
+  return ints;
+}
+
+namespace {
+/// Rewrites `aten::foo_(self, ...)` into `aten::foo(self, ...)` and rebinds
+/// what the mutation changes: `self`, and when `self` is a view, each tensor
+/// it is a view of (written back with select_scatter, slice_scatter,
+/// reshape, transpose or permute) and the other views of them, recomputed
+/// from the new values. Later uses, in the mutation's block and the blocks
+/// nested in it, see the new values. A mutation of a tensor defined outside
+/// the mutation's block (in an If or Loop body) is left to the translator,
+/// which inlines those blocks; a write through a view that has no inverse
+/// here fails, naming the op and its source.
+class Functionalizer {
+public:
+  explicit Functionalizer(torch::jit::Graph &graph) : graph(graph) {}
+
+  void run() {
+    std::vector<torch::jit::Node *> inPlaceOps;
+    collect(graph.block(), inPlaceOps);
+    for (torch::jit::Node *node : inPlaceOps)
+      rewrite(node);
+  }
+
+private:
+  static void collect(JitBlock *block, std::vector<torch::jit::Node *> &ops) {
+    for (torch::jit::Node *node : block->nodes()) {
+      for (JitBlock *inner : node->blocks())
+        collect(inner, ops);
+      if (isInPlaceOp(node))
+        ops.push_back(node);
     }
-    if (observed)
-      continue;
+  }
+
+  [[noreturn]] static void failAt(torch::jit::Node *node,
+                                  const Twine &message) {
+    std::string where = sourceLocation(node);
+    fail("cannot make " + Twine(node->kind().toQualString()) +
+         (where.empty() ? "" : " at " + where) + " functional: " + message);
+  }
+
+  /// A node that computes the value of `view` over `parent` (a clone of
+  /// `view`'s node with input 0 replaced), inserted at the insertion point.
+  torch::jit::Value *replay(torch::jit::Node *view, torch::jit::Value *parent) {
+    torch::jit::Node *clone = graph.createClone(
+        view, [&](torch::jit::Value *v) { return v; });
+    clone->replaceInput(0, parent);
+    graph.insertNode(clone);
+    clone->output()->setType(view->output()->type());
+    return clone->output();
+  }
+
+  torch::jit::Value *insert(c10::Symbol kind,
+                            ArrayRef<torch::jit::Value *> inputs,
+                            torch::jit::Node *like) {
+    torch::jit::Node *node = graph.create(
+        kind, at::ArrayRef<torch::jit::Value *>(inputs.data(), inputs.size()),
+        1);
+    graph.insertNode(node);
+    node->setSourceRange(like->sourceRange());
+    node->output()->setType(like->output()->type());
+    return node->output();
+  }
+
+  /// The new value of `view`'s input once its result is `updated`.
+  torch::jit::Value *writeBack(torch::jit::Node *mutation,
+                               torch::jit::Node *view,
+                               torch::jit::Value *updated) {
+    torch::jit::Value *parent = view->input(0);
+    c10::Symbol kind = view->kind();
+    auto parentLike = [&](torch::jit::Value *v) {
+      v->setType(parent->type());
+      return v;
+    };
+    if (kind == aten::select && view->inputs().size() == 3)
+      return parentLike(insert(aten::select_scatter,
+                               {parent, updated, view->input(1),
+                                view->input(2)},
+                               view));
+    if (kind == aten::slice && view->inputs().size() == 5)
+      return parentLike(insert(aten::slice_scatter,
+                               {parent, updated, view->input(1),
+                                view->input(2), view->input(3),
+                                view->input(4)},
+                               view));
+    if (kind == aten::view || kind == aten::reshape || kind == aten::view_as ||
+        kind == aten::reshape_as || kind == aten::unsqueeze ||
+        kind == aten::squeeze || kind == aten::flatten)
+      return parentLike(insert(aten::reshape_as, {updated, parent}, view));
+    if (kind == aten::transpose || kind == aten::t || kind == aten::numpy_T)
+      return parentLike(replay(view, updated));
+    if (kind == aten::alias || kind == aten::detach)
+      return updated;
+    if (kind == aten::permute) {
+      if (std::optional<std::vector<int64_t>> perm =
+              constantIntList(view->input(1))) {
+        int64_t rank = perm->size();
+        std::vector<int64_t> inverse(rank);
+        for (int64_t i = 0; i < rank; ++i)
+          inverse[((*perm)[i] % rank + rank) % rank] = i;
+        torch::jit::Value *dims = graph.insertConstant(inverse);
+        return parentLike(insert(aten::permute, {updated, dims}, view));
+      }
+    }
+    failAt(mutation, "it writes through a view made by " +
+                         Twine(kind.toQualString()) +
+                         ", which has no inverse here");
+  }
+
+  /// The views of `value` (transitively) with the view ops that make them,
+  /// and the elements unpacked from lists of views (chunk, split, unbind).
+  void collectViews(torch::jit::Value *value,
+                    std::vector<torch::jit::Value *> &views,
+                    std::vector<torch::jit::Value *> &elements) {
+    for (const torch::jit::Use &use : value->uses()) {
+      torch::jit::Node *user = use.user;
+      if (user->kind() == c10::prim::ListUnpack &&
+          value->type()->kind() == c10::TypeKind::ListType) {
+        for (torch::jit::Value *element : user->outputs()) {
+          elements.push_back(element);
+          collectViews(element, views, elements);
+        }
+        continue;
+      }
+      if (use.offset != 0 || !isViewOp(user->kind()))
+        continue;
+      for (torch::jit::Value *output : user->outputs()) {
+        views.push_back(output);
+        collectViews(output, views, elements);
+      }
+    }
+  }
+
+  void rewrite(torch::jit::Node *node) {
+    torch::jit::Value *self = node->input(0);
+    // The chain of views from `self` to the tensor they view.
+    std::vector<torch::jit::Node *> chain;
+    torch::jit::Value *base = self;
+    while (isViewOp(base->node()->kind())) {
+      torch::jit::Node *view = base->node();
+      if (view->outputs().size() != 1 ||
+          view->output()->type()->kind() != c10::TypeKind::TensorType)
+        failAt(node, "it writes through a view made by " +
+                         Twine(view->kind().toQualString()) +
+                         ", which has no inverse here");
+      chain.push_back(view);
+      base = view->input(0);
+    }
+    if (base->node()->kind() == c10::prim::ListUnpack)
+      failAt(node, "it writes into an element of a list (of chunk, split or "
+                   "unbind), which has no inverse here");
+    // Mutations of tensors from outside the block are left to the
+    // translator, which sees blocks inline.
+    JitBlock *block = node->owningBlock();
+    if (base->node()->owningBlock() != block &&
+        !(base->node()->kind() == c10::prim::Param &&
+          block == graph.block())) {
+      if (!chain.empty())
+        failAt(node, "it writes through a view of a tensor defined outside "
+                     "its block");
+      return;
+    }
+
     std::string name = node->kind().toQualString();
     name.pop_back();
-    torch::jit::Node *functional = graph->create(
-        c10::Symbol::fromQualString(name), node->inputs(), /*num_outputs=*/1);
-    functional->insertBefore(node);
+    c10::Symbol functionalKind = c10::Symbol::fromQualString(name);
+    torch::jit::WithInsertPoint guard(node);
+    torch::jit::Node *functional =
+        graph.create(functionalKind, node->inputs(), /*num_outputs=*/1);
     functional->setSourceRange(node->sourceRange());
     functional->output()->setType(node->output()->type());
+    graph.insertNode(functional);
     if (!functional->maybeOperator()) {
       functional->destroy();
-      continue;
+      failAt(node, "torch has no functional form " + name);
     }
-    mutated->replaceAllUsesAfterNodeWith(node, functional->output());
+
+    // Write the new value back through the views, innermost first.
+    std::vector<std::pair<torch::jit::Value *, torch::jit::Value *>> rebound;
+    torch::jit::Value *updated = functional->output();
+    rebound.push_back({self, updated});
+    for (torch::jit::Node *view : chain) {
+      updated = writeBack(node, view, updated);
+      rebound.push_back({view->input(0), updated});
+    }
+    // Other views of the base that are used later: recompute them from
+    // the new base.
+    std::vector<torch::jit::Value *> views, elements;
+    collectViews(base, views, elements);
+    auto usedAfter = [&](torch::jit::Value *value) {
+      return llvm::any_of(value->uses(), [&](const torch::jit::Use &use) {
+        torch::jit::Node *user = ancestorIn(use.user, block);
+        return user && user != node &&
+               (user == block->return_node() || node->isBefore(user));
+      });
+    };
+    auto throughElement = [&](torch::jit::Value *view) {
+      for (torch::jit::Value *v = view; v != base; v = v->node()->input(0))
+        if (llvm::is_contained(elements, v))
+          return true;
+      return false;
+    };
+    for (torch::jit::Value *view : llvm::concat<torch::jit::Value *>(
+             elements, views))
+      if (throughElement(view) && view->node()->isBefore(node) &&
+          usedAfter(view))
+        failAt(node, "a piece of the mutated tensor that chunk, split or "
+                     "unbind made before the write is used after it");
+    for (torch::jit::Value *view : views) {
+      if (throughElement(view) ||
+          llvm::any_of(rebound, [&](auto &entry) {
+            return entry.first == view;
+          }) ||
+          !view->node()->isBefore(node) ||
+          view->node()->owningBlock() != block)
+        continue;
+      std::vector<torch::jit::Node *> path;
+      for (torch::jit::Value *v = view; v != base; v = v->node()->input(0))
+        path.push_back(v->node());
+      torch::jit::Value *recomputed = updated;
+      for (torch::jit::Node *step : llvm::reverse(path)) {
+        if (step->outputs().size() != 1)
+          failAt(node, "a view made by " + Twine(step->kind().toQualString()) +
+                           " of the mutated tensor is used later");
+        recomputed = replay(step, recomputed);
+      }
+      rebound.push_back({view, recomputed});
+    }
     node->output()->replaceAllUsesWith(functional->output());
+    for (auto [old, now] : rebound)
+      replaceUsesAfter(old, node, now);
     node->destroy();
   }
+
+  torch::jit::Graph &graph;
+};
+} // namespace
+
+/// Teaches libtorch 1.13 the schemas of newer aten ops that archives from
+/// torch 2.x call, so that they load; the translator gives them meaning.
+static void registerNewerOps() {
+  static torch::Library *library = [] {
+    auto *lib = new torch::Library(torch::Library::FRAGMENT, "aten",
+                                   c10::nullopt, __FILE__, __LINE__);
+    lib->def("_grouped_mm(Tensor self, Tensor mat2, Tensor? offs=None, "
+             "Tensor? bias=None, ScalarType? out_dtype=None) -> Tensor");
+    return lib;
+  }();
+  (void)library;
 }
 
 /// Appends the ONNX tensors of a (possibly nested) output to `results`.
@@ -216,6 +474,7 @@ static LogicalResult translateArchive(llvm::MemoryBufferRef buffer,
                                       ::ONNX_NAMESPACE::ModelProto &model) {
   torch::jit::Module module;
   try {
+    registerNewerOps();
     module = torch::jit::load(std::make_shared<BufferReadAdapter>(buffer),
                               c10::Device(c10::kCPU));
   } catch (const std::exception &error) {
@@ -228,7 +487,11 @@ static LogicalResult translateArchive(llvm::MemoryBufferRef buffer,
 
   std::shared_ptr<torch::jit::Graph> graph = forward->graph()->copy();
   torch::jit::Inline(*graph);
-  makeInPlaceOpsFunctional(graph);
+  try {
+    Functionalizer(*graph).run();
+  } catch (const std::exception &error) {
+    return emitError(loc) << messageOf(error);
+  }
   torch::jit::EliminateDeadCode(graph);
 
   model.set_ir_version(::ONNX_NAMESPACE::IR_VERSION);
@@ -250,8 +513,13 @@ static LogicalResult translateArchive(llvm::MemoryBufferRef buffer,
     try {
       translator.translate(node);
     } catch (const std::exception &error) {
-      std::string where = sourceLocation(node);
-      return emitError(loc) << "cannot import " << node->kind().toQualString()
+      // The innermost node, when the failure is inside an If or Loop.
+      torch::jit::Node *failed = translator.currentNode();
+      if (!failed)
+        failed = node;
+      std::string where = sourceLocation(failed);
+      return emitError(loc) << "cannot import "
+                            << failed->kind().toQualString()
                             << (where.empty() ? "" : " at " + where) << ": "
                             << messageOf(error);
     }
