@@ -51,7 +51,7 @@ DenseElementsAttr toAttr(const ConstTensor &value, RankedTensorType type);
 std::optional<ConstTensor> foldOp(Operation *op);
 
 /// Evaluates `value` when it is computed from constants and static shapes
-/// only (Shape, Size, Gather, Cast, elementwise arithmetic, Ceil, Floor,
+/// only (Shape, Size, Gather, Cast, elementwise arithmetic, Mod, Ceil, Floor,
 /// reshapes, ...), as a capacity `ceil(T / E * factor)` is with a static T:
 /// `foldOp` applied through up to `depth` ops, each result rounded to its
 /// element type as ONNX computes it (none where an integer does not fit).

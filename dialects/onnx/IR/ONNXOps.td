@@ -83,6 +83,7 @@ def ONNX_SubOp : ONNX_Op<"Sub", 2, 2>;
 def ONNX_MulOp : ONNX_Op<"Mul", 2, 2>;
 def ONNX_DivOp : ONNX_Op<"Div", 2, 2>;
 def ONNX_PowOp : ONNX_Op<"Pow", 2, 2>;
+def ONNX_ModOp : ONNX_Op<"Mod", 2, 2>;
 def ONNX_SqrtOp : ONNX_Op<"Sqrt", 1, 1>;
 def ONNX_ReciprocalOp : ONNX_Op<"Reciprocal", 1, 1>;
 def ONNX_NegOp : ONNX_Op<"Neg", 1, 1>;
@@ -92,6 +93,8 @@ def ONNX_TanhOp : ONNX_Op<"Tanh", 1, 1>;
 def ONNX_ErfOp : ONNX_Op<"Erf", 1, 1>;
 def ONNX_SigmoidOp : ONNX_Op<"Sigmoid", 1, 1>;
 def ONNX_ReluOp : ONNX_Op<"Relu", 1, 1>;
+def ONNX_SoftplusOp : ONNX_Op<"Softplus", 1, 1>;
+def ONNX_GeluOp : ONNX_Op<"Gelu", 1, 1>;
 def ONNX_CeilOp : ONNX_Op<"Ceil", 1, 1>;
 def ONNX_FloorOp : ONNX_Op<"Floor", 1, 1>;
 def ONNX_MinOp : ONNX_Op<"Min", 1, -1>;
@@ -99,16 +102,24 @@ def ONNX_MaxOp : ONNX_Op<"Max", 1, -1>;
 def ONNX_ClipOp : ONNX_Op<"Clip", 1, 3>;
 def ONNX_SoftmaxOp : ONNX_Op<"Softmax", 1, 1>;
 def ONNX_LayerNormalizationOp : ONNX_Op<"LayerNormalization", 2, 3, 1, 3>;
+def ONNX_RMSNormalizationOp : ONNX_Op<"RMSNormalization", 2, 2>;
 
 // Linear algebra.
 def ONNX_MatMulOp : ONNX_Op<"MatMul", 2, 2>;
 def ONNX_GemmOp : ONNX_Op<"Gemm", 2, 3>;
 def ONNX_EinsumOp : ONNX_Op<"Einsum", 1, -1>;
+def ONNX_ConvOp : ONNX_Op<"Conv", 2, 3>;
 
-// Reductions, selection and scans.
+// Reductions, selection and scans. The import gives every reduction its
+// axes as the input (the opset 18 form).
 def ONNX_ReduceSumOp : ONNX_Op<"ReduceSum", 1, 2>;
 def ONNX_ReduceMeanOp : ONNX_Op<"ReduceMean", 1, 2>;
 def ONNX_ReduceMaxOp : ONNX_Op<"ReduceMax", 1, 2>;
+def ONNX_ReduceMinOp : ONNX_Op<"ReduceMin", 1, 2>;
+def ONNX_ReduceProdOp : ONNX_Op<"ReduceProd", 1, 2>;
+def ONNX_ReduceL1Op : ONNX_Op<"ReduceL1", 1, 2>;
+def ONNX_ReduceL2Op : ONNX_Op<"ReduceL2", 1, 2>;
+def ONNX_ReduceLogSumExpOp : ONNX_Op<"ReduceLogSumExp", 1, 2>;
 def ONNX_TopKOp : ONNX_Op<"TopK", 2, 2, 2, 2>;
 def ONNX_ArgMaxOp : ONNX_Op<"ArgMax", 1, 1>;
 def ONNX_CumSumOp : ONNX_Op<"CumSum", 2, 2>;
@@ -143,6 +154,8 @@ def ONNX_ConcatOp : ONNX_Op<"Concat", 1, -1>;
 def ONNX_SplitOp : ONNX_Op<"Split", 1, 2, 1, -1>;
 def ONNX_SliceOp : ONNX_Op<"Slice", 3, 5>;
 def ONNX_ExpandOp : ONNX_Op<"Expand", 2, 2>;
+def ONNX_TileOp : ONNX_Op<"Tile", 2, 2>;
+def ONNX_PadOp : ONNX_Op<"Pad", 2, 4>;
 def ONNX_FlattenOp : ONNX_Op<"Flatten", 1, 1>;
 def ONNX_ShapeOp : ONNX_Op<"Shape", 1, 1>;
 def ONNX_SizeOp : ONNX_Op<"Size", 1, 1>;

@@ -214,11 +214,252 @@ LogicalResult GraphImporter::importOnnxNode(const NodeProto &node) {
     attributes.push_back(*attribute);
   }
 
+  if (failed(normalizeNode(node, inputs, attributes, resultTypes)))
+    return failure();
+
   OperationState state(getLoc(node), "onnx." + node.op_type());
   state.addOperands(inputs);
   state.addTypes(resultTypes);
   state.addAttributes(attributes);
   setOutputs(node, builder.create(state)->getResults());
+  return success();
+}
+
+Value GraphImporter::createIntsConstant(Location loc,
+                                        ArrayRef<int64_t> values) {
+  auto type = RankedTensorType::get({static_cast<int64_t>(values.size())},
+                                    builder.getI64Type());
+  return createConstant(loc, DenseIntElementsAttr::get(type, values));
+}
+
+/// The elements of `value` where a dense integer constant defines it (the
+/// small initializers and Constant nodes that shape operands are).
+static std::optional<SmallVector<int64_t>> getConstantInts(Value value) {
+  auto constant = value.getDefiningOp<arith::ConstantOp>();
+  auto dense =
+      constant ? dyn_cast<DenseIntElementsAttr>(constant.getValue()) : nullptr;
+  if (!dense)
+    return std::nullopt;
+  SmallVector<int64_t> ints;
+  for (const APInt &element : dense)
+    ints.push_back(element.getSExtValue());
+  return ints;
+}
+
+// What each opset from 13 to the newest changes in the operators the onnx
+// dialect has (the since_version history of ONNX's schemas), and how the
+// import gives the lowering one meaning per op. Versions that only add
+// element types (Add/Sub/Mul/Div 14, Relu 14, Pow 15, Where 16,
+// GreaterOrEqual/LessOrEqual 16, Equal 19, Size 19, ConstantOfShape 20,
+// Transpose/Squeeze/Unsqueeze/Flatten/Identity/Constant 21-25, TopK 24,
+// Einsum/OneHot/ReduceLogSumExp 28, Softplus/Conv 22, Mod 28) need nothing:
+// types the importer lacks (float8, int4, strings, ...) are refused with
+// the value that has them.
+//
+//   op (versions)                  change                  here
+//   Reduce{Mean,Max,Min,L1,L2,     axes attribute (13) ->  always the axes
+//     Prod,LogSumExp} (13, 18)       axes input (18)         input
+//   ReduceMax/Min 20               bool inputs             i1 max/min in
+//                                                            the lowering
+//   Split (13, 18)                 num_outputs (18): ceil  always an explicit
+//                                    parts, last smaller     split input
+//   Reshape (13, 14)               allowzero (14)          dropped where the
+//                                                            shape has no 0;
+//                                                            refused with one
+//   Shape (13, 15)                 start/end (15)          honoured by the
+//                                                            folder
+//   Cast (13, 19, 24)              saturate (19),          only for float8
+//                                    round_mode (24)         targets: dropped
+//   Pad (13, 18, 19)               axes input (18),        axes folded into
+//                                    mode wrap (19)          full pads; modes
+//                                                            other than
+//                                                            constant refused
+//   Scatter{Elements,ND} (16, 18)  reduction add/mul (16), lowered; others
+//                                    max/min (18)            refused
+//   LayerNormalization 17,         stash_type              1 (float) only:
+//     Range 27                                               the default
+//   Gelu 20                        approximate             none, tanh
+//   Mod 13                         fmod                    both lowered
+//   Softmax 13, TopK, CumSum 14,   none since 13           --
+//     ArgMax, Gather*, Trilu 14
+LogicalResult GraphImporter::normalizeNode(
+    const NodeProto &node, SmallVectorImpl<Value> &inputs,
+    SmallVectorImpl<NamedAttribute> &attributes, ArrayRef<Type> resultTypes) {
+  StringRef opType = node.op_type();
+  Location loc = getLoc(node);
+  auto getAttr = [&](StringRef name) -> Attribute {
+    for (const NamedAttribute &attr : attributes)
+      if (attr.getName() == name)
+        return attr.getValue();
+    return {};
+  };
+  auto eraseAttr = [&](StringRef name) {
+    llvm::erase_if(attributes, [&](const NamedAttribute &attr) {
+      return attr.getName() == name;
+    });
+  };
+  auto intAttr = [&](StringRef name, int64_t otherwise) {
+    auto attr = dyn_cast_or_null<IntegerAttr>(getAttr(name));
+    return attr ? attr.getInt() : otherwise;
+  };
+  auto stringAttr = [&](StringRef name, StringRef otherwise) {
+    auto attr = dyn_cast_or_null<StringAttr>(getAttr(name));
+    return attr ? attr.getValue() : otherwise;
+  };
+  auto hasInput = [&](unsigned i) {
+    return i < inputs.size() && !isa<NoneType>(inputs[i].getType());
+  };
+
+  if (llvm::is_contained({"ReduceMean", "ReduceMax", "ReduceMin", "ReduceL1",
+                          "ReduceL2", "ReduceProd", "ReduceLogSumExp"},
+                         opType)) {
+    // Before opset 18 the axes are an attribute; absent, all dims reduce,
+    // as an absent axes input does (noop_with_empty_axes is 0 there).
+    if (auto axes = dyn_cast_or_null<DenseI64ArrayAttr>(getAttr("axes"))) {
+      eraseAttr("axes");
+      inputs.resize(1);
+      inputs.push_back(createIntsConstant(loc, axes.asArrayRef()));
+    }
+    return success();
+  }
+
+  if (opType == "Split") {
+    int64_t numOutputs = intAttr("num_outputs", 0);
+    eraseAttr("num_outputs");
+    if (hasInput(1))
+      return success();
+    auto type = cast<RankedTensorType>(inputs[0].getType());
+    int64_t axis = intAttr("axis", 0);
+    if (axis < 0)
+      axis += type.getRank();
+    int64_t count = numOutputs ? numOutputs : node.output_size();
+    if (count != node.output_size() ||
+        count != static_cast<int64_t>(resultTypes.size()))
+      return emitError(node)
+             << "attribute 'num_outputs' is " << count << ", but the node has "
+             << node.output_size() << " outputs";
+    SmallVector<int64_t> sizes;
+    int64_t dim = type.getDimSize(axis);
+    if (!ShapedType::isDynamic(dim)) {
+      // Opset 18: parts of ceil(dim / count), the last one smaller; before,
+      // equal parts.
+      int64_t part = (dim + count - 1) / count;
+      int64_t last = dim - part * (count - 1);
+      if ((opset < 18 && dim % count != 0) || last < 0)
+        return emitError(node) << "dimension " << axis << " of size " << dim
+                               << " does not split into " << count << " parts";
+      sizes.assign(count - 1, part);
+      sizes.push_back(last);
+    } else {
+      for (Type resultType : resultTypes) {
+        int64_t size = cast<RankedTensorType>(resultType).getDimSize(axis);
+        if (ShapedType::isDynamic(size))
+          return emitError(node)
+                 << "the split dimension " << axis
+                 << " is dynamic and the node gives no split sizes; give "
+                    "the input's shape (--input-shape)";
+        sizes.push_back(size);
+      }
+    }
+    inputs.resize(1);
+    inputs.push_back(createIntsConstant(loc, sizes));
+    return success();
+  }
+
+  if (opType == "Reshape") {
+    if (!intAttr("allowzero", 0)) {
+      eraseAttr("allowzero");
+      return success();
+    }
+    // allowzero=1 differs from the default only where the shape has a 0; a
+    // shape computed at run time keeps the attribute, which the lowering
+    // honours.
+    if (std::optional<SmallVector<int64_t>> shape =
+            getConstantInts(inputs[1])) {
+      if (llvm::is_contained(*shape, 0))
+        return emitError(node) << "attribute 'allowzero' = 1 with a 0 in the "
+                                  "shape (an empty dimension) is not "
+                                  "supported";
+      eraseAttr("allowzero");
+    }
+    return success();
+  }
+
+  if (opType == "Cast") {
+    // Both apply only to float8 targets, which the importer does not have.
+    eraseAttr("saturate");
+    eraseAttr("round_mode");
+    return success();
+  }
+
+  if (opType == "Pad") {
+    StringRef mode = stringAttr("mode", "constant");
+    if (mode != "constant")
+      return emitError(node) << "attribute 'mode' = '" << mode
+                             << "' is not supported (only 'constant')";
+    eraseAttr("mode");
+    if (!hasInput(3))
+      return success();
+    // Opset 18 pads only the listed axes: make the pads cover every dim.
+    auto type = cast<RankedTensorType>(inputs[0].getType());
+    int64_t rank = type.getRank();
+    std::optional<SmallVector<int64_t>> pads = getConstantInts(inputs[1]);
+    std::optional<SmallVector<int64_t>> axes = getConstantInts(inputs[3]);
+    if (!pads || !axes || pads->size() != 2 * axes->size())
+      return emitError(node) << "input 'axes' is supported only with constant "
+                                "pads and axes";
+    SmallVector<int64_t> full(2 * rank, 0);
+    int64_t numAxes = axes->size();
+    for (auto [i, axis] : llvm::enumerate(*axes)) {
+      if (axis < -rank || axis >= rank)
+        return emitError(node) << "axis " << axis << " is out of range";
+      if (axis < 0)
+        axis += rank;
+      full[axis] = (*pads)[i];
+      full[axis + rank] = (*pads)[i + numAxes];
+    }
+    inputs[1] = createIntsConstant(loc, full);
+    inputs.resize(3);
+    return success();
+  }
+
+  if (opType == "ScatterElements" || opType == "ScatterND") {
+    StringRef reduction = stringAttr("reduction", "none");
+    if (!llvm::is_contained({"none", "add", "mul", "max", "min"}, reduction))
+      return emitError(node) << "attribute 'reduction' = '" << reduction
+                             << "' is not supported";
+    if (reduction == "none")
+      eraseAttr("reduction");
+    return success();
+  }
+
+  if (opType == "LayerNormalization" || opType == "Range" ||
+      opType == "RMSNormalization") {
+    // The lowering computes in the input's type: float for the models it
+    // compiles, the stash type ONNX defaults to.
+    if (intAttr("stash_type", 1) != 1)
+      return emitError(node)
+             << "attribute 'stash_type' = " << intAttr("stash_type", 1)
+             << " is not supported (only 1, float)";
+    eraseAttr("stash_type");
+    return success();
+  }
+
+  if (opType == "Gelu") {
+    StringRef approximate = stringAttr("approximate", "none");
+    if (approximate != "none" && approximate != "tanh")
+      return emitError(node) << "attribute 'approximate' = '" << approximate
+                             << "' is not supported (none or tanh)";
+    return success();
+  }
+
+  if (opType == "Mod") {
+    int64_t fmod = intAttr("fmod", 0);
+    if (fmod != 0 && fmod != 1)
+      return emitError(node)
+             << "attribute 'fmod' = " << fmod << " is not supported (0 or 1)";
+    return success();
+  }
   return success();
 }
 

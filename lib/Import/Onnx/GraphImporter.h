@@ -58,6 +58,10 @@ public:
   /// every value a type and one definition before its uses.
   LogicalResult importGraph(::ONNX_NAMESPACE::GraphProto &graph);
 
+  /// The default-domain opset of the model, which decides the meaning of
+  /// versioned attributes and inputs.
+  void setOpset(int64_t version) { opset = version; }
+
   // For the node importers.
   OpBuilder &getBuilder() { return builder; }
   const ImportOptions &getOptions() const { return options; }
@@ -83,6 +87,15 @@ private:
   LogicalResult importNode(::ONNX_NAMESPACE::NodeProto &node);
   LogicalResult importConstantNode(::ONNX_NAMESPACE::NodeProto &node);
   LogicalResult importOnnxNode(const ::ONNX_NAMESPACE::NodeProto &node);
+  /// Rewrites the inputs and attributes of a default-domain node into the
+  /// one form per op that the onnx dialect's users read, whatever the
+  /// opset; refuses attribute values the lowering does not implement.
+  LogicalResult normalizeNode(const ::ONNX_NAMESPACE::NodeProto &node,
+                              SmallVectorImpl<Value> &inputs,
+                              SmallVectorImpl<NamedAttribute> &attributes,
+                              ArrayRef<Type> resultTypes);
+  /// A 1-d i64 constant of `values` at the top of the body.
+  Value createIntsConstant(Location loc, ArrayRef<int64_t> values);
   FailureOr<NamedAttribute> importAttribute(const ::ONNX_NAMESPACE::NodeProto &node,
                                             const ::ONNX_NAMESPACE::AttributeProto &attr);
   LogicalResult importResults(const ::ONNX_NAMESPACE::GraphProto &graph,
@@ -99,6 +112,7 @@ private:
   llvm::StringMap<Value> values;
   llvm::StringMap<const ::ONNX_NAMESPACE::TypeProto *> valueTypes;
   Value none;
+  int64_t opset = 0;
 };
 
 /// Registers ONNX schemas for the com.microsoft operators the importer reads

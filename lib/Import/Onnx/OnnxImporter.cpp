@@ -41,8 +41,18 @@ using ::ONNX_NAMESPACE::GraphProto;
 using ::ONNX_NAMESPACE::ModelProto;
 using ::ONNX_NAMESPACE::NodeProto;
 
-/// The default-domain opsets the importer supports.
-static constexpr int64_t kMinOpset = 13, kMaxOpset = 17;
+/// The oldest default-domain opset the importer supports; the newest is the
+/// newest that the linked ONNX library defines (GraphImporter gives each
+/// versioned operator one form).
+static constexpr int64_t kMinOpset = 13;
+
+static int64_t getMaxOpset() {
+  const auto &ranges =
+      ::ONNX_NAMESPACE::OpSchemaRegistry::DomainToVersionRange::Instance()
+          .Map();
+  auto range = ranges.find(::ONNX_NAMESPACE::ONNX_DOMAIN);
+  return range == ranges.end() ? kMinOpset : range->second.second;
+}
 
 /// Opset version by domain, the default domain as "".
 using OpsetVersions = llvm::StringMap<int64_t>;
@@ -58,10 +68,11 @@ static FailureOr<OpsetVersions> getOpsets(const ModelProto &model,
   for (const ::ONNX_NAMESPACE::OperatorSetIdProto &opset : model.opset_import()) {
     StringRef domain = getCanonicalDomain(opset.domain());
     int64_t version = opset.version();
-    if (domain.empty() && (version < kMinOpset || version > kMaxOpset))
+    int64_t maxOpset = getMaxOpset();
+    if (domain.empty() && (version < kMinOpset || version > maxOpset))
       return emitError(fileLoc)
              << "opset " << version << " of the default domain is not "
-             << "supported (" << kMinOpset << " to " << kMaxOpset << ")";
+             << "supported (" << kMinOpset << " to " << maxOpset << ")";
     if (domain == kMicrosoftDomain && version != 1)
       return emitError(fileLoc) << "opset " << version << " of domain '"
                                 << domain << "' is not supported (1)";
@@ -119,11 +130,18 @@ static LogicalResult checkNode(const NodeProto &node,
     schema->Verify(node);
     return success();
   } catch (const std::exception &e) {
-    // ONNX's messages start "Node (<name>) " or "Node (<name>)'s ".
+    // ONNX's messages start "Node (<name>) ", "Node (<name>)'s " or
+    // "Node(<name>) with schema(<domain>::<op>:<version>) ".
     StringRef message = StringRef(e.what()).split('\n').first;
     std::string prefix = "Node (" + node.name() + ")";
-    if (message.consume_front(prefix) && !message.consume_front("'s "))
+    std::string newPrefix = "Node(" + node.name() + ")";
+    if (message.consume_front(prefix) && !message.consume_front("'s ")) {
       message = message.ltrim();
+    } else if (message.consume_front(newPrefix)) {
+      if (message.consume_front(" with schema("))
+        message = message.split(") ").second;
+      message = message.ltrim();
+    }
     return emitNodeError(node, fileLoc) << message;
   }
 }
@@ -221,7 +239,10 @@ static StringRef stripErrorTag(StringRef text) {
 static LogicalResult reportInferenceError(const GraphProto &graph,
                                           StringRef message, Location fileLoc) {
   StringRef text = stripErrorTag(message.split('\n').first);
-  text.consume_front("Shape inference error(s): ");
+  // ONNX 1.12 writes "Shape inference error(s): ", later ones
+  // "Inference error(s): ".
+  if (!text.consume_front("Shape inference error(s): "))
+    text.consume_front("Inference error(s): ");
   if (text.consume_front("(op_type:")) {
     auto [header, detail] = text.split("): ");
     StringRef nodeName = header.split(", node name: ").second;
@@ -322,6 +343,7 @@ OwningOpRef<ModuleOp> moe::importOnnxModel(ModelProto &&model,
   OwningOpRef<ModuleOp> module = ModuleOp::create(fileLoc);
   TensorImporter tensors(context, baseDir);
   GraphImporter importer(*module, fileLoc, tensors, options);
+  importer.setOpset(opsets->lookup(""));
   if (failed(importer.importGraph(graph)) || failed(verify(*module)))
     return {};
   return module;

@@ -14,6 +14,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 namespace mlir::moe::onnx_lowering {
 
@@ -287,6 +288,28 @@ static std::optional<ConstTensor> foldElementwise(Operation *op,
               if (x[1] == 0)
                 return std::nullopt;
               return x[0] / x[1];
+            });
+      })
+      .Case([&](onnx::ModOp mod) {
+        // fmod: the remainder of the truncated quotient (sign of the
+        // dividend); otherwise of the floored one (sign of the divisor).
+        bool fmod = intAttr(mod, "fmod", 0);
+        return mapConstants(
+            ins, shape, type,
+            [fmod](ArrayRef<double> x) -> std::optional<double> {
+              double rem = std::fmod(x[0], x[1]);
+              if (!fmod && rem != 0 && (rem < 0) != (x[1] < 0))
+                rem += x[1];
+              return rem;
+            },
+            [fmod](ArrayRef<int64_t> x) -> std::optional<int64_t> {
+              if (x[1] == 0 ||
+                  (x[1] == -1 && x[0] == std::numeric_limits<int64_t>::min()))
+                return std::nullopt;
+              int64_t rem = x[0] % x[1];
+              if (!fmod && rem != 0 && (rem < 0) != (x[1] < 0))
+                rem += x[1];
+              return rem;
             });
       })
       .Case([&](onnx::NegOp) { return both([](auto x) { return -x[0]; }); })

@@ -163,6 +163,123 @@ static Value castElement(OpBuilder &b, Location loc, ValueRange args,
   return convertScalar(b, loc, args[0], type);
 }
 
+/// `log(1 + exp(x))` as `max(x, 0) + log(1 + exp(-|x|))`, which neither
+/// overflows for large x nor loses small results for very negative x.
+static Value softplus(OpBuilder &b, Location loc, ValueRange args, Type type) {
+  Value x = args[0];
+  Value zero = scalarConst(b, loc, type, 0.0);
+  Value one = scalarConst(b, loc, type, 1.0);
+  Value negAbs = arith::NegFOp::create(b, loc, math::AbsFOp::create(b, loc, x));
+  Value tail = math::LogOp::create(
+      b, loc,
+      arith::AddFOp::create(b, loc, one, math::ExpOp::create(b, loc, negAbs)));
+  return arith::AddFOp::create(
+      b, loc, arith::MaximumFOp::create(b, loc, x, zero), tail);
+}
+
+/// `a mod b`: with `fmod` the remainder of the truncated quotient (sign of
+/// a), otherwise of the floored quotient (sign of b, Python's `%`).
+static Value mod(OpBuilder &b, Location loc, Value lhs, Value rhs, bool fmod) {
+  bool isFloatType = isFloat(lhs);
+  Value rem = isFloatType ? Value(arith::RemFOp::create(b, loc, lhs, rhs))
+                          : Value(arith::RemSIOp::create(b, loc, lhs, rhs));
+  if (fmod)
+    return rem;
+  Type type = lhs.getType();
+  Value zero = scalarConst(b, loc, type, 0.0);
+  Value nonZero, remNegative, rhsNegative;
+  if (isFloatType) {
+    nonZero =
+        arith::CmpFOp::create(b, loc, arith::CmpFPredicate::ONE, rem, zero);
+    remNegative =
+        arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, rem, zero);
+    rhsNegative =
+        arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, rhs, zero);
+  } else {
+    nonZero =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, rem, zero);
+    remNegative =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, rem, zero);
+    rhsNegative =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, rhs, zero);
+  }
+  Value signsDiffer = arith::XOrIOp::create(b, loc, remNegative, rhsNegative);
+  Value adjust = arith::AndIOp::create(b, loc, nonZero, signsDiffer);
+  return arith::SelectOp::create(b, loc, adjust, addScalars(b, loc, rem, rhs),
+                                 rem);
+}
+
+/// Gelu: `x/2 (1 + erf(x / sqrt 2))`, or with approximate="tanh"
+/// `x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`.
+static Value gelu(OpBuilder &b, Location loc, Value x, bool useTanh) {
+  Type type = x.getType();
+  auto c = [&](double value) { return scalarConst(b, loc, type, value); };
+  Value inner;
+  if (useTanh) {
+    Value cube =
+        arith::MulFOp::create(b, loc, x, arith::MulFOp::create(b, loc, x, x));
+    Value poly = arith::AddFOp::create(
+        b, loc, x, arith::MulFOp::create(b, loc, c(0.044715), cube));
+    inner = math::TanhOp::create(
+        b, loc, arith::MulFOp::create(b, loc, c(0.7978845608028654), poly));
+  } else {
+    inner = math::ErfOp::create(
+        b, loc, arith::MulFOp::create(b, loc, x, c(0.7071067811865476)));
+  }
+  Value half = arith::MulFOp::create(b, loc, c(0.5), x);
+  return arith::MulFOp::create(b, loc, half,
+                               arith::AddFOp::create(b, loc, c(1.0), inner));
+}
+
+//===----------------------------------------------------------------------===//
+// Mod, Gelu
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+struct ModLowering : OpConversionPattern<onnx::ModOp> {
+  using OpConversionPattern::OpConversionPattern;
+
+  LogicalResult
+  matchAndRewrite(onnx::ModOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    auto type = cast<RankedTensorType>(op->getResult(0).getType());
+    bool fmod = intAttr(op, "fmod", 0);
+    rewriter.replaceOp(
+        op, broadcastElements(rewriter, op.getLoc(), type, adaptor.getInputs(),
+                              [&](OpBuilder &b, Location loc, ValueRange args) {
+                                return mod(b, loc, args[0], args[1], fmod);
+                              }));
+    return success();
+  }
+};
+
+struct GeluLowering : OpConversionPattern<onnx::GeluOp> {
+  using OpConversionPattern::OpConversionPattern;
+
+  LogicalResult
+  matchAndRewrite(onnx::GeluOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    auto type = cast<RankedTensorType>(op->getResult(0).getType());
+    if (!isa<FloatType>(type.getElementType()))
+      return cannotLower(rewriter, op, "expects float operands");
+    auto approximate = op->getAttrOfType<StringAttr>("approximate");
+    StringRef kind = approximate ? approximate.getValue() : "none";
+    if (kind != "none" && kind != "tanh")
+      return cannotLower(rewriter, op,
+                         "approximate='" + kind + "' (none or tanh)");
+    bool useTanh = kind == "tanh";
+    rewriter.replaceOp(
+        op, broadcastElements(rewriter, op.getLoc(), type, adaptor.getInputs(),
+                              [&](OpBuilder &b, Location loc, ValueRange args) {
+                                return gelu(b, loc, args[0], useTanh);
+                              }));
+    return success();
+  }
+};
+
+} // namespace
+
 //===----------------------------------------------------------------------===//
 // Clip
 //===----------------------------------------------------------------------===//
@@ -250,7 +367,8 @@ void populateElementwisePatterns(RewritePatternSet &patterns) {
   add<onnx::NotOp>(patterns, logicalNot);
   add<onnx::WhereOp>(patterns, where);
   add<onnx::CastOp>(patterns, castElement);
-  patterns.add<ClipLowering>(patterns.getContext());
+  add<onnx::SoftplusOp>(patterns, softplus, true);
+  patterns.add<ClipLowering, ModLowering, GeluLowering>(patterns.getContext());
 }
 
 } // namespace mlir::moe::onnx_lowering

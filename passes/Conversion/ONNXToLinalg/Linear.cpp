@@ -4,7 +4,8 @@
 // (left) or a column (right) whose dim the result drops. It becomes one
 // linalg.generic with loops (batch..., m, n, k) that sums products into
 // zeros. Gemm is the same contraction of 2-D operands, read transposed
-// through their maps, then alpha and beta * C (broadcast) in one map.
+// through their maps, then alpha and beta * C (broadcast) in one map. Conv
+// (1-D, grouped) is a contraction too, over its zero-padded input.
 //
 //===----------------------------------------------------------------------===//
 
@@ -124,10 +125,112 @@ struct GemmLowering : OpConversionPattern<onnx::GemmOp> {
   }
 };
 
+/// Conv over one spatial dim (the depthwise causal convolutions of Mamba
+/// and gated DeltaNet layers), any group count: out[n, m, l] = B[m] +
+/// sum over ci, k of X[n, g(m) * C/group + ci, l * stride + k * dilation -
+/// padBegin] * W[m, ci, k], with X zero-padded first.
+struct ConvLowering : OpConversionPattern<onnx::ConvOp> {
+  using OpConversionPattern::OpConversionPattern;
+
+  LogicalResult
+  matchAndRewrite(onnx::ConvOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    std::string why;
+    FailureOr<Conv1DParams> params = conv1DParams(op, why);
+    if (failed(params))
+      return cannotLower(rewriter, op, why);
+    ValueRange inputs = adaptor.getInputs();
+    Value x = inputs[0], w = inputs[1];
+    RankedTensorType xType = tensorType(x);
+    ArrayRef<int64_t> wShape = tensorType(w).getShape();
+    auto type = cast<RankedTensorType>(op->getResult(0).getType());
+    Location loc = op.getLoc();
+    MLIRContext *ctx = op.getContext();
+    if (params->padBegin || params->padEnd) {
+      Shape padded(xType.getShape());
+      padded[2] += params->padBegin + params->padEnd;
+      auto paddedType = xType.clone(padded);
+      Value zeros = filledTensor(rewriter, loc, paddedType, 0.0);
+      SmallVector<OpFoldResult> offsets{
+          rewriter.getIndexAttr(0), rewriter.getIndexAttr(0),
+          rewriter.getIndexAttr(params->padBegin)};
+      SmallVector<OpFoldResult> sizes, strides(3, rewriter.getIndexAttr(1));
+      for (int64_t dim : xType.getShape())
+        sizes.push_back(rewriter.getIndexAttr(dim));
+      x = tensor::InsertSliceOp::create(rewriter, loc, x, zeros, offsets, sizes,
+                                        strides);
+    }
+    int64_t outPerGroup = wShape[0] / params->group;
+    int64_t inPerGroup = wShape[1];
+    // Loops: n, m, l, then the reductions ci, k.
+    AffineExpr n, m, l, ci, k;
+    bindDims(ctx, n, m, l, ci, k);
+    AffineMap xMap =
+        AffineMap::get(5, 0,
+                       {n, m.floorDiv(outPerGroup) * inPerGroup + ci,
+                        l * params->stride + k * params->dilation},
+                       ctx);
+    AffineMap wMap = AffineMap::get(5, 0, {m, ci, k}, ctx);
+    // The sums start from the bias, broadcast along n and l.
+    Value init =
+        optionalOperand(op, 2)
+            ? mapElements(rewriter, loc, type, inputs[2],
+                          AffineMap::get(3, 0, {getAffineDimExpr(1, ctx)}, ctx),
+                          [](OpBuilder &, Location, ValueRange args) {
+                            return args[0];
+                          })
+            : filledTensor(rewriter, loc, type, 0.0);
+    Value result =
+        buildGeneric(rewriter, loc, {x, w}, {xMap, wMap}, init,
+                     loopsTo(rewriter, 5, {0, 1, 2}), multiplyAccumulate)
+            .front();
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
 } // namespace
 
+FailureOr<Conv1DParams> conv1DParams(Operation *op, std::string &why) {
+  auto fail = [&](StringRef reason) {
+    why = reason.str();
+    return failure();
+  };
+  auto xType = dyn_cast<RankedTensorType>(op->getOperand(0).getType());
+  auto wType = dyn_cast<RankedTensorType>(op->getOperand(1).getType());
+  if (!xType || !wType || xType.getRank() != 3 || wType.getRank() != 3)
+    return fail("only 1-D convolutions (rank-3 input and weight) are "
+                "supported");
+  auto autoPad = op->getAttrOfType<StringAttr>("auto_pad");
+  if (autoPad && autoPad.getValue() != "NOTSET" &&
+      autoPad.getValue() != "VALID")
+    return fail("auto_pad '" + autoPad.getValue().str() +
+                "' is not supported (NOTSET or VALID)");
+  Conv1DParams params{intAttr(op, "group", 1), 1, 1, 0, 0};
+  if (std::optional<Shape> strides = intsAttr(op, "strides"))
+    params.stride = strides->front();
+  if (std::optional<Shape> dilations = intsAttr(op, "dilations"))
+    params.dilation = dilations->front();
+  if (std::optional<Shape> pads = intsAttr(op, "pads")) {
+    if (pads->size() != 2)
+      return fail("pads must have 2 values");
+    params.padBegin = (*pads)[0];
+    params.padEnd = (*pads)[1];
+  }
+  int64_t channels = xType.getDimSize(1), outChannels = wType.getDimSize(0);
+  if (params.group <= 0 || ShapedType::isDynamic(channels) ||
+      channels % params.group != 0 || outChannels % params.group != 0 ||
+      wType.getDimSize(1) * params.group != channels)
+    return fail("the channels do not match the group count");
+  if (params.stride <= 0 || params.dilation <= 0 || params.padBegin < 0 ||
+      params.padEnd < 0)
+    return fail("strides and dilations must be positive, pads non-negative");
+  return params;
+}
+
 void populateLinearPatterns(RewritePatternSet &patterns) {
-  patterns.add<MatMulLowering, GemmLowering>(patterns.getContext());
+  patterns.add<MatMulLowering, GemmLowering, ConvLowering>(
+      patterns.getContext());
 }
 
 } // namespace mlir::moe::onnx_lowering

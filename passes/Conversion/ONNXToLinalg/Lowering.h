@@ -150,6 +150,19 @@ Value greaterThan(OpBuilder &b, Location loc, Value lhs, Value rhs,
                   bool orEqual = false);
 
 //===----------------------------------------------------------------------===//
+// Convolutions (Linear.cpp)
+//===----------------------------------------------------------------------===//
+
+/// The attributes of a 1-D onnx.Conv (input [N, C, L], weight [M, C/group,
+/// K]).
+struct Conv1DParams {
+  int64_t group, stride, dilation, padBegin, padEnd;
+};
+/// `op`'s parameters; fails with the reason in `why` for what the lowering
+/// does not support (2-D and higher, auto_pad SAME_*).
+FailureOr<Conv1DParams> conv1DParams(Operation *op, std::string &why);
+
+//===----------------------------------------------------------------------===//
 // Einsum equations (Einsum.cpp)
 //===----------------------------------------------------------------------===//
 

@@ -50,9 +50,34 @@ static AffineMap withAxisAt(OpBuilder &b, unsigned numLoops, int64_t rank,
 
 namespace {
 
-enum class ReduceKind { Sum, Mean, Max };
+enum class ReduceKind { Sum, Mean, Max, Min, Prod, L1, L2, LogSumExp };
 
-/// ReduceSum, ReduceMean, ReduceMax over constant axes.
+/// The highest value of an element type: +inf or the signed maximum.
+static Value highestValue(OpBuilder &b, Location loc, Type type) {
+  if (isa<FloatType>(type))
+    return scalarConst(b, loc, type, -kNegInf);
+  unsigned width = type.getIntOrFloatBitWidth();
+  APInt highest = width == 1 ? APInt(1, 1) : APInt::getSignedMaxValue(width);
+  return arith::ConstantOp::create(b, loc, type,
+                                   b.getIntegerAttr(type, highest));
+}
+
+/// `max` or `min` of two scalars; booleans order false < true.
+static Value extremum(OpBuilder &b, Location loc, Value lhs, Value rhs,
+                      bool max) {
+  Type type = lhs.getType();
+  if (isa<FloatType>(type))
+    return max ? Value(arith::MaximumFOp::create(b, loc, lhs, rhs))
+               : Value(arith::MinimumFOp::create(b, loc, lhs, rhs));
+  if (type.isInteger(1))
+    return max ? Value(arith::OrIOp::create(b, loc, lhs, rhs))
+               : Value(arith::AndIOp::create(b, loc, lhs, rhs));
+  return max ? Value(arith::MaxSIOp::create(b, loc, lhs, rhs))
+             : Value(arith::MinSIOp::create(b, loc, lhs, rhs));
+}
+
+/// The Reduce* ops over constant axes (the input form that the import
+/// gives every opset).
 template <typename OpTy, ReduceKind kind>
 struct ReduceLowering : OpConversionPattern<OpTy> {
   using OpConversionPattern<OpTy>::OpConversionPattern;
@@ -67,6 +92,11 @@ struct ReduceLowering : OpConversionPattern<OpTy> {
     std::optional<Shape> axes = axesOf(op, 1);
     if (!axes)
       return cannotLower(rewriter, op, "the axes are not a constant");
+    Type elementType = type.getElementType();
+    bool isFloatType = isa<FloatType>(elementType);
+    if (!isFloatType &&
+        (kind == ReduceKind::L2 || kind == ReduceKind::LogSumExp))
+      return cannotLower(rewriter, op, "expects a float operand");
     Location loc = op.getLoc();
     if (axes->empty() && intAttr(op, "noop_with_empty_axes", 0)) {
       rewriter.replaceOp(op, data);
@@ -76,31 +106,90 @@ struct ReduceLowering : OpConversionPattern<OpTy> {
     for (int64_t axis : *axes)
       reduced[normalizeAxis(axis, rank)] = true;
     auto reducedType = RankedTensorType::get(
-        shapeExcept(dataType.getShape(), reduced), type.getElementType());
-    Type elementType = type.getElementType();
-    Value init = kind == ReduceKind::Max
-                     ? filledWith(rewriter, loc, reducedType,
-                                  lowestValue(rewriter, loc, elementType))
-                     : filledTensor(rewriter, loc, reducedType, 0.0);
-    Value result =
-        buildGeneric(
-            rewriter, loc, data,
-            AffineMap::getMultiDimIdentityMap(rank, op.getContext()), init,
-            loopsTo(rewriter, rank, loopsExcept(rank, reduced)),
-            [](OpBuilder &b, Location loc,
-               ValueRange args) -> SmallVector<Value> {
-              if (kind != ReduceKind::Max)
-                return {addScalars(b, loc, args[0], args[1])};
-              if (isa<FloatType>(args[0].getType()))
-                return {arith::MaximumFOp::create(b, loc, args[0], args[1])};
-              return {arith::MaxSIOp::create(b, loc, args[0], args[1])};
-            })
-            .front();
-    if (kind == ReduceKind::Mean) {
+        shapeExcept(dataType.getShape(), reduced), elementType);
+    AffineMap identity =
+        AffineMap::getMultiDimIdentityMap(rank, op.getContext());
+    AffineMap reducedMap = loopsTo(rewriter, rank, loopsExcept(rank, reduced));
+    auto reduceWith =
+        [&](Value init, ValueRange inputs, ArrayRef<AffineMap> maps,
+            function_ref<Value(OpBuilder &, Location, ValueRange)> combine) {
+          return buildGeneric(rewriter, loc, inputs, maps, init, reducedMap,
+                              [&](OpBuilder &b, Location loc,
+                                  ValueRange args) -> SmallVector<Value> {
+                                return {combine(b, loc, args)};
+                              })
+              .front();
+        };
+    Value result;
+    switch (kind) {
+    case ReduceKind::Max:
+    case ReduceKind::Min: {
+      bool max = kind == ReduceKind::Max;
+      Value init = filledWith(rewriter, loc, reducedType,
+                              max ? lowestValue(rewriter, loc, elementType)
+                                  : highestValue(rewriter, loc, elementType));
+      result = reduceWith(init, data, identity,
+                          [&](OpBuilder &b, Location loc, ValueRange args) {
+                            return extremum(b, loc, args[0], args[1], max);
+                          });
+      break;
+    }
+    case ReduceKind::Prod:
+      result =
+          reduceWith(filledTensor(rewriter, loc, reducedType, 1.0), data,
+                     identity, [](OpBuilder &b, Location loc, ValueRange args) {
+                       return mulScalars(b, loc, args[0], args[1]);
+                     });
+      break;
+    case ReduceKind::LogSumExp: {
+      // log(sum(exp(x - max))) + max, which does not overflow.
+      Value max = reduceWith(
+          filledTensor(rewriter, loc, reducedType, kNegInf), data, identity,
+          [](OpBuilder &b, Location loc, ValueRange args) {
+            return arith::MaximumFOp::create(b, loc, args[0], args[1]);
+          });
+      Value sum = reduceWith(
+          filledTensor(rewriter, loc, reducedType, 0.0), {data, max},
+          {identity, reducedMap},
+          [](OpBuilder &b, Location loc, ValueRange args) {
+            Value shifted = arith::SubFOp::create(b, loc, args[0], args[1]);
+            return arith::AddFOp::create(b, loc, args[2],
+                                         math::ExpOp::create(b, loc, shifted));
+          });
+      result = mapElements(rewriter, loc, reducedType, {sum, max}, {},
+                           [](OpBuilder &b, Location loc, ValueRange args) {
+                             return arith::AddFOp::create(
+                                 b, loc, math::LogOp::create(b, loc, args[0]),
+                                 args[1]);
+                           });
+      break;
+    }
+    default:
+      result = reduceWith(
+          filledTensor(rewriter, loc, reducedType, 0.0), data, identity,
+          [&](OpBuilder &b, Location loc, ValueRange args) {
+            Value x = args[0];
+            if (kind == ReduceKind::L2)
+              x = mulScalars(b, loc, x, x);
+            if (kind == ReduceKind::L1)
+              x = extremum(
+                  b, loc, x,
+                  isFloatType
+                      ? Value(arith::NegFOp::create(b, loc, x))
+                      : Value(arith::SubIOp::create(
+                            b, loc, scalarConst(b, loc, x.getType(), 0), x)),
+                  /*max=*/true);
+            return addScalars(b, loc, args[1], x);
+          });
+      break;
+    }
+    if (kind == ReduceKind::Mean || kind == ReduceKind::L2) {
       int64_t count = dataType.getNumElements() / reducedType.getNumElements();
       result = mapElements(
           rewriter, loc, reducedType, result, {},
           [&](OpBuilder &b, Location loc, ValueRange args) -> Value {
+            if (kind == ReduceKind::L2)
+              return math::SqrtOp::create(b, loc, args[0]);
             Value n = scalarConst(b, loc, elementType, count);
             if (isa<FloatType>(elementType))
               return arith::DivFOp::create(b, loc, args[0], n);
@@ -241,6 +330,65 @@ struct LayerNormLowering : OpConversionPattern<onnx::LayerNormalizationOp> {
           reshapeTo(rewriter, loc, statistics[i - 1],
                     cast<RankedTensorType>(op->getResult(i).getType())));
     rewriter.replaceOp(op, results);
+    return success();
+  }
+};
+
+/// RMSNormalization over the dims from `axis`: x / sqrt(mean(x^2) +
+/// epsilon) * scale.
+struct RMSNormLowering : OpConversionPattern<onnx::RMSNormalizationOp> {
+  using OpConversionPattern::OpConversionPattern;
+
+  LogicalResult
+  matchAndRewrite(onnx::RMSNormalizationOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Value x = adaptor.getInputs()[0], scale = adaptor.getInputs()[1];
+    RankedTensorType type = tensorType(x);
+    Type elementType = type.getElementType();
+    if (!isa<FloatType>(elementType))
+      return cannotLower(rewriter, op, "expects a float operand");
+    int64_t rank = type.getRank();
+    int64_t axis = normalizeAxis(intAttr(op, "axis", -1), rank);
+    double epsilon = floatAttr(op, "epsilon", 1e-5);
+    SmallVector<bool> normalized(rank, false);
+    for (int64_t i = axis; i < rank; ++i)
+      normalized[i] = true;
+    auto statsType = RankedTensorType::get(
+        shapeExcept(type.getShape(), normalized), elementType);
+    SmallVector<unsigned> statsLoops = loopsExcept(rank, normalized);
+    AffineMap element = AffineMap::getMultiDimIdentityMap(rank, getContext());
+    AffineMap stats = loopsTo(rewriter, rank, statsLoops);
+    Location loc = op.getLoc();
+    int64_t count = type.getNumElements() / statsType.getNumElements();
+    Value squares =
+        reduce(rewriter, loc, x, element, statsType, 0.0, statsLoops,
+               [](OpBuilder &b, Location loc, ValueRange args) {
+                 Value square = arith::MulFOp::create(b, loc, args[0], args[0]);
+                 return arith::AddFOp::create(b, loc, args[1], square);
+               });
+    Value invRms = mapElements(
+        rewriter, loc, statsType, squares, {},
+        [&](OpBuilder &b, Location loc, ValueRange args) {
+          Value mean = arith::DivFOp::create(
+              b, loc, args[0], scalarConst(b, loc, elementType, count));
+          Value shifted = arith::AddFOp::create(
+              b, loc, mean, scalarConst(b, loc, elementType, epsilon));
+          return arith::DivFOp::create(b, loc,
+                                       scalarConst(b, loc, elementType, 1.0),
+                                       math::SqrtOp::create(b, loc, shifted));
+        });
+    auto resultType = cast<RankedTensorType>(op->getResult(0).getType());
+    Value y =
+        mapElements(rewriter, loc, resultType, {x, invRms, scale},
+                    {element, stats,
+                     broadcastMap(tensorType(scale).getShape(), type.getShape(),
+                                  getContext())},
+                    [](OpBuilder &b, Location loc, ValueRange args) {
+                      Value normal =
+                          arith::MulFOp::create(b, loc, args[0], args[1]);
+                      return arith::MulFOp::create(b, loc, normal, args[2]);
+                    });
+    rewriter.replaceOp(op, y);
     return success();
   }
 };
@@ -398,12 +546,17 @@ struct CumSumLowering : OpConversionPattern<onnx::CumSumOp> {
 } // namespace
 
 void populateReducePatterns(RewritePatternSet &patterns) {
-  patterns
-      .add<ReduceLowering<onnx::ReduceSumOp, ReduceKind::Sum>,
-           ReduceLowering<onnx::ReduceMeanOp, ReduceKind::Mean>,
-           ReduceLowering<onnx::ReduceMaxOp, ReduceKind::Max>, SoftmaxLowering,
-           LayerNormLowering, ArgMaxLowering, TopKLowering, CumSumLowering>(
-          patterns.getContext());
+  patterns.add<ReduceLowering<onnx::ReduceSumOp, ReduceKind::Sum>,
+               ReduceLowering<onnx::ReduceMeanOp, ReduceKind::Mean>,
+               ReduceLowering<onnx::ReduceMaxOp, ReduceKind::Max>,
+               ReduceLowering<onnx::ReduceMinOp, ReduceKind::Min>,
+               ReduceLowering<onnx::ReduceProdOp, ReduceKind::Prod>,
+               ReduceLowering<onnx::ReduceL1Op, ReduceKind::L1>,
+               ReduceLowering<onnx::ReduceL2Op, ReduceKind::L2>,
+               ReduceLowering<onnx::ReduceLogSumExpOp, ReduceKind::LogSumExp>,
+               RMSNormLowering, SoftmaxLowering, LayerNormLowering,
+               ArgMaxLowering, TopKLowering, CumSumLowering>(
+      patterns.getContext());
 }
 
 } // namespace mlir::moe::onnx_lowering

@@ -198,6 +198,83 @@ struct ExpandLowering : OpConversionPattern<onnx::ExpandOp> {
   }
 };
 
+/// Tile: out[i...] = input[i % dim...].
+struct TileLowering : OpConversionPattern<onnx::TileOp> {
+  using OpConversionPattern::OpConversionPattern;
+
+  LogicalResult
+  matchAndRewrite(onnx::TileOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    auto type = cast<RankedTensorType>(op->getResult(0).getType());
+    Value data = adaptor.getInputs()[0];
+    ArrayRef<int64_t> shape = tensorType(data).getShape();
+    if (tensorType(data) == type) {
+      rewriter.replaceOp(op, data);
+      return success();
+    }
+    Value result = mapElements(
+        rewriter, op.getLoc(), type, {}, {},
+        [&](OpBuilder &b, Location loc, ValueRange) -> Value {
+          SmallVector<Value> index;
+          for (auto [i, dim] : llvm::enumerate(shape)) {
+            Value at = linalg::IndexOp::create(b, loc, i);
+            if (dim != type.getDimSize(i))
+              at = arith::RemUIOp::create(b, loc, at, indexConst(b, loc, dim));
+            index.push_back(at);
+          }
+          return tensor::ExtractOp::create(b, loc, data, index);
+        });
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+/// Pad in constant mode (the import refuses the others and folds opset 18's
+/// axes into full pads): the value everywhere, the data inserted at the
+/// leading pads.
+struct PadLowering : OpConversionPattern<onnx::PadOp> {
+  using OpConversionPattern::OpConversionPattern;
+
+  LogicalResult
+  matchAndRewrite(onnx::PadOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    auto mode = op->getAttrOfType<StringAttr>("mode");
+    if (mode && mode.getValue() != "constant")
+      return cannotLower(rewriter, op,
+                         "mode '" + mode.getValue() + "' (only constant)");
+    if (optionalOperand(op, 3))
+      return cannotLower(rewriter, op, "the axes input (the import folds it)");
+    Value data = adaptor.getInputs()[0];
+    int64_t rank = tensorType(data).getRank();
+    std::optional<Shape> pads = getConstantInts(op->getOperand(1));
+    if (!pads || static_cast<int64_t>(pads->size()) != 2 * rank)
+      return cannotLower(rewriter, op, "the pads are not a constant");
+    if (llvm::any_of(*pads, [](int64_t pad) { return pad < 0; }))
+      return cannotLower(rewriter, op, "negative pads");
+    auto type = cast<RankedTensorType>(op->getResult(0).getType());
+    Location loc = op.getLoc();
+    Value value = scalarConst(rewriter, loc, type.getElementType(), 0.0);
+    if (optionalOperand(op, 2)) {
+      Value given = adaptor.getInputs()[2];
+      SmallVector<Value> zeros(tensorType(given).getRank(),
+                               indexConst(rewriter, loc, 0));
+      value = tensor::ExtractOp::create(rewriter, loc, given, zeros);
+    }
+    Value result = linalg::FillOp::create(rewriter, loc, value,
+                                          emptyTensor(rewriter, loc, type))
+                       .getResult(0);
+    SmallVector<OpFoldResult> offsets, sizes, strides;
+    for (int64_t i = 0; i < rank; ++i) {
+      offsets.push_back(rewriter.getIndexAttr((*pads)[i]));
+      sizes.push_back(rewriter.getIndexAttr(tensorType(data).getDimSize(i)));
+      strides.push_back(rewriter.getIndexAttr(1));
+    }
+    rewriter.replaceOpWithNewOp<tensor::InsertSliceOp>(op, data, result,
+                                                       offsets, sizes, strides);
+    return success();
+  }
+};
+
 /// ConstantOfShape with a shape computed at run time but a static result.
 struct ConstantOfShapeLowering : OpConversionPattern<onnx::ConstantOfShapeOp> {
   using OpConversionPattern::OpConversionPattern;
@@ -257,8 +334,8 @@ void populateShapePatterns(RewritePatternSet &patterns) {
       .add<ReshapeLowering<onnx::ReshapeOp>, ReshapeLowering<onnx::SqueezeOp>,
            ReshapeLowering<onnx::UnsqueezeOp>, ReshapeLowering<onnx::FlattenOp>,
            IdentityLowering, TransposeLowering, ConcatLowering, SplitLowering,
-           SliceLowering, ExpandLowering, ConstantOfShapeLowering,
-           RangeLowering>(patterns.getContext());
+           SliceLowering, ExpandLowering, TileLowering, PadLowering,
+           ConstantOfShapeLowering, RangeLowering>(patterns.getContext());
 }
 
 } // namespace mlir::moe::onnx_lowering

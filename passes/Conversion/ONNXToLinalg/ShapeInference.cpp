@@ -95,7 +95,7 @@ static LogicalResult inferEinsum(Operation *op, Shapes &shapes,
   return success();
 }
 
-/// ReduceSum/Mean/Max: the axes operand (or attribute), keepdims and
+/// Reduce*: the axes operand (or attribute), keepdims and
 /// noop_with_empty_axes.
 static LogicalResult inferReduce(Operation *op, Shapes &shapes,
                                  std::string &why) {
@@ -359,6 +359,50 @@ static LogicalResult inferExpand(Operation *op, Shapes &shapes,
   return success();
 }
 
+static LogicalResult inferTile(Operation *op, Shapes &shapes,
+                               std::string &why) {
+  Shape shape = shapeOf(op, 0);
+  std::optional<Shape> repeats = getConstantInts(op->getOperand(1));
+  if (!repeats)
+    return fail(why, "the repeats (operand #1) are not a constant");
+  if (repeats->size() != shape.size())
+    return fail(why, "the repeats do not match the input rank");
+  for (auto [dim, repeat] : llvm::zip(shape, *repeats)) {
+    if (repeat < 0)
+      return fail(why, "a repeat is negative");
+    dim *= repeat;
+  }
+  shapes.push_back(shape);
+  return success();
+}
+
+static LogicalResult inferPad(Operation *op, Shapes &shapes, std::string &why) {
+  Shape shape = shapeOf(op, 0);
+  int64_t rank = shape.size();
+  std::optional<Shape> pads = getConstantInts(op->getOperand(1));
+  if (!pads)
+    return fail(why, "the pads (operand #1) are not a constant");
+  if (optionalOperand(op, 3) || static_cast<int64_t>(pads->size()) != 2 * rank)
+    return fail(why, "the pads do not cover every dim");
+  for (int64_t i = 0; i < rank; ++i)
+    shape[i] += (*pads)[i] + (*pads)[i + rank];
+  shapes.push_back(shape);
+  return success();
+}
+
+static LogicalResult inferConv(Operation *op, Shapes &shapes,
+                               std::string &why) {
+  FailureOr<Conv1DParams> params = conv1DParams(op, why);
+  if (failed(params))
+    return failure();
+  Shape x = shapeOf(op, 0), w = shapeOf(op, 1);
+  int64_t span = params->dilation * (w[2] - 1) + 1;
+  int64_t length =
+      (x[2] + params->padBegin + params->padEnd - span) / params->stride + 1;
+  shapes.push_back({x[0], w[0], length});
+  return success();
+}
+
 static LogicalResult inferConstantOfShape(Operation *op, Shapes &shapes,
                                           std::string &why) {
   std::optional<Shape> shape = getConstantInts(op->getOperand(0));
@@ -397,26 +441,28 @@ LogicalResult inferShapes(Operation *op, SmallVectorImpl<Shape> &shapes,
       .Case<onnx::AddOp, onnx::SubOp, onnx::MulOp, onnx::DivOp, onnx::PowOp,
             onnx::MinOp, onnx::MaxOp, onnx::EqualOp, onnx::GreaterOp,
             onnx::GreaterOrEqualOp, onnx::LessOp, onnx::LessOrEqualOp,
-            onnx::AndOp, onnx::OrOp, onnx::WhereOp>(
+            onnx::AndOp, onnx::OrOp, onnx::WhereOp, onnx::ModOp>(
           [&](Operation *) { return inferBroadcast(op, shapes, why); })
       .Case<onnx::AbsOp, onnx::SqrtOp, onnx::ReciprocalOp, onnx::NegOp,
             onnx::ExpOp, onnx::LogOp, onnx::TanhOp, onnx::ErfOp,
             onnx::SigmoidOp, onnx::ReluOp, onnx::CeilOp, onnx::FloorOp,
             onnx::ClipOp, onnx::NotOp, onnx::CastOp, onnx::IdentityOp,
-            onnx::SoftmaxOp, onnx::CumSumOp, onnx::TriluOp,
-            onnx::GatherElementsOp, onnx::ScatterElementsOp, onnx::ScatterNDOp>(
-          [&](Operation *op) {
-            // GatherElements takes the shape of its indices.
-            if (isa<onnx::GatherElementsOp>(op)) {
-              shapes.push_back(shapeOf(op, 1));
-              return success();
-            }
-            return same(op);
-          })
+            onnx::SoftmaxOp, onnx::CumSumOp, onnx::TriluOp, onnx::SoftplusOp,
+            onnx::GeluOp, onnx::RMSNormalizationOp, onnx::GatherElementsOp,
+            onnx::ScatterElementsOp, onnx::ScatterNDOp>([&](Operation *op) {
+        // GatherElements takes the shape of its indices.
+        if (isa<onnx::GatherElementsOp>(op)) {
+          shapes.push_back(shapeOf(op, 1));
+          return success();
+        }
+        return same(op);
+      })
       .Case([&](onnx::MatMulOp) { return inferMatMul(op, shapes, why); })
       .Case([&](onnx::GemmOp) { return inferGemm(op, shapes, why); })
       .Case([&](onnx::EinsumOp) { return inferEinsum(op, shapes, why); })
-      .Case<onnx::ReduceSumOp, onnx::ReduceMeanOp, onnx::ReduceMaxOp>(
+      .Case<onnx::ReduceSumOp, onnx::ReduceMeanOp, onnx::ReduceMaxOp,
+            onnx::ReduceMinOp, onnx::ReduceProdOp, onnx::ReduceL1Op,
+            onnx::ReduceL2Op, onnx::ReduceLogSumExpOp>(
           [&](Operation *) { return inferReduce(op, shapes, why); })
       .Case([&](onnx::ArgMaxOp) { return inferArgMax(op, shapes, why); })
       .Case([&](onnx::TopKOp) { return inferTopK(op, shapes, why); })
@@ -435,6 +481,9 @@ LogicalResult inferShapes(Operation *op, SmallVectorImpl<Shape> &shapes,
       .Case([&](onnx::SplitOp) { return inferSplit(op, shapes, why); })
       .Case([&](onnx::SliceOp) { return inferSlice(op, shapes, why); })
       .Case([&](onnx::ExpandOp) { return inferExpand(op, shapes, why); })
+      .Case([&](onnx::TileOp) { return inferTile(op, shapes, why); })
+      .Case([&](onnx::PadOp) { return inferPad(op, shapes, why); })
+      .Case([&](onnx::ConvOp) { return inferConv(op, shapes, why); })
       .Case([&](onnx::ConstantOfShapeOp) {
         return inferConstantOfShape(op, shapes, why);
       })

@@ -6,9 +6,10 @@
 // CHECK-LABEL: func.func @main_graph(
 // CHECK-SAME:      %arg0: tensor<1x8x16xf32> {onnx.name = "hidden_states"})
 // CHECK-SAME:      -> (tensor<1x8x16xf32> {onnx.name = "output"})
-// RMSNorm.
+// RMSNorm. Opset 17's axes attribute becomes the axes input (opset 18's
+// form).
 // CHECK:         onnx.Pow %{{.*}} : (tensor<1x8x16xf32>, tensor<f32>) -> tensor<1x8x16xf32>
-// CHECK-NEXT:    onnx.ReduceMean %{{.*}} {axes = array<i64: -1>, keepdims = 1 : i64} : (tensor<1x8x16xf32>) -> tensor<1x8x1xf32>
+// CHECK-NEXT:    onnx.ReduceMean %{{.*}}, %{{.*}} {keepdims = 1 : i64} : (tensor<1x8x16xf32>, tensor<1xi64>) -> tensor<1x8x1xf32>
 // CHECK:         onnx.Sqrt
 // Attention: 4 heads of 4.
 // CHECK:         onnx.Transpose %{{.*}} {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x8x4x4xf32>) -> tensor<1x4x8x4xf32>

@@ -25,8 +25,8 @@
 // CHECK-SAME:      : (tensor<8x4xf32>, tensor<1xi64>) -> (tensor<8x2xf32>, tensor<8x2xi64>)
 // CHECK:         %[[SUM:.*]] = onnx.ReduceSum %[[TOP]]#0, %{{.*}} {keepdims = 1 : i64}
 // CHECK:         onnx.Div %[[TOP]]#0, %[[SUM]]
-// OneHot's depth is a constant that ONNX shape inference does not read.
-// CHECK:         onnx.OneHot {{.*}} -> tensor<8x2x?xi64>
+// OneHot's depth is a constant, which ONNX shape inference reads.
+// CHECK:         onnx.OneHot {{.*}} -> tensor<8x2x4xi64>
 // Per expert: the tokens routed to it (data-dependent count), its SwiGLU FFN
 // and the scatter back into token order.
 // CHECK-COUNT-4: onnx.NonZero %{{.*}} : (tensor<2x8xi1>) -> tensor<2x?xi64>

@@ -9,8 +9,8 @@
 // The router and 2 x 3 expert weights.
 // CHECK-COUNT-7: arith.constant dense_resource<onnx__MatMul_{{[0-9]+}}>
 // CHECK-NOT:     arith.constant dense_resource<onnx__MatMul
-// CHECK:         %[[HIT:.*]] = onnx.Greater %{{.*}} : (tensor<?xi64>, tensor<i64>) -> tensor<?xi1>
-// CHECK-NEXT:    onnx.NonZero %[[HIT]] : (tensor<?xi1>) -> tensor<1x?xi64>
+// CHECK:         %[[HIT:.*]] = onnx.Greater %{{.*}} : (tensor<4xi64>, tensor<i64>) -> tensor<4xi1>
+// CHECK-NEXT:    onnx.NonZero %[[HIT]] : (tensor<4xi1>) -> tensor<1x?xi64>
 // The tracer unrolled the loop for the 2 experts the sample hit.
 // CHECK:         onnx.Split %{{.*}} {axis = 0 : i64} : (tensor<?x1xi64>, tensor<2xi64>) -> (tensor<?x1xi64>, tensor<?x1xi64>)
 // CHECK-COUNT-2: onnx.ScatterElements

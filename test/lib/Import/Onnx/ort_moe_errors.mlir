@@ -69,4 +69,4 @@
 // NO-IMPORT: no-import.onnx:0:0: error: node 'moe' (com.microsoft.MoE): the model imports no opset of domain 'com.microsoft'
 // ARITY: arity.onnx:0:0: error: node 'moe' (com.microsoft.MoE): has input size 4 not in range [min=5, max=8].
 // REQUIRED: required.onnx:0:0: error: node 'moe' (com.microsoft.MoE): input 2 is marked single but has an empty string in the graph
-// OTHER-OP: other-op.onnx:0:0: error: node 'gelu' (com.microsoft.FastGelu): unsupported operator
+// OTHER-OP: other-op.onnx:0:0: error: node 'qattn' (com.microsoft.QAttention): unsupported operator

@@ -69,3 +69,41 @@ func.func @exp_of_integers(%x: tensor<4xi64>) -> tensor<4xi64> {
   %0 = onnx.Exp %x : (tensor<4xi64>) -> tensor<4xi64>
   return %0 : tensor<4xi64>
 }
+
+// -----
+
+// Conv beyond one spatial dim is refused.
+
+func.func @conv_2d(%x: tensor<1x2x4x4xf32>, %w: tensor<2x2x3x3xf32>) -> tensor<1x2x?x?xf32> {
+  // expected-error @+1 {{onnx.Conv result #0 has the dynamic type 'tensor<1x2x?x?xf32>': only 1-D convolutions (rank-3 input and weight) are supported}}
+  %0 = onnx.Conv %x, %w : (tensor<1x2x4x4xf32>, tensor<2x2x3x3xf32>) -> tensor<1x2x?x?xf32>
+  return %0 : tensor<1x2x?x?xf32>
+}
+
+// -----
+
+func.func @conv_2d_static(%x: tensor<1x2x4x4xf32>, %w: tensor<2x2x3x3xf32>) -> tensor<1x2x2x2xf32> {
+  // expected-error @+2 {{onnx.Conv cannot be lowered: only 1-D convolutions (rank-3 input and weight) are supported}}
+  // expected-error @+1 {{failed to legalize operation 'onnx.Conv' that was explicitly marked illegal}}
+  %0 = onnx.Conv %x, %w : (tensor<1x2x4x4xf32>, tensor<2x2x3x3xf32>) -> tensor<1x2x2x2xf32>
+  return %0 : tensor<1x2x2x2xf32>
+}
+
+// -----
+
+func.func @pad_reflect(%x: tensor<2x3xf32>) -> tensor<2x5xf32> {
+  %p = arith.constant dense<[0, 1, 0, 1]> : tensor<4xi64>
+  // expected-error @+2 {{onnx.Pad cannot be lowered: mode 'reflect' (only constant)}}
+  // expected-error @+1 {{failed to legalize operation 'onnx.Pad' that was explicitly marked illegal}}
+  %0 = onnx.Pad %x, %p {mode = "reflect"} : (tensor<2x3xf32>, tensor<4xi64>) -> tensor<2x5xf32>
+  return %0 : tensor<2x5xf32>
+}
+
+// -----
+
+func.func @gelu_unknown(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+2 {{onnx.Gelu cannot be lowered: approximate='erf' (none or tanh)}}
+  // expected-error @+1 {{failed to legalize operation 'onnx.Gelu' that was explicitly marked illegal}}
+  %0 = onnx.Gelu %x {approximate = "erf"} : (tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
