@@ -483,6 +483,90 @@ FailureOr<RouterMatch> matchTopKSoftmax(onnx::TopKOp topk,
   return match;
 }
 
+/// Whether `value` is -inf everywhere (a constant, or ConstantOfShape).
+static bool isMinusInfinity(Value value) {
+  auto isMinusInf = [](double v) { return std::isinf(v) && v < 0; };
+  if (auto fill = definedBy<onnx::ConstantOfShapeOp>(value)) {
+    auto attr = fill->getAttrOfType<DenseFPElementsAttr>("value");
+    return attr && attr.getNumElements() == 1 &&
+           isMinusInf((*attr.getValues<APFloat>().begin()).convertToDouble());
+  }
+  std::optional<onnx_lowering::ConstTensor> constant =
+      onnx_lowering::foldConstantExpression(value);
+  return constant && constant->isFloat() && constant->size() > 0 &&
+         llvm::all_of(constant->floats, isMinusInf);
+}
+
+/// `Softmax(Where(Greater((max - l) / Max(|l|, max), 2 eps), -inf, s))`
+/// gathered at `choice`, where s is l with the earlier picks masked: the
+/// 2 eps.
+static std::optional<double> matchMixerWeight(Value weight, Value choice,
+                                              Value masked, Value logits) {
+  auto gather = definedBy<onnx::GatherElementsOp>(weight);
+  auto softmax =
+      gather ? definedBy<onnx::SoftmaxOp>(gather.getInputs()[0]) : nullptr;
+  auto where =
+      softmax ? definedBy<onnx::WhereOp>(softmax.getInputs()[0]) : nullptr;
+  auto greater =
+      where ? definedBy<onnx::GreaterOp>(where.getInputs()[0]) : nullptr;
+  if (!greater || skipNoOps(gather.getInputs()[1]) != skipNoOps(choice) ||
+      skipNoOps(where.getInputs()[2]) != skipNoOps(masked) ||
+      !isMinusInfinity(where.getInputs()[1]) ||
+      !dependsOn(greater.getInputs()[0], logits, 4))
+    return std::nullopt;
+  return constantFloat(greater.getInputs()[1]);
+}
+
+FailureOr<RouterMatch> matchSparseMixer(Value ids, Operation *anchor,
+                                        PatternRewriter &rewriter) {
+  auto concatIds = definedBy<onnx::ConcatOp>(ids);
+  if (!concatIds || concatIds.getInputs().size() != 2)
+    return rewriter.notifyMatchFailure(anchor, "ids are not two picks");
+  auto first = definedBy<onnx::ArgMaxOp>(concatIds.getInputs()[0]);
+  auto second = definedBy<onnx::ArgMaxOp>(concatIds.getInputs()[1]);
+  auto scatter = second ? definedBy<onnx::ScatterElementsOp>(
+                              second.getInputs()[0])
+                        : nullptr;
+  if (!first || !scatter)
+    return rewriter.notifyMatchFailure(anchor, "ids are not two arg-maxes");
+  Value logits = skipNoOps(first.getInputs()[0]);
+  auto logitsType = dyn_cast<RankedTensorType>(logits.getType());
+  if (!logitsType || logitsType.getRank() != 2 ||
+      !logitsType.hasStaticShape() ||
+      skipNoOps(scatter.getInputs()[0]) != logits ||
+      skipNoOps(scatter.getInputs()[1]) != skipNoOps(first.getOutputs()[0]) ||
+      !isMinusInfinity(scatter.getInputs()[2]))
+    return rewriter.notifyMatchFailure(
+        anchor, "the second pick does not mask the first");
+  // The weights: a concat whose users include what the sort's rows read.
+  onnx::ConcatOp concatWeights;
+  for (Operation *user : first.getOutputs()[0].getUsers())
+    if (auto gather = dyn_cast<onnx::GatherElementsOp>(user))
+      for (Operation *gatherUser : gather.getOutputs()[0].getUsers())
+        if (auto concat = dyn_cast<onnx::ConcatOp>(gatherUser))
+          concatWeights = concat;
+  if (!concatWeights || concatWeights.getInputs().size() != 2)
+    return rewriter.notifyMatchFailure(anchor, "no weights of both picks");
+  std::optional<double> firstEps =
+      matchMixerWeight(concatWeights.getInputs()[0], first.getOutputs()[0],
+                       logits, logits);
+  std::optional<double> secondEps =
+      matchMixerWeight(concatWeights.getInputs()[1], second.getOutputs()[0],
+                       scatter.getOutputs()[0], logits);
+  if (!firstEps || !secondEps || *firstEps != *secondEps || *firstEps < 0)
+    return rewriter.notifyMatchFailure(anchor,
+                                       "weights are not the sparse mixer's");
+  RouterMatch match;
+  match.logits = logits;
+  match.scoring = ScoringFunction::Softmax;
+  match.k = 2;
+  match.numExperts = logitsType.getDimSize(1);
+  match.sparseMixerEps = *firstEps / 2;
+  match.indices = concatIds.getOutputs()[0];
+  match.weights = concatWeights.getOutputs()[0];
+  return match;
+}
+
 FailureOr<RouterMatch> matchRouter(onnx::TopKOp topk,
                                    PatternRewriter &rewriter) {
   FailureOr<RouterMatch> router = matchSoftmaxTopK(topk, rewriter);
@@ -512,6 +596,10 @@ void setRouting(LayerSpec &spec, const RouterMatch &router) {
   spec.scoring = router.scoring;
   spec.selection = router.numGroups ? SelectionMethod::GroupedTopK
                                     : SelectionMethod::TopK;
+  if (router.sparseMixerEps) {
+    spec.selection = SelectionMethod::SparseMixer;
+    spec.jitterEps = router.sparseMixerEps;
+  }
   spec.normalize = router.normalize;
   spec.scalingFactor = router.scalingFactor;
   spec.numGroups = router.numGroups;
@@ -815,7 +903,7 @@ LayerOp createLayer(PatternRewriter &rewriter, Location loc, Type type,
       spec.maskedScore ? rewriter.getF64FloatAttr(*spec.maskedScore)
                        : FloatAttr(),
       rewriter.getF64FloatAttr(1.0e-4), rewriter.getI64IntegerAttr(10000),
-      rewriter.getF64FloatAttr(0.01));
+      rewriter.getF64FloatAttr(spec.jitterEps.value_or(0.01)));
 }
 
 ActivationAttr activationOf(const FFNMatch &ffn, MLIRContext *context) {

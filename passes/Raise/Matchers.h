@@ -64,6 +64,8 @@ struct RouterMatch {
   std::optional<int64_t> numGroups, groupTopk;
   std::optional<GroupScore> groupScore;
   std::optional<double> maskedScore;
+  /// Phi-3.5-MoE's sparse mixer, with its jitter epsilon.
+  std::optional<double> sparseMixerEps;
   Value indices;         // [T, k] expert ids (i64)
   Value weights;         // [T, k] the final combine weights
 };
@@ -83,6 +85,13 @@ FailureOr<RouterMatch> matchSigmoidTopK(onnx::TopKOp topk,
 /// chosen logits, which is the softmax over all experts renormalised over
 /// the chosen ones.
 FailureOr<RouterMatch> matchTopKSoftmax(onnx::TopKOp topk,
+                                        PatternRewriter &rewriter);
+
+/// Matches Phi-3.5-MoE's inference sparse mixer on logits l, whose ids
+/// `ids = Concat(ArgMax(l), ArgMax(l with the first masked to -inf))` a
+/// sort reads: each weight is the chosen logit's softmax over the logits
+/// within 2 * eps (relative) of it.
+FailureOr<RouterMatch> matchSparseMixer(Value ids, Operation *anchor,
                                         PatternRewriter &rewriter);
 
 /// Any router form.
@@ -154,6 +163,7 @@ struct LayerSpec {
   std::optional<int64_t> numGroups, groupTopk;
   std::optional<GroupScore> groupScore;
   std::optional<double> maskedScore;
+  std::optional<double> jitterEps;
 };
 
 /// The routing part of `spec` from a matched router.

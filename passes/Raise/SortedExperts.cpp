@@ -210,7 +210,24 @@ struct SortedBlock {
 static FailureOr<SortedBlock> matchSortedBlock(onnx::TopKOp topk,
                                                PatternRewriter &rewriter) {
   SortedBlock block;
-  FailureOr<RouterMatch> router = matchRouter(topk, rewriter);
+  // The router's TopK, or (a sparse mixer has none) the sort itself.
+  onnx::TopKOp sort;
+  FailureOr<RouterMatch> router = failure();
+  if (hasIntAttr(topk, "largest", 1, 0)) {
+    router = matchSparseMixer(skipReshapes(topk.getInputs()[0]), topk,
+                              rewriter);
+    sort = topk;
+  } else {
+    router = matchRouter(topk, rewriter);
+    // The sort: TopK(largest = 0) of all T*k expert ids.
+    if (succeeded(router))
+      for (Operation *user : router->indices.getUsers())
+        for (Value flat : user->getResults())
+          for (Operation *flatUser : flat.getUsers())
+            if (auto candidate = dyn_cast<onnx::TopKOp>(flatUser))
+              if (skipReshapes(candidate.getInputs()[0]) == router->indices)
+                sort = candidate;
+  }
   if (failed(router))
     return failure();
   block.router = *router;
@@ -221,16 +238,8 @@ static FailureOr<SortedBlock> matchSortedBlock(onnx::TopKOp topk,
   if (!xType || xType.getRank() != 2 || !xType.hasStaticShape())
     return rewriter.notifyMatchFailure(topk, "logits are not x @ W_router");
   int64_t pairs = xType.getDimSize(0) * k;
-
-  // The sort: TopK(largest = 0) of all T*k expert ids.
-  onnx::TopKOp sort;
-  for (Operation *user : router->indices.getUsers())
-    for (Value flat : user->getResults())
-      for (Operation *flatUser : flat.getUsers())
-        if (auto candidate = dyn_cast<onnx::TopKOp>(flatUser))
-          if (skipReshapes(candidate.getInputs()[0]) == router->indices)
-            sort = candidate;
   if (!sort || !hasIntAttr(sort, "largest", 1, 0) ||
+      skipReshapes(sort.getInputs()[0]) != router->indices ||
       constantInt(sort.getInputs()[1]) != pairs)
     return rewriter.notifyMatchFailure(topk,
                                        "expert ids are not sorted (argsort)");
