@@ -130,13 +130,8 @@ struct RaiseDenseExperts : OpRewritePattern<onnx::TopKOp> {
     spec.fc2 = *fc2;
     spec.fc3 = first.fc3 ? *fc3 : Value();
     spec.activation = activationOf(first, rewriter.getContext());
-    if (router->bias) {
-      FailureOr<Value> bias = reshapeConstant(
-          router->bias, {router->numExperts}, "selection_bias", loc, rewriter);
-      if (failed(bias))
-        return rewriter.notifyMatchFailure(topk, "bias could not be read");
-      spec.selectionBias = *bias;
-    }
+    if (failed(setSelectionBias(spec, *router, loc, rewriter)))
+      return failure();
     LayerOp layer = createLayer(rewriter, loc, x.getType(), spec);
     rewriter.replaceAllUsesWith(output, layer.getOutput());
     return success();

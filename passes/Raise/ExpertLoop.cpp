@@ -146,9 +146,16 @@ static std::optional<int64_t> hitPosition(Value index, int64_t numExperts) {
 
 FailureOr<ExpertMaskMatch> matchExpertMask(onnx::TopKOp topk,
                                            PatternRewriter &rewriter) {
-  FailureOr<RouterMatch> router = matchSoftmaxTopK(topk, rewriter);
+  FailureOr<RouterMatch> router = matchRouter(topk, rewriter);
   if (failed(router))
     return failure();
+  return matchExpertMask(*router, topk, rewriter);
+}
+
+FailureOr<ExpertMaskMatch> matchExpertMask(const RouterMatch &routerMatch,
+                                           Operation *topk,
+                                           PatternRewriter &rewriter) {
+  const RouterMatch *router = &routerMatch;
   ExpertMaskMatch match;
   match.router = *router;
   // mask = one_hot(ids, E).permute(2, 1, 0); mask[e] picks expert e.
@@ -190,9 +197,10 @@ bool ExpertMaskMatch::isComplete() const {
   return true;
 }
 
-FailureOr<ExpertLoopMatch> matchExpertLoop(onnx::TopKOp topk,
+FailureOr<ExpertLoopMatch> matchExpertLoop(const RouterMatch &router,
+                                           Operation *topk,
                                            PatternRewriter &rewriter) {
-  FailureOr<ExpertMaskMatch> mask = matchExpertMask(topk, rewriter);
+  FailureOr<ExpertMaskMatch> mask = matchExpertMask(router, topk, rewriter);
   if (failed(mask))
     return failure();
   if (!mask->isComplete())
@@ -234,7 +242,7 @@ static LogicalResult raiseIndexedExperts(const ExpertLoopMatch &match,
           numExperts ||
       cast<RankedTensorType>(first.stackedFc2.getType()).getDimSize(0) !=
           numExperts)
-    return rewriter.notifyMatchFailure(match.router.topk,
+    return rewriter.notifyMatchFailure(match.output.getLoc(),
                                        "parameters do not hold E experts");
   rewriter.setInsertionPoint(match.output.getDefiningOp());
   LayerSpec spec;
@@ -243,11 +251,14 @@ static LogicalResult raiseIndexedExperts(const ExpertLoopMatch &match,
   spec.fc1 = first.stackedFc1;
   spec.fc2 = first.stackedFc2;
   spec.activation = *first.fusedActivation;
+  if (failed(setSelectionBias(spec, match.router, match.output.getLoc(),
+                              rewriter)))
+    return failure();
   LayerOp layer = createLayer(rewriter, match.output.getLoc(),
                               match.x.getType(), spec);
   if (layer.getOutput().getType() != match.output.getType()) {
     rewriter.eraseOp(layer);
-    return rewriter.notifyMatchFailure(match.router.topk,
+    return rewriter.notifyMatchFailure(match.output.getLoc(),
                                        "block output type differs");
   }
   rewriter.replaceAllUsesWith(match.output, layer.getOutput());
@@ -255,12 +266,11 @@ static LogicalResult raiseIndexedExperts(const ExpertLoopMatch &match,
 }
 
 /// Rewrites a complete per-expert loop into one moe.layer.
-struct RaiseExpertLoop : OpRewritePattern<onnx::TopKOp> {
-  using OpRewritePattern::OpRewritePattern;
-
-  LogicalResult matchAndRewrite(onnx::TopKOp topk,
-                                PatternRewriter &rewriter) const override {
-    FailureOr<ExpertLoopMatch> match = matchExpertLoop(topk, rewriter);
+/// Rewrites the complete per-expert loop of `router` into one moe.layer.
+static LogicalResult raiseExpertLoop(const RouterMatch &router,
+                                     Operation *topk,
+                                     PatternRewriter &rewriter) {
+    FailureOr<ExpertLoopMatch> match = matchExpertLoop(router, topk, rewriter);
     if (failed(match))
       return failure();
     const FFNMatch &first = match->experts.front().ffn;
@@ -289,32 +299,58 @@ struct RaiseExpertLoop : OpRewritePattern<onnx::TopKOp> {
     if (failed(fc1) || failed(fc2) || (first.fc3 && failed(fc3)))
       return rewriter.notifyMatchFailure(topk, "weights could not be stacked");
 
-    const RouterMatch &router = match->router;
     LayerSpec spec;
+    setRouting(spec, match->router);
     spec.input = match->x;
-    spec.logits = skipNoOps(router.logits);
     spec.fc1 = *fc1;
     spec.fc3 = first.fc3 ? *fc3 : Value();
     spec.fc2 = *fc2;
-    spec.k = router.k;
     spec.activation = activationOf(first, rewriter.getContext());
-    spec.scoring = router.scoring;
-    spec.normalize = router.normalize;
-    spec.scalingFactor = router.scalingFactor;
+    if (failed(setSelectionBias(spec, match->router, loc, rewriter)))
+      return failure();
     LayerOp layer =
         createLayer(rewriter, loc, match->x.getType(), spec);
     Value result = layer.getOutput();
-    if (result.getType() != match->output.getType())
+    if (result.getType() != match->output.getType()) {
+      rewriter.eraseOp(layer);
       return rewriter.notifyMatchFailure(topk, "block output type differs");
+    }
     rewriter.replaceAllUsesWith(match->output, result);
     return success();
+}
+
+/// A loop routed by a TopK.
+struct RaiseExpertLoop : OpRewritePattern<onnx::TopKOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(onnx::TopKOp topk,
+                                PatternRewriter &rewriter) const override {
+    FailureOr<RouterMatch> router = matchRouter(topk, rewriter);
+    if (failed(router))
+      return failure();
+    return raiseExpertLoop(*router, topk, rewriter);
+  }
+};
+
+/// A loop routed without a TopK (Phi-3.5-MoE's sparse mixer), found by its
+/// expert mask.
+struct RaiseSparseMixerLoop : OpRewritePattern<onnx::OneHotOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(onnx::OneHotOp oneHot,
+                                PatternRewriter &rewriter) const override {
+    FailureOr<RouterMatch> router =
+        matchSparseMixer(skipNoOps(oneHot.getInputs()[0]), oneHot, rewriter);
+    if (failed(router))
+      return failure();
+    return raiseExpertLoop(*router, oneHot, rewriter);
   }
 };
 
 } // namespace
 
 void populateExpertLoopPatterns(RewritePatternSet &patterns) {
-  patterns.add<RaiseExpertLoop>(patterns.getContext());
+  patterns.add<RaiseExpertLoop, RaiseSparseMixerLoop>(patterns.getContext());
 }
 
 } // namespace mlir::moe::raise

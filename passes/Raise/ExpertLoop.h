@@ -30,6 +30,10 @@ struct ExpertMaskMatch {
 /// Matches the router and the per-expert mask rows of a loop-form block.
 FailureOr<ExpertMaskMatch> matchExpertMask(onnx::TopKOp topk,
                                            PatternRewriter &rewriter);
+/// The same for a matched router; `anchor` takes the failure reasons.
+FailureOr<ExpertMaskMatch> matchExpertMask(const RouterMatch &router,
+                                           Operation *anchor,
+                                           PatternRewriter &rewriter);
 
 /// A whole loop-form block.
 struct ExpertLoopMatch {
@@ -39,8 +43,9 @@ struct ExpertLoopMatch {
   Value output;                     // the sum over experts, [T, H]
 };
 
-/// Matches the complete loop-form block routed by `topk`.
-FailureOr<ExpertLoopMatch> matchExpertLoop(onnx::TopKOp topk,
+/// Matches the complete loop-form block routed by `router`.
+FailureOr<ExpertLoopMatch> matchExpertLoop(const RouterMatch &router,
+                                           Operation *anchor,
                                            PatternRewriter &rewriter);
 
 void populateExpertLoopPatterns(RewritePatternSet &patterns);

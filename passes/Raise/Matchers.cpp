@@ -580,6 +580,12 @@ FailureOr<RouterMatch> matchRouter(onnx::TopKOp topk,
 
 Value matchRouterInput(Value logits) {
   Operation *op = skipNoOps(logits).getDefiningOp();
+  // nn.Linear with a bias, as the TorchScript exporter writes it.
+  if (auto add = dyn_cast_or_null<onnx::AddOp>(op))
+    for (int i = 0; i < 2; ++i)
+      if (constantOp(add.getInputs()[1 - i]))
+        if (auto matmul = definedBy<onnx::MatMulOp>(add.getInputs()[i]))
+          return skipNoOps(matmul.getInputs()[0]);
   if (auto matmul = dyn_cast_or_null<onnx::MatMulOp>(op))
     return skipNoOps(matmul.getInputs()[0]);
   if (auto gemm = dyn_cast_or_null<onnx::GemmOp>(op)) {
@@ -876,6 +882,18 @@ FailureOr<FFNMatch> matchIndexedFFN(Value output, PatternRewriter &rewriter) {
         work.push_back(operand);
   }
   return failure();
+}
+
+LogicalResult setSelectionBias(LayerSpec &spec, const RouterMatch &router,
+                               Location loc, PatternRewriter &rewriter) {
+  if (!router.bias)
+    return success();
+  FailureOr<Value> bias = reshapeConstant(router.bias, {router.numExperts},
+                                          "selection_bias", loc, rewriter);
+  if (failed(bias))
+    return rewriter.notifyMatchFailure(loc, "bias could not be read");
+  spec.selectionBias = *bias;
+  return success();
 }
 
 LayerOp createLayer(PatternRewriter &rewriter, Location loc, Type type,

@@ -169,6 +169,10 @@ struct LayerSpec {
 /// The routing part of `spec` from a matched router.
 void setRouting(LayerSpec &spec, const RouterMatch &router);
 
+/// Sets `spec`'s selection bias from the router's, as an `[E]` constant.
+LogicalResult setSelectionBias(LayerSpec &spec, const RouterMatch &router,
+                               Location loc, PatternRewriter &rewriter);
+
 /// Creates the moe.layer of `spec` with result type `type`.
 LayerOp createLayer(PatternRewriter &rewriter, Location loc, Type type,
                     const LayerSpec &spec);

@@ -389,13 +389,8 @@ struct RaiseSortedExperts : OpRewritePattern<onnx::TopKOp> {
     if (block->down.bias)
       spec.fc2Bias = block->down.bias;
     spec.activation = block->activation;
-    if (const RouterMatch &router = block->router; router.bias) {
-      FailureOr<Value> bias = reshapeConstant(
-          router.bias, {router.numExperts}, "selection_bias", loc, rewriter);
-      if (failed(bias))
-        return rewriter.notifyMatchFailure(topk, "bias could not be read");
-      spec.selectionBias = *bias;
-    }
+    if (failed(setSelectionBias(spec, block->router, loc, rewriter)))
+      return failure();
     LayerOp layer = createLayer(rewriter, loc, block->x.getType(), spec);
     if (failed(verify(layer)) ||
         layer.getOutput().getType() != block->output.getType()) {
