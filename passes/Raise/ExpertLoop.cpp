@@ -244,12 +244,27 @@ static LogicalResult raiseIndexedExperts(const ExpertLoopMatch &match,
           numExperts)
     return rewriter.notifyMatchFailure(match.output.getLoc(),
                                        "parameters do not hold E experts");
+  Location loc = match.output.getLoc();
   rewriter.setInsertionPoint(match.output.getDefiningOp());
   LayerSpec spec;
   setRouting(spec, match.router);
   spec.input = match.x;
   spec.fc1 = first.stackedFc1;
   spec.fc2 = first.stackedFc2;
+  if (first.stackedInOut) {
+    FailureOr<Value> fc1 =
+        transposeExpertWeights(first.stackedFc1, "experts_fc1", loc, rewriter);
+    FailureOr<Value> fc2 =
+        transposeExpertWeights(first.stackedFc2, "experts_fc2", loc, rewriter);
+    if (failed(fc1) || failed(fc2))
+      return rewriter.notifyMatchFailure(loc, "weights could not be packed");
+    spec.fc1 = *fc1;
+    spec.fc2 = *fc2;
+  }
+  if (first.stackedFc1Bias)
+    spec.fc1Bias = first.stackedFc1Bias;
+  if (first.stackedFc2Bias)
+    spec.fc2Bias = first.stackedFc2Bias;
   spec.activation = *first.fusedActivation;
   if (failed(setSelectionBias(spec, match.router, match.output.getLoc(),
                               rewriter)))
@@ -279,6 +294,8 @@ static LogicalResult raiseExpertLoop(const RouterMatch &router,
           static_cast<bool>(e.ffn.fc3) != static_cast<bool>(first.fc3) ||
           e.ffn.stackedFc1 != first.stackedFc1 ||
           e.ffn.stackedFc2 != first.stackedFc2 ||
+          e.ffn.stackedFc1Bias != first.stackedFc1Bias ||
+          e.ffn.stackedFc2Bias != first.stackedFc2Bias ||
           e.ffn.fusedActivation != first.fusedActivation)
         return rewriter.notifyMatchFailure(topk, "experts differ in shape");
     if (first.stackedFc1)

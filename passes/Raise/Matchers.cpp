@@ -830,50 +830,92 @@ std::optional<ActivationAttr> matchFusedSwiGLU(Value activated, Value h) {
   return std::nullopt;
 }
 
-/// `x @ W[index].T` where W is a constant `[E, out, in]`: x, W and index.
-static std::optional<std::tuple<Value, arith::ConstantOp, Value>>
-matchIndexedLinear(Value value) {
-  auto matmul = definedBy<onnx::MatMulOp>(value);
-  auto transpose =
-      matmul ? definedBy<onnx::TransposeOp>(matmul.getInputs()[1]) : nullptr;
-  auto perm = transpose ? transpose->getAttrOfType<DenseI64ArrayAttr>("perm")
-                        : DenseI64ArrayAttr();
-  auto gather =
-      transpose ? definedBy<onnx::GatherOp>(transpose.getInputs()[0]) : nullptr;
-  if (!gather || !perm || perm.asArrayRef() != ArrayRef<int64_t>{1, 0})
+namespace {
+/// `x @ W[index].T [+ b[index]]` with W a constant `[E, out, in]` (or
+/// `x @ W[index] [+ b[index]]` with W `[E, in, out]`, GPT-OSS's layout).
+struct IndexedLinear {
+  Value input;
+  arith::ConstantOp weight, bias;
+  bool inOut = false;  // W is [E, in, out]
+  Value index;
+};
+} // namespace
+
+/// `Gather(C, index, axis 0)` of a constant of rank `rank`: C and index.
+static std::optional<std::pair<arith::ConstantOp, Value>>
+matchExpertRow(Value value, int64_t rank) {
+  auto gather = definedBy<onnx::GatherOp>(value);
+  if (!gather)
     return std::nullopt;
   auto axis = gather->getAttrOfType<IntegerAttr>("axis");
   arith::ConstantOp stacked = constantOp(gather.getInputs()[0]);
   if ((axis && axis.getInt() != 0) || !stacked ||
-      cast<RankedTensorType>(stacked.getType()).getRank() != 3 ||
+      cast<RankedTensorType>(stacked.getType()).getRank() != rank ||
       cast<RankedTensorType>(gather.getInputs()[1].getType()).getRank() != 0)
     return std::nullopt;
-  return std::make_tuple(matmul.getInputs()[0], stacked,
-                         skipNoOps(gather.getInputs()[1]));
+  return std::make_pair(stacked, skipNoOps(gather.getInputs()[1]));
+}
+
+static std::optional<IndexedLinear> matchIndexedLinear(Value value) {
+  IndexedLinear linear;
+  value = skipNoOps(value);
+  if (auto add = value.getDefiningOp<onnx::AddOp>()) {
+    for (int i = 0; i < 2 && !linear.bias; ++i)
+      if (auto row = matchExpertRow(add.getInputs()[1 - i], 2)) {
+        linear.bias = row->first;
+        linear.index = row->second;
+        value = skipNoOps(add.getInputs()[i]);
+      }
+    if (!linear.bias)
+      return std::nullopt;
+  }
+  auto matmul = value.getDefiningOp<onnx::MatMulOp>();
+  if (!matmul)
+    return std::nullopt;
+  Value weight = matmul.getInputs()[1];
+  linear.inOut = true;
+  if (auto transpose = definedBy<onnx::TransposeOp>(weight)) {
+    auto perm = transpose->getAttrOfType<DenseI64ArrayAttr>("perm");
+    if (!perm || perm.asArrayRef() != ArrayRef<int64_t>{1, 0})
+      return std::nullopt;
+    weight = transpose.getInputs()[0];
+    linear.inOut = false;
+  }
+  auto row = matchExpertRow(weight, 3);
+  if (!row || (linear.index && linear.index != row->second))
+    return std::nullopt;
+  linear.input = matmul.getInputs()[0];
+  linear.weight = row->first;
+  linear.index = row->second;
+  return linear;
 }
 
 FailureOr<FFNMatch> matchIndexedFFN(Value output, PatternRewriter &rewriter) {
-  auto down = matchIndexedLinear(output);
+  std::optional<IndexedLinear> down = matchIndexedLinear(output);
   if (!down)
     return failure();
-  auto [activated, fc2, index] = *down;
+  Value activated = down->input;
   // The up projection: the first indexed linear that the activation reads.
   SmallVector<Value> work{activated};
   llvm::SmallPtrSet<Operation *, 16> seen;
   for (unsigned steps = 0; !work.empty() && steps < 16; ++steps) {
     Value v = work.pop_back_val();
-    if (auto up = matchIndexedLinear(v)) {
-      auto [input, fc1, upIndex] = *up;
+    if (std::optional<IndexedLinear> up = matchIndexedLinear(v)) {
       std::optional<ActivationAttr> activation =
           matchFusedSwiGLU(activated, v);
-      if (upIndex != index || !activation)
+      if (up->index != down->index || up->inOut != down->inOut ||
+          static_cast<bool>(up->bias) != static_cast<bool>(down->bias) ||
+          !activation)
         return failure();
       FFNMatch ffn;
-      ffn.input = input;
+      ffn.input = up->input;
       ffn.output = output;
-      ffn.stackedFc1 = fc1;
-      ffn.stackedFc2 = fc2;
-      ffn.expertIndex = index;
+      ffn.stackedFc1 = up->weight;
+      ffn.stackedFc2 = down->weight;
+      ffn.stackedFc1Bias = up->bias;
+      ffn.stackedFc2Bias = down->bias;
+      ffn.stackedInOut = up->inOut;
+      ffn.expertIndex = down->index;
       ffn.fusedActivation = *activation;
       return ffn;
     }

@@ -113,6 +113,8 @@ struct FFNMatch {
   // Experts stored as fused 3-D parameters `[E, out, in]` (transformers 5's
   // `gate_up_proj`, `down_proj`) and indexed by `expertIndex`.
   arith::ConstantOp stackedFc1, stackedFc2;
+  arith::ConstantOp stackedFc1Bias, stackedFc2Bias;  // [E, out], if any
+  bool stackedInOut = false;  // the weights are [E, in, out] (GPT-OSS)
   Value expertIndex;
   std::optional<ActivationAttr> fusedActivation;
 };
@@ -122,7 +124,8 @@ struct FFNMatch {
 FailureOr<FFNMatch> matchFFN(Value output, PatternRewriter &rewriter);
 
 /// Matches the FFN of one expert of fused 3-D parameters:
-/// `swiglu(x @ W1[e].T) @ W2[e].T` with W1 holding both SwiGLU halves.
+/// `swiglu(x @ W1[e].T [+ b1[e]]) @ W2[e].T [+ b2[e]]` with W1 holding both
+/// SwiGLU halves (or the same with `[E, in, out]` weights, untransposed).
 FailureOr<FFNMatch> matchIndexedFFN(Value output, PatternRewriter &rewriter);
 
 /// The experts' weights for moe.layer: the per-expert `[in, out]` constants

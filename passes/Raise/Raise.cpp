@@ -4,6 +4,7 @@
 #include "passes/Raise/CapacityEinsum.h"
 #include "passes/Raise/DenseExperts.h"
 #include "passes/Raise/ExpertLoop.h"
+#include "passes/Raise/GatheredExperts.h"
 #include "passes/Raise/SharedExpert.h"
 #include "passes/Raise/SortedExperts.h"
 #include "mlir/IR/Dominance.h"
@@ -80,6 +81,7 @@ struct MoERaisePass : public impl::MoERaisePassBase<MoERaisePass> {
     raise::populateExpertLoopPatterns(patterns);
     raise::populateCapacityEinsumPatterns(patterns);
     raise::populateSortedExpertsPatterns(patterns);
+    raise::populateGatheredExpertsPatterns(patterns);
     raise::populateSharedExpertPatterns(patterns);
     ExplainListener listener;
     GreedyRewriteConfig config;
