@@ -34,3 +34,17 @@
 // Qwen2-MoE: no renormalisation.
 // RUN: moe-translate --import-onnx %corpus/hf/qwen2_moe.model.exporter.onnx | moe-opt --moe-raise --canonicalize | FileCheck %s --check-prefix=QWEN2
 // QWEN2-COUNT-2: moe.layer softmax topk k 2 %{{.*}}, %{{.*}} fc1(%{{.*}}) fc2(%{{.*}}) activation <swiglu, concatenated> : (tensor<16x16xf32>, tensor<16x8xf32>, tensor<8x64x16xf32>, tensor<8x16x32xf32>) -> tensor<16x16xf32>
+//
+// Phi-3.5-MoE's sparse mixer (no TopK: two masked arg-maxes), in the
+// exporter's grouped form and in the legacy loop.
+// RUN: moe-translate --import-onnx %corpus/hf/phimoe.model.exporter.onnx | moe-opt --moe-raise --canonicalize | FileCheck %s --check-prefix=PHI
+// PHI-COUNT-2: moe.layer softmax sparse_mixer k 2 %{{.*}}, %{{.*}} fc1(%{{.*}}) fc2(%{{.*}}) activation <swiglu, concatenated> {jitter_eps = 0.0{{[0-9]*}} : f64}
+// PHI-NOT: onnx.ArgMax
+// RUN: moe-translate --import-onnx %corpus/hf/phimoe.block.legacy.onnx | moe-opt --moe-raise --canonicalize | FileCheck %s --check-prefix=PHILOOP
+// PHILOOP: moe.layer softmax sparse_mixer k 2
+// PHILOOP-NOT: onnx.NonZero
+//
+// GPT-OSS's legacy loop: [E, in, out] experts with biases indexed per expert.
+// RUN: moe-translate --import-onnx %corpus/hf/gpt_oss.block.legacy.onnx | moe-opt --moe-raise --canonicalize | FileCheck %s --check-prefix=GPTLOOP
+// GPTLOOP: moe.layer softmax topk k 2 %{{.*}}, %{{.*}} fc1(%{{.*}}, %{{.*}}) fc2(%{{.*}}, %{{.*}}) activation <swiglu, interleaved, alpha = 1.70{{[0-9]*}}, beta = 1.000000e+00, limit = 7.000000e+00> {normalize}
+// GPTLOOP-NOT: onnx.NonZero
