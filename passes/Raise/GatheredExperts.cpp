@@ -74,8 +74,8 @@ static Value skipUnitPairs(Value value) {
     auto unsqueeze = dyn_cast<onnx::UnsqueezeOp>(*value.getUsers().begin());
     if (!unsqueeze || !unsqueeze.getOutputs()[0].hasOneUse())
       break;
-    auto squeeze =
-        dyn_cast<onnx::SqueezeOp>(*unsqueeze.getOutputs()[0].getUsers().begin());
+    auto squeeze = dyn_cast<onnx::SqueezeOp>(
+        *unsqueeze.getOutputs()[0].getUsers().begin());
     std::optional<SmallVector<int64_t>> in =
         constantInts(unsqueeze.getInputs()[1]);
     std::optional<SmallVector<int64_t>> out =
@@ -175,17 +175,17 @@ struct GatheredMatMul {
   Value rows;               // [S, in]
   arith::ConstantOp weight; // [E, out, in], or [E, in, out] if transposed
   bool transposed = false;
-  arith::ConstantOp bias;   // [E, out], gathered by the flat ids
-  Value result;             // [S, out], bias added
+  arith::ConstantOp bias; // [E, out], gathered by the flat ids
+  Value result;           // [S, out], bias added
 };
 
 /// Matches the bmm that `gather` (the weights of every pair) feeds:
 /// `bmm(W[ids], rows[:, :, None])[:, :, 0]` for `[E, out, in]` weights or
 /// `bmm(rows[:, None], W[ids])[:, 0]` for `[E, in, out]` ones, then an
 /// optional `+ b[ids]` of the same ids.
-static FailureOr<GatheredMatMul> matchGatheredMatMul(onnx::GatherNDOp gather,
-                                                     Value flatIds,
-                                                     PatternRewriter &rewriter) {
+static FailureOr<GatheredMatMul>
+matchGatheredMatMul(onnx::GatherNDOp gather, Value routerIds,
+                    PatternRewriter &rewriter) {
   GatheredMatMul mm;
   mm.weight = constantOp(gather.getInputs()[0]);
   Value selected = gather.getOutputs()[0];
@@ -223,9 +223,9 @@ static FailureOr<GatheredMatMul> matchGatheredMatMul(onnx::GatherNDOp gather,
       arith::ConstantOp bias =
           biasGather ? constantOp(biasGather.getInputs()[0]) : nullptr;
       if (bias && hasIntAttr(biasGather, "batch_dims", 0, 0) &&
-          skipNoOps(biasGather.getInputs()[1]) == skipNoOps(flatIds) &&
-          shapeOf(bias) ==
-              ArrayRef<int64_t>{shapeOf(mm.weight)[0], out} &&
+          skipReshapes(biasGather.getInputs()[1]) == skipReshapes(routerIds) &&
+          shapeOf(biasGather.getInputs()[1]) == ArrayRef<int64_t>{pairs, 1} &&
+          shapeOf(bias) == ArrayRef<int64_t>{shapeOf(mm.weight)[0], out} &&
           shapeOf(other) == ArrayRef<int64_t>{pairs, out}) {
         mm.bias = bias;
         mm.result = skipUnitPairs(add.getOutputs()[0]);
@@ -236,10 +236,10 @@ static FailureOr<GatheredMatMul> matchGatheredMatMul(onnx::GatherNDOp gather,
 
 /// The pieces of a batched-form block routed by `router`.
 struct GatheredBlock {
-  Value x;  // [T, H]
+  Value x; // [T, H]
   GatheredMatMul up, down;
   ActivationAttr activation;
-  Value output;  // [T, H]
+  Value output; // [T, H]
 };
 
 static FailureOr<GatheredBlock> matchGatheredBlock(const RouterMatch &router,
@@ -257,7 +257,6 @@ static FailureOr<GatheredBlock> matchGatheredBlock(const RouterMatch &router,
   // The expert weights of every pair: stacked constants gathered by the
   // router's ids, flattened to one id per pair.
   SmallVector<onnx::GatherNDOp> gathers;
-  Value flatIds;
   SmallVector<Value> work{router.indices};
   llvm::SmallPtrSet<Operation *, 8> seen;
   while (!work.empty()) {
@@ -280,7 +279,6 @@ static FailureOr<GatheredBlock> matchGatheredBlock(const RouterMatch &router,
       ArrayRef<int64_t> shape = weight ? shapeOf(weight) : ArrayRef<int64_t>();
       if (shape.size() != 3 || shape[0] != numExperts)
         continue;
-      flatIds = value;
       gathers.push_back(gather);
     }
   }
@@ -293,7 +291,7 @@ static FailureOr<GatheredBlock> matchGatheredBlock(const RouterMatch &router,
   SmallVector<GatheredMatMul, 2> projections;
   for (onnx::GatherNDOp gather : gathers) {
     FailureOr<GatheredMatMul> mm =
-        matchGatheredMatMul(gather, flatIds, rewriter);
+        matchGatheredMatMul(gather, router.indices, rewriter);
     if (failed(mm))
       return failure();
     projections.push_back(*mm);
@@ -321,8 +319,7 @@ static FailureOr<GatheredBlock> matchGatheredBlock(const RouterMatch &router,
   int64_t hidden = xType.getDimSize(1);
   if (shapeOf(expertRows) != ArrayRef<int64_t>{pairs, hidden} ||
       !expertRows.hasOneUse())
-    return rewriter.notifyMatchFailure(block.down.matmul,
-                                       "expert rows escape");
+    return rewriter.notifyMatchFailure(block.down.matmul, "expert rows escape");
   auto weighted = dyn_cast<onnx::MulOp>(*expertRows.getUsers().begin());
   if (!weighted)
     return rewriter.notifyMatchFailure(block.down.matmul,

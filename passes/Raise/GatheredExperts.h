@@ -1,4 +1,4 @@
-//===- GatheredExperts.h - the batched form, weights gathered per pick -*- C++ -*-===//
+//===- GatheredExperts.h - the batched form, weights per pick --*- C++ -*-===//
 
 #ifndef MOE_PASSES_RAISE_GATHEREDEXPERTS_H
 #define MOE_PASSES_RAISE_GATHEREDEXPERTS_H

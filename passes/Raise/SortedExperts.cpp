@@ -12,8 +12,12 @@
 //   o    = concat_e(a[ends[e-1]:ends[e]] @ W2[e]) [+ b2[ids_sorted]]
 //   y    = (o * w.flatten()[perm])[inverse(perm)].reshape(T, k, H).sum(1)
 //
-// which is one dropless moe.layer. The index maps (floor division, histc's
-// bins) are checked by evaluating them on their whole domain.
+// which is one dropless moe.layer. TorchScript's `_grouped_mm` (as the
+// TorchScript importer translates it) computes each group densely instead,
+// `h = Where(row in group e, rows @ W1[e], ...)` chained over e, with the
+// histogram a sum of one-hot rows and gathers in place of GatherNDs; both
+// spellings are matched. The index maps (floor division, histc's bins) are
+// checked by evaluating them on their whole domain.
 //
 //===----------------------------------------------------------------------===//
 
@@ -36,11 +40,15 @@ static Value skipCasts(Value value) {
   return value;
 }
 
-/// `value` with Unsqueeze, Squeeze and Reshape looked through.
+/// `value` with Unsqueeze, Squeeze, Reshape and Expand to the same shape
+/// looked through.
 static Value skipReshapes(Value value) {
   value = skipNoOps(value);
   while (Operation *op = value.getDefiningOp()) {
-    if (!isa<onnx::UnsqueezeOp, onnx::SqueezeOp, onnx::ReshapeOp>(op))
+    bool sameShapeExpand = isa<onnx::ExpandOp>(op) &&
+                           op->getOperand(0).getType() == value.getType();
+    if (!isa<onnx::UnsqueezeOp, onnx::SqueezeOp, onnx::ReshapeOp>(op) &&
+        !sameShapeExpand)
       break;
     value = skipNoOps(op->getOperand(0));
   }
@@ -67,6 +75,17 @@ static Value elementOf(Value value, int64_t index) {
       return {};
     return split.getInputs()[0];
   }
+  if (auto slice = value.getDefiningOp<onnx::SliceOp>()) {
+    ValueRange in = slice.getInputs();
+    bool axisZero = in.size() < 4 || isa<NoneType>(in[3].getType()) ||
+                    constantInt(in[3]) == 0;
+    bool stepOne = in.size() < 5 || isa<NoneType>(in[4].getType()) ||
+                   constantInt(in[4]) == 1;
+    if (!axisZero || !stepOne || constantInt(in[1]) != index ||
+        constantInt(in[2]) != index + 1)
+      return {};
+    return in[0];
+  }
   if (auto gather = value.getDefiningOp<onnx::GatherOp>()) {
     if (!hasIntAttr(gather, "axis", 0, 0) ||
         constantInt(gather.getInputs()[1]) != index ||
@@ -81,8 +100,9 @@ static Value elementOf(Value value, int64_t index) {
 struct GroupedMatMul {
   Value rows;                 // [N, in], sorted by expert
   SmallVector<Value> ends;    // the end row of each expert's group
-  SmallVector<Operation *> ranges;  // each group's Range
+  SmallVector<Operation *> ranges;  // each group's Range (or Where)
   arith::ConstantOp weight;   // [E, in, out]
+  SmallVector<arith::ConstantOp> perExpert;  // or one [in, out] per expert
   arith::ConstantOp bias;     // [E, out], gathered by sorted expert id
   Value result;               // [N, out], bias added
 };
@@ -136,20 +156,115 @@ static FailureOr<GroupedMatMul> matchGroupedMatMul(onnx::ConcatOp concat,
   return grouped;
 }
 
+/// Whether `value` is the constant column `[0, 1, ..., n-1]` ([n] or [n, 1]),
+/// or Range(0, n, 1).
+static bool isIota(Value value, int64_t n) {
+  value = skipReshapes(value);
+  if (auto range = value.getDefiningOp<onnx::RangeOp>())
+    return constantInt(range.getInputs()[0]) == 0 &&
+           constantInt(range.getInputs()[1]) == n &&
+           constantInt(range.getInputs()[2]) == 1;
+  std::optional<SmallVector<int64_t>> ints = constantInts(value);
+  if (!ints || static_cast<int64_t>(ints->size()) != n)
+    return false;
+  for (int64_t i = 0; i < n; ++i)
+    if ((*ints)[i] != i)
+      return false;
+  return true;
+}
+
+/// Matches `Where(i in [ends[e-1], ends[e]), rows @ W[e], ...)` chained over
+/// the E experts from `value`, the last link, down to zeros.
+static FailureOr<GroupedMatMul>
+matchMaskedGroupedMatMul(Value value, int64_t numExperts, Operation *anchor,
+                         PatternRewriter &rewriter) {
+  GroupedMatMul grouped;
+  grouped.result = value;
+  SmallVector<onnx::WhereOp> chain;
+  for (int64_t e = 0; e < numExperts; ++e) {
+    auto where = definedBy<onnx::WhereOp>(value);
+    if (!where)
+      return rewriter.notifyMatchFailure(anchor,
+                                         "not one masked group per expert");
+    chain.push_back(where);
+    value = where.getInputs()[2];
+  }
+  if (!isZeroConstant(value))
+    return rewriter.notifyMatchFailure(anchor, "groups do not start at zero");
+  std::reverse(chain.begin(), chain.end());
+  Value start;
+  for (auto [e, where] : llvm::enumerate(chain)) {
+    auto matmul = definedBy<onnx::MatMulOp>(where.getInputs()[1]);
+    arith::ConstantOp weight =
+        matmul ? constantOp(matmul.getInputs()[1]) : nullptr;
+    auto inGroup = definedBy<onnx::AndOp>(where.getInputs()[0]);
+    auto lower = inGroup ? definedBy<onnx::GreaterOrEqualOp>(
+                               inGroup.getInputs()[0])
+                         : nullptr;
+    auto upper =
+        inGroup ? definedBy<onnx::LessOp>(inGroup.getInputs()[1]) : nullptr;
+    if (!weight || cast<RankedTensorType>(weight.getType()).getRank() != 2 ||
+        !lower || !upper)
+      return rewriter.notifyMatchFailure(
+          where, "a group is not Where(row in range, rows @ W[e])");
+    Value rows = skipNoOps(matmul.getInputs()[0]);
+    int64_t numRows = cast<RankedTensorType>(rows.getType()).getDimSize(0);
+    Value iota = lower.getInputs()[0];
+    bool starts = e == 0 ? constantInt(lower.getInputs()[1]) == 0
+                         : skipCasts(lower.getInputs()[1]) == skipCasts(start);
+    if ((grouped.rows && rows != grouped.rows) || !starts ||
+        skipNoOps(upper.getInputs()[0]) != skipNoOps(iota) ||
+        !isIota(iota, numRows))
+      return rewriter.notifyMatchFailure(
+          where, "groups are not consecutive row ranges");
+    grouped.rows = rows;
+    grouped.perExpert.push_back(weight);
+    start = upper.getInputs()[1];
+    grouped.ends.push_back(start);
+    grouped.ranges.push_back(where);
+  }
+  return grouped;
+}
+
+/// The grouped projection whose result (bias not added) is `value`.
+static FailureOr<GroupedMatMul> matchGroupedProjection(
+    Value value, int64_t numExperts, Operation *anchor,
+    PatternRewriter &rewriter) {
+  if (auto concat = definedBy<onnx::ConcatOp>(value))
+    return matchGroupedMatMul(concat, numExperts, rewriter);
+  return matchMaskedGroupedMatMul(value, numExperts, anchor, rewriter);
+}
+
+/// The constant `[E, out]` bias that `value` gathers by `ids` (Gather on
+/// axis 0, or GatherND).
+static arith::ConstantOp gatheredBias(Value value, Value ids) {
+  Operation *op = skipNoOps(value).getDefiningOp();
+  Value data, index;
+  if (auto gather = dyn_cast_or_null<onnx::GatherOp>(op)) {
+    if (hasIntAttr(gather, "axis", 0, 0))
+      std::tie(data, index) =
+          std::make_pair(gather.getInputs()[0], gather.getInputs()[1]);
+  } else if (auto gather = dyn_cast_or_null<onnx::GatherNDOp>(op)) {
+    std::tie(data, index) =
+        std::make_pair(gather.getInputs()[0], gather.getInputs()[1]);
+  }
+  arith::ConstantOp bias = data ? constantOp(data) : nullptr;
+  if (!bias || skipReshapes(index) != ids ||
+      cast<RankedTensorType>(bias.getType()).getRank() != 2)
+    return {};
+  return bias;
+}
+
 /// `b[ids_sorted]` added to `grouped.result` (GPT-OSS's expert biases).
 static void matchGroupedBias(GroupedMatMul &grouped, Value sortedIds) {
   Value result = grouped.result;
-  for (Operation *user : result.getUsers()) {
-    auto add = dyn_cast<onnx::AddOp>(user);
-    if (!add || !llvm::hasSingleElement(result.getUsers()))
-      continue;
-    Value other = add.getInputs()[add.getInputs()[0] == result ? 1 : 0];
-    auto gather = definedBy<onnx::GatherNDOp>(other);
-    arith::ConstantOp bias =
-        gather ? constantOp(gather.getInputs()[0]) : nullptr;
-    if (!bias || skipReshapes(gather.getInputs()[1]) != sortedIds ||
-        cast<RankedTensorType>(bias.getType()).getRank() != 2)
-      continue;
+  if (!result.hasOneUse())
+    return;
+  auto add = dyn_cast<onnx::AddOp>(*result.getUsers().begin());
+  if (!add)
+    return;
+  Value other = add.getInputs()[add.getInputs()[0] == result ? 1 : 0];
+  if (arith::ConstantOp bias = gatheredBias(other, sortedIds)) {
     grouped.bias = bias;
     grouped.result = add.getOutputs()[0];
   }
@@ -175,27 +290,73 @@ static LogicalResult matchGroupEnds(const GroupedMatMul &grouped,
       constantInt(cumsum.getInputs()[1]).value_or(-1) != 0)
     return rewriter.notifyMatchFailure(grouped.ranges.front(),
                                        "group ends are not a cumsum");
-  auto scatter = definedBy<onnx::ScatterElementsOp>(
-      skipCasts(cumsum.getInputs()[0]));
-  auto reduction =
-      scatter ? scatter->getAttrOfType<StringAttr>("reduction") : nullptr;
-  std::optional<onnx_lowering::ConstTensor> ones =
-      scatter ? onnx_lowering::foldConstantExpression(scatter.getInputs()[2])
-              : std::nullopt;
-  if (!scatter || !reduction || reduction.getValue() != "add" ||
-      !hasIntAttr(scatter, "axis", 0, 0) ||
-      !isZeroConstant(scatter.getInputs()[0]) ||
-      cast<RankedTensorType>(scatter.getInputs()[0].getType()).getShape() !=
-          ArrayRef<int64_t>{numExperts} ||
-      !ones || llvm::any_of(llvm::seq<int64_t>(0, ones->size()),
-                            [&](int64_t i) { return ones->asDouble(i) != 1; }))
+  Value counts = skipCasts(cumsum.getInputs()[0]);
+  Value bins;
+  if (auto scatter = definedBy<onnx::ScatterElementsOp>(counts)) {
+    // ScatterElements(zeros[E], bins, ones, reduction = add).
+    auto reduction = scatter->getAttrOfType<StringAttr>("reduction");
+    std::optional<onnx_lowering::ConstTensor> ones =
+        onnx_lowering::foldConstantExpression(scatter.getInputs()[2]);
+    if (!reduction || reduction.getValue() != "add" ||
+        !hasIntAttr(scatter, "axis", 0, 0) ||
+        !isZeroConstant(scatter.getInputs()[0]) ||
+        cast<RankedTensorType>(scatter.getInputs()[0].getType()).getShape() !=
+            ArrayRef<int64_t>{numExperts} ||
+        !ones ||
+        llvm::any_of(llvm::seq<int64_t>(0, ones->size()),
+                     [&](int64_t i) { return ones->asDouble(i) != 1; }))
+      return rewriter.notifyMatchFailure(cumsum,
+                                         "counts are not a histogram of ids");
+    bins = scatter.getInputs()[1];
+  } else if (auto sum = definedBy<onnx::ReduceSumOp>(counts)) {
+    // ReduceSum(Equal(bins[:, None], arange(E)[None, :]), axis 0).
+    auto equal = definedBy<onnx::EqualOp>(skipCasts(sum.getInputs()[0]));
+    if (!equal || sum.getInputs().size() < 2 ||
+        constantInts(sum.getInputs()[1]) != SmallVector<int64_t>{0} ||
+        !hasIntAttr(sum, "keepdims", 1, 0))
+      return rewriter.notifyMatchFailure(cumsum,
+                                         "counts are not a histogram of ids");
+    for (int i = 0; i < 2 && !bins; ++i)
+      if (isIota(equal.getInputs()[1 - i], numExperts))
+        bins = skipReshapes(equal.getInputs()[i]);
+    if (!bins)
+      return rewriter.notifyMatchFailure(equal, "ids are not binned by expert");
+  } else {
     return rewriter.notifyMatchFailure(cumsum,
                                        "counts are not a histogram of ids");
-  if (!isIndexFunction(scatter.getInputs()[1], sortedIds, numExperts,
+  }
+  if (!isIndexFunction(bins, sortedIds, numExperts,
                        [](int64_t id) { return id; }))
-    return rewriter.notifyMatchFailure(scatter,
+    return rewriter.notifyMatchFailure(cumsum,
                                        "histogram bins are not the expert ids");
   return success();
+}
+
+/// Whether the groups of `a` and `b` end at the same rows: the same values,
+/// or the same elements of one cumsum.
+static bool sameGroups(const GroupedMatMul &a, const GroupedMatMul &b) {
+  for (auto [e, x, y] : llvm::enumerate(a.ends, b.ends)) {
+    if (skipCasts(x) == skipCasts(y))
+      continue;
+    Value wx = elementOf(x, e), wy = elementOf(y, e);
+    if (!wx || !wy || skipCasts(wx) != skipCasts(wy))
+      return false;
+  }
+  return true;
+}
+
+/// The rows `data[index]` of a Gather (axis 0) or GatherND (an index with a
+/// trailing 1): the index, where `data` is `from`.
+static Value gatheredIndex(Operation *op, Value from) {
+  if (auto gather = dyn_cast_or_null<onnx::GatherOp>(op))
+    if (hasIntAttr(gather, "axis", 0, 0) &&
+        skipReshapes(gather.getInputs()[0]) == skipReshapes(from))
+      return gather.getInputs()[1];
+  if (auto gather = dyn_cast_or_null<onnx::GatherNDOp>(op))
+    if (hasIntAttr(gather, "batch_dims", 0, 0) &&
+        skipReshapes(gather.getInputs()[0]) == skipReshapes(from))
+      return gather.getInputs()[1];
+  return {};
 }
 
 /// The pieces of a grouped-form block routed by `topk`.
@@ -245,100 +406,116 @@ static FailureOr<SortedBlock> matchSortedBlock(onnx::TopKOp topk,
                                        "expert ids are not sorted (argsort)");
   Value sortedIds = sort.getOutputs()[0], perm = sort.getOutputs()[1];
 
-  // rows = x[perm // k]: the GatherND of x whose index is perm // k.
-  onnx::GatherNDOp rows;
+  // rows = x[perm // k].
+  Value rows;
   for (Operation *user : block.x.getUsers())
-    if (auto gather = dyn_cast<onnx::GatherNDOp>(user))
-      if (isIndexFunction(gather.getInputs()[1], perm, pairs,
-                          [&](int64_t p) { return p / k; }))
-        rows = gather;
+    if (Value index = gatheredIndex(user, block.x))
+      if (isIndexFunction(index, perm, pairs, [&](int64_t p) { return p / k; }))
+        rows = user->getResult(0);
   if (!rows)
     return rewriter.notifyMatchFailure(sort, "no rows x[perm // k]");
 
-  // The up projection reads the rows; the down projection reads the
-  // activation over the same ranges.
-  auto concatOf = [](Value v) -> onnx::ConcatOp {
-    for (Operation *user : v.getUsers())
-      if (isa<onnx::GatherOp>(user))
-        for (Operation *mm : user->getResult(0).getUsers())
-          if (isa<onnx::MatMulOp>(mm))
-            for (Operation *c : mm->getResult(0).getUsers())
-              if (auto concat = dyn_cast<onnx::ConcatOp>(c))
-                return concat;
-    return {};
-  };
-  onnx::ConcatOp upConcat = concatOf(rows.getOutputs()[0]);
-  if (!upConcat)
-    return rewriter.notifyMatchFailure(rows, "no grouped up projection");
-  FailureOr<GroupedMatMul> up =
-      matchGroupedMatMul(upConcat, numExperts, rewriter);
-  if (failed(up) || up->rows != rows.getOutputs()[0] ||
-      failed(matchGroupEnds(*up, sortedIds, numExperts, rewriter)))
-    return failure();
-  matchGroupedBias(*up, sortedIds);
-  block.up = *up;
-
-  // The down projection: the other Gather on the first group's range.
-  onnx::ConcatOp downConcat;
-  for (Operation *user : up->ranges.front()->getResult(0).getUsers())
-    if (auto gather = dyn_cast<onnx::GatherOp>(user))
-      if (skipNoOps(gather.getInputs()[0]) != up->rows)
-        if (onnx::ConcatOp c = concatOf(gather.getInputs()[0]))
-          downConcat = c;
-  if (!downConcat)
-    return rewriter.notifyMatchFailure(upConcat, "no grouped down projection");
+  // The down projection is what w.flatten()[perm] scales.
+  onnx::MulOp weighted;
+  Value downResult;
+  for (Operation *user : perm.getUsers())
+    for (Operation *gather : user->getResult(0).getUsers())
+      if (gatheredIndex(gather, router->weights) ||
+          gatheredIndex(user, router->weights)) {
+        Operation *scaleOp = gatheredIndex(user, router->weights) ? user : gather;
+        SmallVector<Value> scales{scaleOp->getResult(0)};
+        for (Operation *u : scaleOp->getResult(0).getUsers())
+          if (isa<onnx::UnsqueezeOp, onnx::ReshapeOp>(u))
+            scales.push_back(u->getResult(0));
+        for (Value scale : scales)
+          for (Operation *u : scale.getUsers())
+            if (auto mul = dyn_cast<onnx::MulOp>(u)) {
+              weighted = mul;
+              downResult = mul.getInputs()[mul.getInputs()[0] == scale ? 1 : 0];
+            }
+      }
+  if (!weighted)
+    return rewriter.notifyMatchFailure(sort, "no rows scaled by w[perm]");
+  // GPT-OSS adds b2[ids_sorted] after the grouped product.
+  Value downProduct = downResult;
+  if (auto add = definedBy<onnx::AddOp>(downResult))
+    for (int i = 0; i < 2; ++i)
+      if (gatheredBias(add.getInputs()[1 - i], sortedIds))
+        downProduct = add.getInputs()[i];
   FailureOr<GroupedMatMul> down =
-      matchGroupedMatMul(downConcat, numExperts, rewriter);
+      matchGroupedProjection(downProduct, numExperts, weighted, rewriter);
   if (failed(down))
     return failure();
-  for (auto [a, b] : llvm::zip(up->ranges, down->ranges))
-    if (a != b)
-      return rewriter.notifyMatchFailure(downConcat,
-                                         "projections group rows otherwise");
   matchGroupedBias(*down, sortedIds);
+  if (down->result != downResult)
+    return rewriter.notifyMatchFailure(weighted,
+                                       "the down projection's bias differs");
   block.down = *down;
+
+  // The up projection reads the rows: the concat of its groups, or the end
+  // of its chain of masked groups.
+  Value upResult;
+  for (Operation *user : rows.getUsers()) {
+    Operation *product = user;
+    if (isa<onnx::GatherOp>(user) && user->getResult(0).hasOneUse())
+      product = *user->getResult(0).getUsers().begin();
+    if (!isa<onnx::MatMulOp>(product))
+      continue;
+    for (Operation *c : product->getResult(0).getUsers()) {
+      if (isa<onnx::ConcatOp>(c))
+        upResult = c->getResult(0);
+      if (!isa<onnx::WhereOp>(c))
+        continue;
+      // Follow the chain: each link is the else of the next.
+      Value link = c->getResult(0);
+      for (bool more = true; more;) {
+        more = false;
+        for (Operation *next : link.getUsers())
+          if (auto where = dyn_cast<onnx::WhereOp>(next))
+            if (where.getInputs()[2] == link) {
+              link = where.getOutputs()[0];
+              more = true;
+            }
+      }
+      upResult = link;
+    }
+  }
+  if (!upResult)
+    return rewriter.notifyMatchFailure(sort, "no grouped up projection");
+  FailureOr<GroupedMatMul> up =
+      matchGroupedProjection(upResult, numExperts, weighted, rewriter);
+  if (failed(up) || up->rows != rows ||
+      failed(matchGroupEnds(*up, sortedIds, numExperts, rewriter)))
+    return rewriter.notifyMatchFailure(sort, "no grouped up projection");
+  matchGroupedBias(*up, sortedIds);
+  block.up = *up;
+  if (!sameGroups(*up, *down))
+    return rewriter.notifyMatchFailure(weighted,
+                                       "projections group rows otherwise");
+  if (up->perExpert.empty() != down->perExpert.empty())
+    return rewriter.notifyMatchFailure(weighted,
+                                       "projections hold weights otherwise");
   std::optional<ActivationAttr> activation =
       matchFusedSwiGLU(down->rows, up->result);
   if (!activation)
-    return rewriter.notifyMatchFailure(downConcat,
+    return rewriter.notifyMatchFailure(weighted,
                                        "the activation is not a SwiGLU");
   block.activation = *activation;
-
-  // Weighted by w.flatten()[perm].
-  if (!down->result.hasOneUse())
-    return rewriter.notifyMatchFailure(downConcat, "expert rows escape");
-  auto weighted = dyn_cast<onnx::MulOp>(*down->result.getUsers().begin());
-  if (!weighted)
-    return rewriter.notifyMatchFailure(downConcat, "rows are not weighted");
-  Value scale = weighted.getInputs()[weighted.getInputs()[0] ==
-                                             down->result
-                                         ? 1
-                                         : 0];
-  auto scaleGather = definedBy<onnx::GatherNDOp>(skipReshapes(scale));
-  if (!scaleGather || skipReshapes(scaleGather.getInputs()[0]) !=
-                          skipNoOps(router->weights) ||
-      skipReshapes(scaleGather.getInputs()[1]) != perm)
-    return rewriter.notifyMatchFailure(weighted,
-                                       "rows are not scaled by w[perm]");
 
   // Unsorted by inverse(perm) = ScatterND(_, perm, arange), then summed
   // over the k picks of each token.
   if (!weighted.getOutputs()[0].hasOneUse())
     return rewriter.notifyMatchFailure(weighted, "weighted rows escape");
-  auto unsort = dyn_cast<onnx::GatherNDOp>(
-      *weighted.getOutputs()[0].getUsers().begin());
-  auto inverse = unsort ? definedBy<onnx::ScatterNDOp>(
-                              skipReshapes(unsort.getInputs()[1]))
-                        : nullptr;
-  std::optional<SmallVector<int64_t>> arange =
-      inverse ? constantInts(inverse.getInputs()[2]) : std::nullopt;
-  bool isArange = arange && static_cast<int64_t>(arange->size()) == pairs;
-  for (int64_t i = 0; isArange && i < pairs; ++i)
-    isArange = (*arange)[i] == i;
-  if (!inverse || skipReshapes(inverse.getInputs()[1]) != perm || !isArange)
+  Operation *unsort = *weighted.getOutputs()[0].getUsers().begin();
+  Value inverseIndex = gatheredIndex(unsort, weighted.getOutputs()[0]);
+  auto inverse = inverseIndex ? definedBy<onnx::ScatterNDOp>(
+                                    skipReshapes(inverseIndex))
+                              : nullptr;
+  if (!inverse || skipReshapes(inverse.getInputs()[1]) != perm ||
+      !isIota(inverse.getInputs()[2], pairs))
     return rewriter.notifyMatchFailure(weighted,
                                        "rows are not put back in token order");
-  Value unsorted = unsort.getOutputs()[0];
+  Value unsorted = unsort->getResult(0);
   if (!unsorted.hasOneUse())
     return rewriter.notifyMatchFailure(unsort, "unsorted rows escape");
   auto reshape = dyn_cast<onnx::ReshapeOp>(*unsorted.getUsers().begin());
@@ -373,10 +550,13 @@ struct RaiseSortedExperts : OpRewritePattern<onnx::TopKOp> {
     Location loc = block->output.getLoc();
     rewriter.setInsertionPoint(block->output.getDefiningOp());
     // grouped_mm's weights are [E, in, out]; moe's are [E, out, in].
-    FailureOr<Value> fc1 =
-        transposeExpertWeights(block->up.weight, "experts_fc1", loc, rewriter);
-    FailureOr<Value> fc2 = transposeExpertWeights(block->down.weight,
-                                                  "experts_fc2", loc, rewriter);
+    auto pack = [&](const GroupedMatMul &grouped, StringRef name) {
+      return grouped.perExpert.empty()
+                 ? transposeExpertWeights(grouped.weight, name, loc, rewriter)
+                 : stackExpertWeights(grouped.perExpert, name, loc, rewriter);
+    };
+    FailureOr<Value> fc1 = pack(block->up, "experts_fc1");
+    FailureOr<Value> fc2 = pack(block->down, "experts_fc2");
     if (failed(fc1) || failed(fc2))
       return rewriter.notifyMatchFailure(topk, "weights could not be packed");
     LayerSpec spec;
