@@ -61,7 +61,8 @@ static FailureOr<DenseTerm> matchTerm(onnx::EqualOp equal,
     return rewriter.notifyMatchFailure(sum, "expert output is not weighted");
   Value ffnOut = weighted.getInputs()[weighted.getInputs()[0] == v ? 1 : 0];
   FailureOr<FFNMatch> ffn = matchFFN(ffnOut, rewriter);
-  if (failed(ffn) || skipNoOps(ffn->input) != x)
+  // Stacking takes per-expert weights as [in, out].
+  if (failed(ffn) || ffn->outIn || skipNoOps(ffn->input) != x)
     return rewriter.notifyMatchFailure(weighted,
                                        "no expert FFN on the block input");
   term.ffn = *ffn;

@@ -82,6 +82,9 @@ static FailureOr<LoopExpert> matchExpert(onnx::GatherOp select, int64_t index,
   for (int i = 0; i < 2; ++i) {
     FailureOr<FFNMatch> ffn =
         matchFFN(weighted.getInputs()[i], rewriter);
+    // Stacking takes per-expert weights as [in, out].
+    if (succeeded(ffn) && ffn->outIn)
+      ffn = failure();
     if (failed(ffn))
       ffn = matchIndexedFFN(weighted.getInputs()[i], rewriter);
     if (failed(ffn))

@@ -620,16 +620,32 @@ void setRouting(LayerSpec &spec, const RouterMatch &router) {
 // Expert FFNs
 //===----------------------------------------------------------------------===//
 
-/// `x @ W` with W a constant `[in, out]` matrix.
-static std::optional<std::pair<Value, arith::ConstantOp>>
+/// `x @ W` with W a constant `[in, out]` matrix, or `Gemm(x, W, transB)`
+/// without a bias (nn.Linear as transformers' exporter writes it) with W
+/// `[out, in]`: x, W and whether W is `[out, in]`.
+static std::optional<std::tuple<Value, arith::ConstantOp, bool>>
 matchLinear(Value value) {
-  auto matmul = definedBy<onnx::MatMulOp>(value);
-  if (!matmul)
+  Operation *op = skipNoOps(value).getDefiningOp();
+  bool outIn = false;
+  if (auto gemm = dyn_cast_or_null<onnx::GemmOp>(op)) {
+    auto intAttr = [&](StringRef name) {
+      auto attr = gemm->getAttrOfType<IntegerAttr>(name);
+      return attr ? attr.getInt() : 0;
+    };
+    auto alpha = gemm->getAttrOfType<FloatAttr>("alpha");
+    if (intAttr("transA") != 0 || intAttr("transB") != 1 ||
+        (alpha && alpha.getValueAsDouble() != 1.0) ||
+        (gemm.getInputs().size() > 2 &&
+         !isa<NoneType>(gemm.getInputs()[2].getType())))
+      return std::nullopt;
+    outIn = true;
+  } else if (!isa_and_nonnull<onnx::MatMulOp>(op)) {
     return std::nullopt;
-  arith::ConstantOp weight = constantOp(matmul.getInputs()[1]);
+  }
+  arith::ConstantOp weight = constantOp(op->getOperand(1));
   if (!weight || cast<RankedTensorType>(weight.getType()).getRank() != 2)
     return std::nullopt;
-  return std::make_pair(matmul.getInputs()[0], weight);
+  return std::make_tuple(op->getOperand(0), weight, outIn);
 }
 
 /// `z * sigmoid(z)`: the z.
@@ -659,36 +675,35 @@ matchActivation(Value value) {
 FailureOr<FFNMatch> matchFFN(Value output, PatternRewriter &rewriter) {
   FFNMatch ffn;
   ffn.output = output;
-  std::optional<std::pair<Value, arith::ConstantOp>> down =
-      matchLinear(output);
+  auto down = matchLinear(output);
   if (!down)
     return failure();
-  ffn.fc2 = down->second;
-  Value hidden = down->first;
+  ffn.fc2 = std::get<1>(*down);
+  ffn.outIn = std::get<2>(*down);
+  Value hidden = std::get<0>(*down);
 
   auto matchUp = [&](Value activated) -> bool {
     std::optional<std::pair<ActivationKind, Value>> act =
         matchActivation(activated);
     if (!act)
       return false;
-    std::optional<std::pair<Value, arith::ConstantOp>> up =
-        matchLinear(act->second);
-    if (!up)
+    auto up = matchLinear(act->second);
+    if (!up || std::get<2>(*up) != ffn.outIn)
       return false;
     ffn.activation = act->first;
-    ffn.input = up->first;
-    ffn.fc1 = up->second;
+    ffn.input = std::get<0>(*up);
+    ffn.fc1 = std::get<1>(*up);
     return true;
   };
 
   // Gated: act(x W1) * (x W3).
   if (auto mul = definedBy<onnx::MulOp>(hidden)) {
     for (int i = 0; i < 2; ++i) {
-      std::optional<std::pair<Value, arith::ConstantOp>> gate =
-          matchLinear(mul.getInputs()[1 - i]);
-      if (gate && matchUp(mul.getInputs()[i]) &&
-          skipNoOps(gate->first) == skipNoOps(ffn.input)) {
-        ffn.fc3 = gate->second;
+      auto gate = matchLinear(mul.getInputs()[1 - i]);
+      if (gate && std::get<2>(*gate) == ffn.outIn &&
+          matchUp(mul.getInputs()[i]) &&
+          skipNoOps(std::get<0>(*gate)) == skipNoOps(ffn.input)) {
+        ffn.fc3 = std::get<1>(*gate);
         return ffn;
       }
     }
@@ -1077,6 +1092,40 @@ FailureOr<Value> stackExpertWeights(ArrayRef<arith::ConstantOp> perExpert,
 FailureOr<Value> transposeWeight(arith::ConstantOp weight, StringRef name,
                                  Location loc, PatternRewriter &rewriter) {
   return packWeights(weight, name, loc, rewriter, /*keepStackDim=*/false);
+}
+
+FailureOr<Value> concatRows(ArrayRef<arith::ConstantOp> parts, StringRef name,
+                            Location loc, PatternRewriter &rewriter) {
+  auto type = cast<RankedTensorType>(parts.front()->getResult(0).getType());
+  Type elementType = type.getElementType();
+  if (type.getRank() != 2 || elementType.getIntOrFloatBitWidth() % 8 != 0)
+    return failure();
+  int64_t rows = 0;
+  SmallVector<std::vector<char>> storage(parts.size());
+  SmallVector<ArrayRef<char>> bytes;
+  for (auto [i, part] : llvm::enumerate(parts)) {
+    auto partType = cast<RankedTensorType>(part->getResult(0).getType());
+    std::optional<ArrayRef<char>> data = constantBytes(part, storage[i]);
+    if (partType.getRank() != 2 || partType.getElementType() != elementType ||
+        partType.getDimSize(1) != type.getDimSize(1) || !data)
+      return failure();
+    rows += partType.getDimSize(0);
+    bytes.push_back(*data);
+  }
+  size_t total = 0;
+  for (ArrayRef<char> b : bytes)
+    total += b.size();
+  AsmResourceBlob blob = HeapAsmResourceBlob::allocate(
+      total, alignof(std::max_align_t), /*dataIsMutable=*/true);
+  char *dst = blob.getMutableData().data();
+  for (ArrayRef<char> b : bytes) {
+    std::memcpy(dst, b.data(), b.size());
+    dst += b.size();
+  }
+  auto resultType = RankedTensorType::get({rows, type.getDimSize(1)},
+                                          elementType);
+  auto attr = DenseResourceElementsAttr::get(resultType, name, std::move(blob));
+  return arith::ConstantOp::create(rewriter, loc, resultType, attr).getResult();
 }
 
 FailureOr<Value> transposeExpertWeights(arith::ConstantOp weights,

@@ -109,6 +109,7 @@ struct FFNMatch {
   Value input;                 // the rows the FFN runs on
   Value output;                // its result
   arith::ConstantOp fc1, fc3, fc2;  // fc3 only for a gated FFN
+  bool outIn = false;  // fc1, fc3, fc2 are [out, in] (Gemm with transB)
   ActivationKind activation;
   // Experts stored as fused 3-D parameters `[E, out, in]` (transformers 5's
   // `gate_up_proj`, `down_proj`) and indexed by `expertIndex`.
@@ -142,6 +143,10 @@ FailureOr<Value> reshapeConstant(arith::ConstantOp constant,
 /// One `[in, out]` weight constant transposed to `[out, in]`.
 FailureOr<Value> transposeWeight(arith::ConstantOp weight, StringRef name,
                                  Location loc, PatternRewriter &rewriter);
+
+/// 2-D constants with the same columns stacked row-wise into one.
+FailureOr<Value> concatRows(ArrayRef<arith::ConstantOp> parts, StringRef name,
+                            Location loc, PatternRewriter &rewriter);
 
 /// Stacked `[E, in, out]` expert weights transposed to `[E, out, in]`.
 FailureOr<Value> transposeExpertWeights(arith::ConstantOp weights,

@@ -11,8 +11,10 @@
 namespace mlir::moe::raise {
 namespace {
 
-/// `sigmoid(x @ g) * ffn` (either order): the gate weight and the FFN value.
-static std::optional<std::pair<arith::ConstantOp, Value>>
+/// `sigmoid(x @ g) * ffn` (either order; `Gemm(x, g, transB)` with g
+/// `[1, H]` too): the gate weight, the FFN value and whether the gate is
+/// `[1, H]`.
+static std::optional<std::tuple<arith::ConstantOp, Value, bool>>
 matchGated(Value value, Value x) {
   auto mul = definedBy<onnx::MulOp>(value);
   if (!mul)
@@ -21,13 +23,19 @@ matchGated(Value value, Value x) {
     auto sigmoid = definedBy<onnx::SigmoidOp>(mul.getInputs()[i]);
     if (!sigmoid)
       continue;
-    auto matmul = definedBy<onnx::MatMulOp>(sigmoid.getInputs()[0]);
-    arith::ConstantOp gate =
-        matmul ? constantOp(matmul.getInputs()[1]) : arith::ConstantOp();
-    if (!gate || skipNoOps(matmul.getInputs()[0]) != x ||
-        cast<RankedTensorType>(gate.getType()).getDimSize(1) != 1)
+    Operation *linear = skipNoOps(sigmoid.getInputs()[0]).getDefiningOp();
+    auto gemm = dyn_cast_or_null<onnx::GemmOp>(linear);
+    auto transB =
+        gemm ? gemm->getAttrOfType<IntegerAttr>("transB") : IntegerAttr();
+    bool outIn = transB && transB.getInt() == 1 &&
+                 gemm.getInputs().size() == 2;
+    if (!isa_and_nonnull<onnx::MatMulOp>(linear) && !outIn)
       continue;
-    return std::make_pair(gate, mul.getInputs()[1 - i]);
+    arith::ConstantOp gate = constantOp(linear->getOperand(1));
+    if (!gate || skipNoOps(linear->getOperand(0)) != x ||
+        cast<RankedTensorType>(gate.getType()).getDimSize(outIn ? 0 : 1) != 1)
+      continue;
+    return std::make_tuple(gate, mul.getInputs()[1 - i], outIn);
   }
   return std::nullopt;
 }
@@ -39,37 +47,68 @@ struct FoldSharedExpert : OpRewritePattern<onnx::AddOp> {
   LogicalResult matchAndRewrite(onnx::AddOp add,
                                 PatternRewriter &rewriter) const override {
     for (int i = 0; i < 2; ++i) {
-      auto layer = definedBy<LayerOp>(add.getInputs()[i]);
-      if (!layer || !layer->hasOneUse() || layer.getSharedFc1())
+      // The layer's [T, H] result, or it reshaped back to the block's
+      // [B, S, H] with the shared expert on the unflattened tokens.
+      Value routed = add.getInputs()[i];
+      auto unflatten = definedBy<onnx::ReshapeOp>(routed);
+      auto layer = definedBy<LayerOp>(
+          unflatten ? unflatten.getInputs()[0] : routed);
+      if (!layer || !layer->hasOneUse() || layer.getSharedFc1() ||
+          (unflatten && !unflatten->hasOneUse()))
         continue;
       Value x = layer.getInput();
+      if (unflatten) {
+        auto flatten = definedBy<onnx::ReshapeOp>(x);
+        if (!flatten || flatten.getInputs()[0].getType() != routed.getType())
+          continue;
+        x = skipNoOps(flatten.getInputs()[0]);
+      }
       Value shared = add.getInputs()[1 - i];
       arith::ConstantOp gate;
-      if (std::optional<std::pair<arith::ConstantOp, Value>> gated =
-              matchGated(shared, x)) {
-        gate = gated->first;
-        shared = gated->second;
-      }
+      bool gateOutIn = false;
+      if (auto gated = matchGated(shared, x))
+        std::tie(gate, shared, gateOutIn) = *gated;
       FailureOr<FFNMatch> ffn = matchFFN(shared, rewriter);
       if (failed(ffn) || skipNoOps(ffn->input) != x)
         return rewriter.notifyMatchFailure(add, "no shared FFN on the input");
-      if (activationOf(*ffn, rewriter.getContext()) != layer.getActivation())
+      // Experts with both SwiGLU halves in fc1 take the shared expert's
+      // halves the same way.
+      ActivationAttr activation = layer.getActivation();
+      bool concatenate =
+          activation.isFusedSwiGLU() &&
+          activation.getLayout() == SwiGLULayout::Concatenated && ffn->fc3 &&
+          activationOf(*ffn, rewriter.getContext()) ==
+              ActivationAttr::get(rewriter.getContext(), ActivationKind::SwiGLU);
+      if (!concatenate &&
+          activationOf(*ffn, rewriter.getContext()) != activation)
         return rewriter.notifyMatchFailure(
             add, "shared expert activation differs from the experts'");
-      if (add.getOutputs()[0].getType() != layer.getOutput().getType())
+      if (add.getOutputs()[0].getType() != routed.getType())
         return rewriter.notifyMatchFailure(add, "sum changes the type");
 
       Location loc = add.getLoc();
       rewriter.setInsertionPoint(layer);
-      auto transpose = [&](arith::ConstantOp weight,
-                           StringRef name) -> FailureOr<Value> {
-        return weight ? transposeWeight(weight, name, loc, rewriter)
-                      : FailureOr<Value>(Value());
+      // moe's layout is [out, in].
+      auto outIn = [&](arith::ConstantOp weight, bool isOutIn,
+                       StringRef name) -> FailureOr<Value> {
+        if (!weight)
+          return Value();
+        if (!isOutIn)
+          return transposeWeight(weight, name, loc, rewriter);
+        return reshapeConstant(
+            weight, cast<RankedTensorType>(weight.getType()).getShape(), name,
+            loc, rewriter);
       };
-      FailureOr<Value> fc1 = transpose(ffn->fc1, "shared_fc1");
-      FailureOr<Value> fc3 = transpose(ffn->fc3, "shared_fc3");
-      FailureOr<Value> fc2 = transpose(ffn->fc2, "shared_fc2");
-      FailureOr<Value> gateWeight = transpose(gate, "shared_gate");
+      FailureOr<Value> fc1 = outIn(ffn->fc1, ffn->outIn, "shared_fc1");
+      FailureOr<Value> fc3 = outIn(ffn->fc3, ffn->outIn, "shared_fc3");
+      FailureOr<Value> fc2 = outIn(ffn->fc2, ffn->outIn, "shared_fc2");
+      FailureOr<Value> gateWeight = outIn(gate, gateOutIn, "shared_gate");
+      if (concatenate && succeeded(fc1) && succeeded(fc3)) {
+        fc1 = concatRows({(*fc1).getDefiningOp<arith::ConstantOp>(),
+                          (*fc3).getDefiningOp<arith::ConstantOp>()},
+                         "shared_fc1", loc, rewriter);
+        fc3 = Value();
+      }
       if (failed(fc1) || failed(fc3) || failed(fc2) || failed(gateWeight))
         return rewriter.notifyMatchFailure(add, "weights could not be read");
       rewriter.modifyOpInPlace(layer, [&] {
@@ -80,7 +119,7 @@ struct FoldSharedExpert : OpRewritePattern<onnx::AddOp> {
         if (*gateWeight)
           layer.getSharedGateMutable().assign(*gateWeight);
       });
-      rewriter.replaceOp(add, layer.getOutput());
+      rewriter.replaceOp(add, routed);
       return success();
     }
     // Not a candidate at all: no reason worth explaining.

@@ -21,7 +21,9 @@
 // DeepSeek-V3: sigmoid scores, the correction bias, group-limited top-k and
 // the scaling factor; its first layer is dense.
 // RUN: moe-translate --import-onnx %corpus/hf/deepseek_v3.model.exporter.onnx | moe-opt --moe-raise --canonicalize | FileCheck %s --check-prefix=DSV3
-// DSV3: moe.layer sigmoid grouped_topk k 2 %{{.*}}, %{{.*}} bias(%{{.*}}) groups 4 top 2 by top2_sum fc1(%{{.*}}) fc2(%{{.*}}) activation <swiglu, concatenated> {normalize, scaling_factor = 2.500000e+00 : f64} : (tensor<16x16xf32>, tensor<16x8xf32>, tensor<8x64x16xf32>, tensor<8x16x32xf32>, tensor<8xf32>) -> tensor<16x16xf32>
+// Its shared expert (on the unflattened [B, S, H] tokens) is folded in, its
+// gate and up halves concatenated as the routed experts'.
+// DSV3: moe.layer sigmoid grouped_topk k 2 %{{.*}}, %{{.*}} bias(%{{.*}}) groups 4 top 2 by top2_sum fc1(%{{.*}}) fc2(%{{.*}}) shared_fc1(%{{.*}}) shared_fc2(%{{.*}}) activation <swiglu, concatenated> {normalize, scaling_factor = 2.500000e+00 : f64} : (tensor<16x16xf32>, tensor<16x8xf32>, tensor<8x64x16xf32>, tensor<8x16x32xf32>, tensor<8xf32>, tensor<64x16xf32>, tensor<16x32xf32>) -> tensor<16x16xf32>
 // DSV3-NOT: moe.layer
 // DSV3-NOT: onnx.TopK
 //
@@ -31,9 +33,10 @@
 // LOOP: moe.layer softmax topk k 2 %{{.*}}, %{{.*}} fc1(%{{.*}}) fc2(%{{.*}}) activation <swiglu, concatenated> {normalize} : (tensor<16x16xf32>, tensor<16x4xf32>, tensor<4x64x16xf32>, tensor<4x16x32xf32>) -> tensor<16x16xf32>
 // LOOP-NOT: onnx.NonZero
 //
-// Qwen2-MoE: no renormalisation.
+// Qwen2-MoE: no renormalisation; the sigmoid-gated shared expert (nn.Linear
+// as Gemm with transB) folded in.
 // RUN: moe-translate --import-onnx %corpus/hf/qwen2_moe.model.exporter.onnx | moe-opt --moe-raise --canonicalize | FileCheck %s --check-prefix=QWEN2
-// QWEN2-COUNT-2: moe.layer softmax topk k 2 %{{.*}}, %{{.*}} fc1(%{{.*}}) fc2(%{{.*}}) activation <swiglu, concatenated> : (tensor<16x16xf32>, tensor<16x8xf32>, tensor<8x64x16xf32>, tensor<8x16x32xf32>) -> tensor<16x16xf32>
+// QWEN2-COUNT-2: moe.layer softmax topk k 2 %{{.*}}, %{{.*}} fc1(%{{.*}}) fc2(%{{.*}}) shared_fc1(%{{.*}}) shared_fc2(%{{.*}}) shared_gate(%{{.*}}) activation <swiglu, concatenated> : (tensor<16x16xf32>, tensor<16x8xf32>, tensor<8x64x16xf32>, tensor<8x16x32xf32>, tensor<64x16xf32>, tensor<16x32xf32>, tensor<1x16xf32>) -> tensor<16x16xf32>
 //
 // Phi-3.5-MoE's sparse mixer (no TopK: two masked arg-maxes), in the
 // exporter's grouped form and in the legacy loop.
