@@ -14,6 +14,7 @@ an importer ignoring them gives wrong numbers.
 For each family it writes, per route (see README.md):
 
     <family>.block.legacy.onnx      torch.onnx.export(block, (x,), dynamo=False, opset_version=17)
+    <family>.block.legacy_dynamic.onnx  the same with batch and sequence dynamic; the reference input is [3, 4, H]
     <family>.block.dynamo.onnx      torch.onnx.export(block, (x,), dynamo=True)
     <family>.model.exporter.onnx    transformers.exporters.OnnxExporter, OnnxConfig()
     <family>.model.exporter_ort.onnx  the same with OnnxConfig(ort_fusions="cuda")
@@ -121,8 +122,8 @@ FAMILIES = [
                      use_mamba_kernels=False, mamba_d_state=4, mamba_d_conv=4, mamba_expand=2, mamba_dt_rank=4)),
 ]
 
-ROUTES = ["block.legacy", "block.dynamo", "model.exporter", "model.exporter_ort",
-          "block.trace", "block.trace_eager", "block.script"]
+ROUTES = ["block.legacy", "block.legacy_dynamic", "block.dynamo", "model.exporter",
+          "model.exporter_ort", "block.trace", "block.trace_eager", "block.script"]
 FALLBACK_IMPLS = ["eager", "batched_mm"]
 
 # ── Helpers ────────────────────────────────────────────────────────────────────
@@ -293,6 +294,12 @@ def export_block_onnx(fam, model, block, x, x_ref, route, rec):
                 if route == "block.legacy":
                     torch.onnx.export(block, (x,), tmp, dynamo=False, opset_version=LEGACY_OPSET,
                                       input_names=["hidden_states"], output_names=["output"])
+                elif route == "block.legacy_dynamic":
+                    # Batch and sequence symbolic, as users export for serving.
+                    torch.onnx.export(block, (x,), tmp, dynamo=False, opset_version=LEGACY_OPSET,
+                                      input_names=["hidden_states"], output_names=["output"],
+                                      dynamic_axes={"hidden_states": {0: "batch", 1: "sequence"},
+                                                    "output": {0: "batch", 1: "sequence"}})
                 else:
                     torch.onnx.export(block, (x,), tmp, dynamo=True,
                                       input_names=["hidden_states"], output_names=["output"])
@@ -487,7 +494,12 @@ def make_family(fam):
     for route in ROUTES:
         rec = {"family": name, "route": route}
         try:
-            if route in ("block.legacy", "block.dynamo"):
+            if route == "block.legacy_dynamic":
+                # The reference input has another shape than the traced one.
+                gen_dynamic = torch.Generator().manual_seed(seed_of(name) + 3)
+                x_dynamic = torch.randn(3, 4, hidden, generator=gen_dynamic)
+                export_block_onnx(fam, model, block, x, x_dynamic, route, rec)
+            elif route in ("block.legacy", "block.dynamo"):
                 export_block_onnx(fam, model, block, x, x_ref, route, rec)
             elif route.startswith("model."):
                 export_model(fam, model, ids, ids_ref, route, rec)
