@@ -252,18 +252,26 @@ static LogicalResult raiseIndexedExperts(const ExpertLoopMatch &match,
   LayerSpec spec;
   setRouting(spec, match.router);
   spec.input = match.x;
-  spec.fc1 = first.stackedFc1;
-  spec.fc2 = first.stackedFc2;
-  if (first.stackedInOut) {
-    FailureOr<Value> fc1 =
-        transposeExpertWeights(first.stackedFc1, "experts_fc1", loc, rewriter);
-    FailureOr<Value> fc2 =
-        transposeExpertWeights(first.stackedFc2, "experts_fc2", loc, rewriter);
-    if (failed(fc1) || failed(fc2))
-      return rewriter.notifyMatchFailure(loc, "weights could not be packed");
-    spec.fc1 = *fc1;
-    spec.fc2 = *fc2;
-  }
+  // moe's weights are [E, out, in].
+  auto pack = [&](arith::ConstantOp weight, bool inOut,
+                  StringRef name) -> FailureOr<Value> {
+    if (!weight)
+      return Value();
+    if (inOut)
+      return transposeExpertWeights(weight, name, loc, rewriter);
+    return weight.getResult();
+  };
+  FailureOr<Value> fc1 = pack(first.stackedFc1, first.stackedFc1InOut,
+                              "experts_fc1");
+  FailureOr<Value> fc3 = pack(first.stackedFc3, first.stackedFc1InOut,
+                              "experts_fc3");
+  FailureOr<Value> fc2 = pack(first.stackedFc2, first.stackedFc2InOut,
+                              "experts_fc2");
+  if (failed(fc1) || failed(fc3) || failed(fc2))
+    return rewriter.notifyMatchFailure(loc, "weights could not be packed");
+  spec.fc1 = *fc1;
+  spec.fc3 = *fc3;
+  spec.fc2 = *fc2;
   if (first.stackedFc1Bias)
     spec.fc1Bias = first.stackedFc1Bias;
   if (first.stackedFc2Bias)
@@ -297,6 +305,7 @@ static LogicalResult raiseExpertLoop(const RouterMatch &router,
           static_cast<bool>(e.ffn.fc3) != static_cast<bool>(first.fc3) ||
           e.ffn.stackedFc1 != first.stackedFc1 ||
           e.ffn.stackedFc2 != first.stackedFc2 ||
+          e.ffn.stackedFc3 != first.stackedFc3 ||
           e.ffn.stackedFc1Bias != first.stackedFc1Bias ||
           e.ffn.stackedFc2Bias != first.stackedFc2Bias ||
           e.ffn.fusedActivation != first.fusedActivation)

@@ -197,16 +197,16 @@ static OpT soleUser(Value value) {
 }
 
 /// Whether `reduce` sums its input over the last axis, keeping it.
-static bool sumsLastAxisKeepingDims(onnx::ReduceSumOp reduce) {
+static bool sumsLastAxisKeepingDims(Operation *reduce) {
   auto keep = reduce->getAttrOfType<IntegerAttr>("keepdims");
   if (keep && keep.getInt() != 1)
     return false;
-  if (reduce.getInputs().size() < 2)
+  if (reduce->getNumOperands() < 2)
     return false;
   std::optional<SmallVector<int64_t>> axes =
-      constantInts(reduce.getInputs()[1]);
+      constantInts(reduce->getOperand(1));
   int64_t rank =
-      cast<RankedTensorType>(reduce.getInputs()[0].getType()).getRank();
+      cast<RankedTensorType>(reduce->getOperand(0).getType()).getRank();
   return axes && axes->size() == 1 &&
          ((*axes)[0] == -1 || (*axes)[0] == rank - 1);
 }
@@ -257,12 +257,14 @@ FailureOr<RouterMatch> matchSoftmaxTopK(onnx::TopKOp topk,
   match.indices = topk.getOutputs()[1];
   match.weights = topk.getOutputs()[0];
 
-  // Renormalisation: values / ReduceSum(values, -1, keepdims).
+  // Renormalisation: values / ReduceSum(values, -1, keepdims), or the L1
+  // norm (DBRX's), which is the sum of these positive scores.
   Value values = topk.getOutputs()[0];
   if (auto div = soleUser<onnx::DivOp>(values)) {
-    auto sum = definedBy<onnx::ReduceSumOp>(div.getInputs()[1]);
-    if (skipNoOps(div.getInputs()[0]) == values && sum &&
-        skipNoOps(sum.getInputs()[0]) == values &&
+    Operation *sum = skipNoOps(div.getInputs()[1]).getDefiningOp();
+    if (skipNoOps(div.getInputs()[0]) == values &&
+        isa_and_nonnull<onnx::ReduceSumOp, onnx::ReduceL1Op>(sum) &&
+        skipNoOps(sum->getOperand(0)) == values &&
         sumsLastAxisKeepingDims(sum)) {
       match.normalize = true;
       match.weights = div.getOutputs()[0];
@@ -906,7 +908,16 @@ static std::optional<IndexedLinear> matchIndexedLinear(Value value) {
 }
 
 FailureOr<FFNMatch> matchIndexedFFN(Value output, PatternRewriter &rewriter) {
-  std::optional<IndexedLinear> down = matchIndexedLinear(output);
+  // A Reshape between equal types with at most one dynamic dimension keeps
+  // every extent (the element count fixes it).
+  Value product = skipNoOps(output);
+  if (auto reshape = product.getDefiningOp<onnx::ReshapeOp>()) {
+    auto type = cast<RankedTensorType>(product.getType());
+    if (reshape.getInputs()[0].getType() == type &&
+        type.getNumDynamicDims() <= 1)
+      product = reshape.getInputs()[0];
+  }
+  std::optional<IndexedLinear> down = matchIndexedLinear(product);
   if (!down)
     return failure();
   Value activated = down->input;
@@ -918,9 +929,10 @@ FailureOr<FFNMatch> matchIndexedFFN(Value output, PatternRewriter &rewriter) {
     if (std::optional<IndexedLinear> up = matchIndexedLinear(v)) {
       std::optional<ActivationAttr> activation =
           matchFusedSwiGLU(activated, v);
-      if (up->index != down->index || up->inOut != down->inOut ||
-          static_cast<bool>(up->bias) != static_cast<bool>(down->bias) ||
-          !activation)
+      if (!activation)
+        break;
+      if (up->index != down->index ||
+          static_cast<bool>(up->bias) != static_cast<bool>(down->bias))
         return failure();
       FFNMatch ffn;
       ffn.input = up->input;
@@ -929,7 +941,8 @@ FailureOr<FFNMatch> matchIndexedFFN(Value output, PatternRewriter &rewriter) {
       ffn.stackedFc2 = down->weight;
       ffn.stackedFc1Bias = up->bias;
       ffn.stackedFc2Bias = down->bias;
-      ffn.stackedInOut = up->inOut;
+      ffn.stackedFc1InOut = up->inOut;
+      ffn.stackedFc2InOut = down->inOut;
       ffn.expertIndex = down->index;
       ffn.fusedActivation = *activation;
       return ffn;
@@ -937,6 +950,31 @@ FailureOr<FFNMatch> matchIndexedFFN(Value output, PatternRewriter &rewriter) {
     if (Operation *op = v.getDefiningOp(); op && seen.insert(op).second)
       for (Value operand : op->getOperands())
         work.push_back(operand);
+  }
+  // Separate halves: silu(x @ W1[e].T) * (x @ W3[e].T), no biases.
+  auto mul = definedBy<onnx::MulOp>(activated);
+  for (int i = 0; mul && i < 2 && !down->bias; ++i) {
+    Value z = matchSilu(mul.getInputs()[i]);
+    std::optional<IndexedLinear> gate = z ? matchIndexedLinear(z)
+                                          : std::nullopt;
+    std::optional<IndexedLinear> up = matchIndexedLinear(mul.getInputs()[1 - i]);
+    if (!gate || !up || gate->bias || up->bias ||
+        gate->index != down->index || up->index != down->index ||
+        gate->inOut != up->inOut ||
+        skipNoOps(gate->input) != skipNoOps(up->input))
+      continue;
+    FFNMatch ffn;
+    ffn.input = gate->input;
+    ffn.output = output;
+    ffn.stackedFc1 = gate->weight;
+    ffn.stackedFc3 = up->weight;
+    ffn.stackedFc2 = down->weight;
+    ffn.stackedFc1InOut = gate->inOut;
+    ffn.stackedFc2InOut = down->inOut;
+    ffn.expertIndex = down->index;
+    ffn.fusedActivation =
+        ActivationAttr::get(activated.getContext(), ActivationKind::SwiGLU);
+    return ffn;
   }
   return failure();
 }

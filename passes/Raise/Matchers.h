@@ -113,9 +113,10 @@ struct FFNMatch {
   ActivationKind activation;
   // Experts stored as fused 3-D parameters `[E, out, in]` (transformers 5's
   // `gate_up_proj`, `down_proj`) and indexed by `expertIndex`.
-  arith::ConstantOp stackedFc1, stackedFc2;
+  arith::ConstantOp stackedFc1, stackedFc3, stackedFc2;  // fc3: separate halves
   arith::ConstantOp stackedFc1Bias, stackedFc2Bias;  // [E, out], if any
-  bool stackedInOut = false;  // the weights are [E, in, out] (GPT-OSS)
+  // Which weights are [E, in, out] (GPT-OSS's, DBRX's w2), not [E, out, in].
+  bool stackedFc1InOut = false, stackedFc2InOut = false;
   Value expertIndex;
   std::optional<ActivationAttr> fusedActivation;
 };
@@ -126,7 +127,8 @@ FailureOr<FFNMatch> matchFFN(Value output, PatternRewriter &rewriter);
 
 /// Matches the FFN of one expert of fused 3-D parameters:
 /// `swiglu(x @ W1[e].T [+ b1[e]]) @ W2[e].T [+ b2[e]]` with W1 holding both
-/// SwiGLU halves (or the same with `[E, in, out]` weights, untransposed).
+/// SwiGLU halves, or `silu(x @ W1[e].T) * (x @ W3[e].T)` (DBRX); any weight
+/// may be `[E, in, out]` instead, used untransposed.
 FailureOr<FFNMatch> matchIndexedFFN(Value output, PatternRewriter &rewriter);
 
 /// The experts' weights for moe.layer: the per-expert `[in, out]` constants
