@@ -352,7 +352,49 @@ static FailureOr<GatheredBlock> matchGatheredBlock(const RouterMatch &router,
   return block;
 }
 
-/// Rewrites a batched-form block into one dropless moe.layer.
+/// Rewrites the batched-form block of `router` into one dropless moe.layer.
+static LogicalResult raiseGatheredBlock(const RouterMatch &router,
+                                        Operation *anchor,
+                                        PatternRewriter &rewriter) {
+  FailureOr<GatheredBlock> block = matchGatheredBlock(router, anchor, rewriter);
+  if (failed(block))
+    return failure();
+  Location loc = block->output.getLoc();
+  rewriter.setInsertionPoint(block->output.getDefiningOp());
+  // moe's weights are [E, out, in]: what bmm(W[ids], rows) reads; the
+  // transposed form's are turned.
+  auto pack = [&](const GatheredMatMul &mm, StringRef name) -> FailureOr<Value> {
+    if (!mm.transposed)
+      return Value(arith::ConstantOp(mm.weight));
+    return transposeExpertWeights(mm.weight, name, loc, rewriter);
+  };
+  FailureOr<Value> fc1 = pack(block->up, "experts_fc1");
+  FailureOr<Value> fc2 = pack(block->down, "experts_fc2");
+  if (failed(fc1) || failed(fc2))
+    return rewriter.notifyMatchFailure(anchor, "weights could not be packed");
+  LayerSpec spec;
+  setRouting(spec, router);
+  spec.input = block->x;
+  spec.fc1 = *fc1;
+  spec.fc2 = *fc2;
+  if (block->up.bias)
+    spec.fc1Bias = block->up.bias;
+  if (block->down.bias)
+    spec.fc2Bias = block->down.bias;
+  spec.activation = block->activation;
+  if (failed(setSelectionBias(spec, router, loc, rewriter)))
+    return failure();
+  LayerOp layer = createLayer(rewriter, loc, block->x.getType(), spec);
+  if (failed(verify(layer)) ||
+      layer.getOutput().getType() != block->output.getType()) {
+    rewriter.eraseOp(layer);
+    return rewriter.notifyMatchFailure(anchor, "block output type differs");
+  }
+  rewriter.replaceAllUsesWith(block->output, layer.getOutput());
+  return success();
+}
+
+/// A batched-form block routed by a TopK.
 struct RaiseGatheredExperts : OpRewritePattern<onnx::TopKOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -361,56 +403,33 @@ struct RaiseGatheredExperts : OpRewritePattern<onnx::TopKOp> {
     FailureOr<RouterMatch> router = matchRouter(topk, rewriter);
     if (failed(router))
       return failure();
-    FailureOr<GatheredBlock> block =
-        matchGatheredBlock(*router, topk, rewriter);
-    if (failed(block))
+    return raiseGatheredBlock(*router, topk, rewriter);
+  }
+};
+
+/// A batched-form block routed by Phi's sparse mixer (no TopK), found by
+/// the concat of its two picks.
+struct RaiseGatheredSparseMixer : OpRewritePattern<onnx::ConcatOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(onnx::ConcatOp ids,
+                                PatternRewriter &rewriter) const override {
+    auto type = dyn_cast<RankedTensorType>(ids.getOutputs()[0].getType());
+    if (!type || !type.getElementType().isInteger(64))
       return failure();
-    Location loc = block->output.getLoc();
-    rewriter.setInsertionPoint(block->output.getDefiningOp());
-    // moe's weights are [E, out, in]: what bmm(W[ids], rows) reads; the
-    // transposed form's are turned.
-    auto pack = [&](const GatheredMatMul &mm,
-                    StringRef name) -> FailureOr<Value> {
-      if (!mm.transposed)
-        return Value(arith::ConstantOp(mm.weight));
-      return transposeExpertWeights(mm.weight, name, loc, rewriter);
-    };
-    FailureOr<Value> fc1 = pack(block->up, "experts_fc1");
-    FailureOr<Value> fc2 = pack(block->down, "experts_fc2");
-    if (failed(fc1) || failed(fc2))
-      return rewriter.notifyMatchFailure(topk, "weights could not be packed");
-    LayerSpec spec;
-    setRouting(spec, *router);
-    spec.input = block->x;
-    spec.fc1 = *fc1;
-    spec.fc2 = *fc2;
-    if (block->up.bias)
-      spec.fc1Bias = block->up.bias;
-    if (block->down.bias)
-      spec.fc2Bias = block->down.bias;
-    spec.activation = block->activation;
-    if (router->bias) {
-      FailureOr<Value> bias = reshapeConstant(
-          router->bias, {router->numExperts}, "selection_bias", loc, rewriter);
-      if (failed(bias))
-        return rewriter.notifyMatchFailure(topk, "bias could not be read");
-      spec.selectionBias = *bias;
-    }
-    LayerOp layer = createLayer(rewriter, loc, block->x.getType(), spec);
-    if (failed(verify(layer)) ||
-        layer.getOutput().getType() != block->output.getType()) {
-      rewriter.eraseOp(layer);
-      return rewriter.notifyMatchFailure(topk, "block output type differs");
-    }
-    rewriter.replaceAllUsesWith(block->output, layer.getOutput());
-    return success();
+    FailureOr<RouterMatch> router =
+        matchSparseMixer(ids.getOutputs()[0], ids, rewriter);
+    if (failed(router))
+      return failure();
+    return raiseGatheredBlock(*router, ids, rewriter);
   }
 };
 
 } // namespace
 
 void populateGatheredExpertsPatterns(RewritePatternSet &patterns) {
-  patterns.add<RaiseGatheredExperts>(patterns.getContext());
+  patterns.add<RaiseGatheredExperts, RaiseGatheredSparseMixer>(
+      patterns.getContext());
 }
 
 } // namespace mlir::moe::raise

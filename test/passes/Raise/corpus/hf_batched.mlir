@@ -93,8 +93,9 @@
 // DSV3-ORT-NOT: onnx.GatherND
 // DSV3-ORT-NOT: onnx.TopK
 //
-// PhiMoE's sparse mixer (two ArgMaxes, no TopK) is not a router that
-// moe-raise anchors this form on: its block keeps its gathered weights.
+// PhiMoE's sparse mixer (two ArgMaxes, no TopK), found by the concat of its
+// picks.
 // RUN: moe-translate --import-onnx %corpus/hf/phimoe.block.dynamo.onnx | moe-opt --moe-raise --canonicalize | FileCheck %s --check-prefix=PHIMOE
-// PHIMOE-NOT: moe.layer
-// PHIMOE: onnx.GatherND
+// PHIMOE: moe.layer softmax sparse_mixer k 2 %{{.*}}, %{{.*}} fc1(%{{.*}}) fc2(%{{.*}}) activation <swiglu, concatenated> {jitter_eps = 0.0{{[0-9]*}} : f64}
+// PHIMOE-NOT: onnx.GatherND
+// PHIMOE-NOT: onnx.ArgMax
