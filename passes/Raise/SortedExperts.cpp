@@ -295,8 +295,12 @@ static LogicalResult matchGroupEnds(const GroupedMatMul &grouped,
   if (auto scatter = definedBy<onnx::ScatterElementsOp>(counts)) {
     // ScatterElements(zeros[E], bins, ones, reduction = add).
     auto reduction = scatter->getAttrOfType<StringAttr>("reduction");
+    // A plain constant first: the folder stops at small tensors, and there
+    // is one 1 per pick.
     std::optional<onnx_lowering::ConstTensor> ones =
-        onnx_lowering::foldConstantExpression(scatter.getInputs()[2]);
+        onnx_lowering::getConstant(skipNoOps(scatter.getInputs()[2]));
+    if (!ones)
+      ones = onnx_lowering::foldConstantExpression(scatter.getInputs()[2]);
     if (!reduction || reduction.getValue() != "add" ||
         !hasIntAttr(scatter, "axis", 0, 0) ||
         !isZeroConstant(scatter.getInputs()[0]) ||

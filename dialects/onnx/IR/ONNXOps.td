@@ -90,6 +90,8 @@ def ONNX_NegOp : ONNX_Op<"Neg", 1, 1>;
 def ONNX_ExpOp : ONNX_Op<"Exp", 1, 1>;
 def ONNX_LogOp : ONNX_Op<"Log", 1, 1>;
 def ONNX_TanhOp : ONNX_Op<"Tanh", 1, 1>;
+def ONNX_CosOp : ONNX_Op<"Cos", 1, 1>;
+def ONNX_SinOp : ONNX_Op<"Sin", 1, 1>;
 def ONNX_ErfOp : ONNX_Op<"Erf", 1, 1>;
 def ONNX_SigmoidOp : ONNX_Op<"Sigmoid", 1, 1>;
 def ONNX_ReluOp : ONNX_Op<"Relu", 1, 1>;

@@ -66,7 +66,8 @@ struct UnaryOp {
 
 static const UnaryOp kUnaryOps[] = {
     {aten::sigmoid, "Sigmoid", true}, {aten::relu, "Relu", false},
-    {aten::tanh, "Tanh", true},       {aten::exp, "Exp", true},
+    {aten::tanh, "Tanh", true},       {aten::cos, "Cos", true},
+    {aten::sin, "Sin", true},       {aten::exp, "Exp", true},
     {aten::log, "Log", true},         {aten::sqrt, "Sqrt", true},
     {aten::erf, "Erf", true},         {aten::reciprocal, "Reciprocal", true},
     {aten::abs, "Abs", false},        {aten::neg, "Neg", false},

@@ -349,6 +349,8 @@ void populateElementwisePatterns(RewritePatternSet &patterns) {
   add<onnx::ExpOp>(patterns, math1<math::ExpOp>, true);
   add<onnx::LogOp>(patterns, math1<math::LogOp>, true);
   add<onnx::TanhOp>(patterns, math1<math::TanhOp>, true);
+  add<onnx::CosOp>(patterns, math1<math::CosOp>, true);
+  add<onnx::SinOp>(patterns, math1<math::SinOp>, true);
   add<onnx::ErfOp>(patterns, math1<math::ErfOp>, true);
   add<onnx::SigmoidOp>(patterns, sigmoid, true);
   add<onnx::ReluOp>(patterns, relu);

@@ -444,7 +444,8 @@ LogicalResult inferShapes(Operation *op, SmallVectorImpl<Shape> &shapes,
             onnx::AndOp, onnx::OrOp, onnx::WhereOp, onnx::ModOp>(
           [&](Operation *) { return inferBroadcast(op, shapes, why); })
       .Case<onnx::AbsOp, onnx::SqrtOp, onnx::ReciprocalOp, onnx::NegOp,
-            onnx::ExpOp, onnx::LogOp, onnx::TanhOp, onnx::ErfOp,
+            onnx::ExpOp, onnx::LogOp, onnx::TanhOp, onnx::ErfOp, onnx::CosOp,
+            onnx::SinOp,
             onnx::SigmoidOp, onnx::ReluOp, onnx::CeilOp, onnx::FloorOp,
             onnx::ClipOp, onnx::NotOp, onnx::CastOp, onnx::IdentityOp,
             onnx::SoftmaxOp, onnx::CumSumOp, onnx::TriluOp, onnx::SoftplusOp,

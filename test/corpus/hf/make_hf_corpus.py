@@ -17,6 +17,7 @@ For each family it writes, per route (see README.md):
     <family>.block.legacy_dynamic.onnx  the same with batch and sequence dynamic; the reference input is [3, 4, H]
     <family>.block.dynamo.onnx      torch.onnx.export(block, (x,), dynamo=True)
     <family>.model.exporter.onnx    transformers.exporters.OnnxExporter, OnnxConfig()
+    mixtral.model.exporter_long.onnx  the same, 640 tokens (1280 router picks)
     <family>.model.exporter_ort.onnx  the same with OnnxConfig(ort_fusions="cuda")
     <family>.block.trace.pt         torch.jit.save(torch.jit.trace(block, (x,)))
     <family>.block.trace_eager.pt   the same with experts_implementation="eager"
@@ -123,7 +124,12 @@ FAMILIES = [
 ]
 
 ROUTES = ["block.legacy", "block.legacy_dynamic", "block.dynamo", "model.exporter",
-          "model.exporter_ort", "block.trace", "block.trace_eager", "block.script"]
+          "model.exporter_long", "model.exporter_ort", "block.trace", "block.trace_eager",
+          "block.script"]
+# model.exporter_long: one family only, with more router picks (tokens x k) than the
+# constant folders of the compiler evaluate whole (1024).
+LONG_FAMILIES = {"mixtral"}
+LONG_TOKENS = (1, 640)
 FALLBACK_IMPLS = ["eager", "batched_mm"]
 
 # ── Helpers ────────────────────────────────────────────────────────────────────
@@ -328,8 +334,9 @@ def export_block_onnx(fam, model, block, x, x_ref, route, rec):
 def export_model(fam, model, ids, ids_ref, route, rec):
     from transformers.exporters import OnnxConfig, OnnxExporter
     out = "%s.%s.onnx" % (fam["name"], route)
-    config = OnnxConfig() if route == "model.exporter" else OnnxConfig(ort_fusions="cuda")
-    rec["exporter_config"] = "OnnxConfig()" if route == "model.exporter" else 'OnnxConfig(ort_fusions="cuda")'
+    plain = route in ("model.exporter", "model.exporter_long")
+    config = OnnxConfig() if plain else OnnxConfig(ort_fusions="cuda")
+    rec["exporter_config"] = "OnnxConfig()" if plain else 'OnnxConfig(ort_fusions="cuda")'
     # The implementation the exporter runs the experts with: its own switch to `batched_mm` for
     # ort_fusions="cuda" (exporter_onnx.use_experts_implementation), else the model's.
     rec["experts_impl"] = "batched_mm" if (route == "model.exporter_ort" and getattr(
@@ -492,9 +499,16 @@ def make_family(fam):
                 named_tensors(model)[n].copy_(t)
         info["block_nonzero_effect"] = float((y1 - y0).abs().max())
     for route in ROUTES:
+        if route == "model.exporter_long" and name not in LONG_FAMILIES:
+            continue
         rec = {"family": name, "route": route}
         try:
-            if route == "block.legacy_dynamic":
+            if route == "model.exporter_long":
+                gen_long = torch.Generator().manual_seed(seed_of(name) + 4)
+                long_ids = torch.randint(0, model.config.vocab_size, LONG_TOKENS, generator=gen_long)
+                long_ref = torch.randint(0, model.config.vocab_size, LONG_TOKENS, generator=gen_long)
+                export_model(fam, model, long_ids, long_ref, route, rec)
+            elif route == "block.legacy_dynamic":
                 # The reference input has another shape than the traced one.
                 gen_dynamic = torch.Generator().manual_seed(seed_of(name) + 3)
                 x_dynamic = torch.randn(3, 4, hidden, generator=gen_dynamic)
