@@ -110,12 +110,6 @@ static FailureOr<LoopExpert> matchExpert(onnx::GatherOp select, int64_t index,
   return rewriter.notifyMatchFailure(weighted, "no expert FFN");
 }
 
-/// Whether `op`'s integer attribute `name` is `value` (0 when absent).
-static bool hasIntAttrValue(Operation *op, StringRef name, int64_t value) {
-  auto attr = op->getAttrOfType<IntegerAttr>(name);
-  return (attr ? attr.getInt() : 0) == value;
-}
-
 /// The position i of an expert index read as the i-th of `expert_hit`, the
 /// experts the routing reached (NonZero), split into `numExperts` pieces:
 /// such a graph only runs when every expert is reached, and then the i-th
@@ -137,7 +131,7 @@ static std::optional<int64_t> hitPosition(Value index, int64_t numExperts) {
   std::optional<SmallVector<int64_t>> sizes =
       split.getInputs().size() > 1 ? constantInts(split.getInputs()[1])
                                    : std::nullopt;
-  if (!hasIntAttrValue(split, "axis", 0) ||
+  if (!hasIntAttr(split, "axis", 0, 0) ||
       !(sizes ? llvm::all_of(*sizes, [](int64_t n) { return n == 1; })
               : llvm::all_of(split->getResults(), [](Value result) {
                   return cast<RankedTensorType>(result.getType())

@@ -30,25 +30,6 @@
 namespace mlir::moe::raise {
 namespace {
 
-/// `value` with Unsqueeze, Squeeze and Reshape looked through: each keeps
-/// the row-major order of the elements.
-static Value skipReshapes(Value value) {
-  value = skipNoOps(value);
-  while (Operation *op = value.getDefiningOp()) {
-    if (!isa<onnx::UnsqueezeOp, onnx::SqueezeOp, onnx::ReshapeOp>(op))
-      break;
-    value = skipNoOps(op->getOperand(0));
-  }
-  return value;
-}
-
-/// Whether `op`'s integer attribute `name` (default `otherwise`) is `want`.
-static bool hasIntAttr(Operation *op, StringRef name, int64_t otherwise,
-                       int64_t want) {
-  auto attr = op->getAttrOfType<IntegerAttr>(name);
-  return (attr ? attr.getInt() : otherwise) == want;
-}
-
 static ArrayRef<int64_t> shapeOf(Value value) {
   auto type = dyn_cast<RankedTensorType>(value.getType());
   return type ? type.getShape() : ArrayRef<int64_t>();

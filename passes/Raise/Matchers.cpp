@@ -32,6 +32,25 @@ Value skipNoOps(Value value) {
   return value;
 }
 
+Value skipReshapes(Value value) {
+  value = skipNoOps(value);
+  while (Operation *op = value.getDefiningOp()) {
+    bool sameShapeExpand = isa<onnx::ExpandOp>(op) &&
+                           op->getOperand(0).getType() == value.getType();
+    if (!isa<onnx::UnsqueezeOp, onnx::SqueezeOp, onnx::ReshapeOp>(op) &&
+        !sameShapeExpand)
+      break;
+    value = skipNoOps(op->getOperand(0));
+  }
+  return value;
+}
+
+bool hasIntAttr(Operation *op, StringRef name, int64_t otherwise,
+                int64_t want) {
+  auto attr = op->getAttrOfType<IntegerAttr>(name);
+  return (attr ? attr.getInt() : otherwise) == want;
+}
+
 arith::ConstantOp constantOp(Value value) {
   auto constant = skipNoOps(value).getDefiningOp<arith::ConstantOp>();
   if (!constant || !isa<RankedTensorType>(constant.getType()))

@@ -30,6 +30,15 @@ OpT definedBy(Value value) {
   return skipNoOps(value).getDefiningOp<OpT>();
 }
 
+/// `value` with Unsqueeze, Squeeze, Reshape and Expand to the same shape
+/// looked through: each keeps the row-major order of the elements.
+Value skipReshapes(Value value);
+
+/// Whether `op`'s integer attribute `name` (`otherwise` when absent) is
+/// `want`.
+bool hasIntAttr(Operation *op, StringRef name, int64_t otherwise,
+                int64_t want);
+
 /// The integer contents of a constant tensor (splats expanded).
 std::optional<SmallVector<int64_t>> constantInts(Value value);
 /// The single integer of a constant with one element.

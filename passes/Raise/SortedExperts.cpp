@@ -40,28 +40,6 @@ static Value skipCasts(Value value) {
   return value;
 }
 
-/// `value` with Unsqueeze, Squeeze, Reshape and Expand to the same shape
-/// looked through.
-static Value skipReshapes(Value value) {
-  value = skipNoOps(value);
-  while (Operation *op = value.getDefiningOp()) {
-    bool sameShapeExpand = isa<onnx::ExpandOp>(op) &&
-                           op->getOperand(0).getType() == value.getType();
-    if (!isa<onnx::UnsqueezeOp, onnx::SqueezeOp, onnx::ReshapeOp>(op) &&
-        !sameShapeExpand)
-      break;
-    value = skipNoOps(op->getOperand(0));
-  }
-  return value;
-}
-
-/// Whether `op`'s integer attribute `name` (default `otherwise`) is `want`.
-static bool hasIntAttr(Operation *op, StringRef name, int64_t otherwise,
-                       int64_t want) {
-  auto attr = op->getAttrOfType<IntegerAttr>(name);
-  return (attr ? attr.getInt() : otherwise) == want;
-}
-
 /// Element `index` of `value` along axis 0: Squeeze(Split(v)[index]) or
 /// Gather(v, index); the `v`.
 static Value elementOf(Value value, int64_t index) {
