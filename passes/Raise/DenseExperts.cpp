@@ -131,11 +131,7 @@ struct RaiseDenseExperts : OpRewritePattern<onnx::TopKOp> {
     spec.fc2 = *fc2;
     spec.fc3 = first.fc3 ? *fc3 : Value();
     spec.activation = activationOf(first, rewriter.getContext());
-    if (failed(setSelectionBias(spec, *router, loc, rewriter)))
-      return failure();
-    LayerOp layer = createLayer(rewriter, loc, x.getType(), spec);
-    rewriter.replaceAllUsesWith(output, layer.getOutput());
-    return success();
+    return replaceByLayer(spec, *router, output, topk, rewriter);
   }
 };
 

@@ -271,21 +271,10 @@ static LogicalResult raiseIndexedExperts(const ExpertLoopMatch &match,
   if (first.stackedFc2Bias)
     spec.fc2Bias = first.stackedFc2Bias;
   spec.activation = *first.fusedActivation;
-  if (failed(setSelectionBias(spec, match.router, match.output.getLoc(),
-                              rewriter)))
-    return failure();
-  LayerOp layer = createLayer(rewriter, match.output.getLoc(),
-                              match.x.getType(), spec);
-  if (layer.getOutput().getType() != match.output.getType()) {
-    rewriter.eraseOp(layer);
-    return rewriter.notifyMatchFailure(match.output.getLoc(),
-                                       "block output type differs");
-  }
-  rewriter.replaceAllUsesWith(match.output, layer.getOutput());
-  return success();
+  return replaceByLayer(spec, match.router, match.output,
+                        match.output.getDefiningOp(), rewriter);
 }
 
-/// Rewrites a complete per-expert loop into one moe.layer.
 /// Rewrites the complete per-expert loop of `router` into one moe.layer.
 static LogicalResult raiseExpertLoop(const RouterMatch &router,
                                      Operation *topk,
@@ -329,17 +318,7 @@ static LogicalResult raiseExpertLoop(const RouterMatch &router,
     spec.fc3 = first.fc3 ? *fc3 : Value();
     spec.fc2 = *fc2;
     spec.activation = activationOf(first, rewriter.getContext());
-    if (failed(setSelectionBias(spec, match->router, loc, rewriter)))
-      return failure();
-    LayerOp layer =
-        createLayer(rewriter, loc, match->x.getType(), spec);
-    Value result = layer.getOutput();
-    if (result.getType() != match->output.getType()) {
-      rewriter.eraseOp(layer);
-      return rewriter.notifyMatchFailure(topk, "block output type differs");
-    }
-    rewriter.replaceAllUsesWith(match->output, result);
-    return success();
+    return replaceByLayer(spec, match->router, match->output, topk, rewriter);
 }
 
 /// A loop routed by a TopK.

@@ -363,16 +363,7 @@ static LogicalResult raiseGatheredBlock(const RouterMatch &router,
   if (block->down.bias)
     spec.fc2Bias = block->down.bias;
   spec.activation = block->activation;
-  if (failed(setSelectionBias(spec, router, loc, rewriter)))
-    return failure();
-  LayerOp layer = createLayer(rewriter, loc, block->x.getType(), spec);
-  if (failed(verify(layer)) ||
-      layer.getOutput().getType() != block->output.getType()) {
-    rewriter.eraseOp(layer);
-    return rewriter.notifyMatchFailure(anchor, "block output type differs");
-  }
-  rewriter.replaceAllUsesWith(block->output, layer.getOutput());
-  return success();
+  return replaceByLayer(spec, router, block->output, anchor, rewriter);
 }
 
 /// A batched-form block routed by a TopK.

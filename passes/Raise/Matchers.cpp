@@ -7,6 +7,7 @@
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/TypeUtilities.h"
+#include "mlir/IR/Verifier.h"
 #include "llvm/ADT/SmallPtrSet.h"
 
 #include <cmath>
@@ -1007,6 +1008,21 @@ LogicalResult setSelectionBias(LayerSpec &spec, const RouterMatch &router,
   if (failed(bias))
     return rewriter.notifyMatchFailure(loc, "bias could not be read");
   spec.selectionBias = *bias;
+  return success();
+}
+
+LogicalResult replaceByLayer(LayerSpec spec, const RouterMatch &router,
+                             Value output, Operation *anchor,
+                             PatternRewriter &rewriter) {
+  Location loc = output.getLoc();
+  if (failed(setSelectionBias(spec, router, loc, rewriter)))
+    return failure();
+  LayerOp layer = createLayer(rewriter, loc, spec.input.getType(), spec);
+  if (failed(verify(layer)) || layer.getOutput().getType() != output.getType()) {
+    rewriter.eraseOp(layer);
+    return rewriter.notifyMatchFailure(anchor, "block output type differs");
+  }
+  rewriter.replaceAllUsesWith(output, layer.getOutput());
   return success();
 }
 

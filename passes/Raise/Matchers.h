@@ -192,6 +192,13 @@ void setRouting(LayerSpec &spec, const RouterMatch &router);
 LogicalResult setSelectionBias(LayerSpec &spec, const RouterMatch &router,
                                Location loc, PatternRewriter &rewriter);
 
+/// Replaces `output`, the block's [T, H] result, by the moe.layer of `spec`,
+/// made from `spec`'s routing with the selection bias of `router`; fails
+/// (reasons on `anchor`) when the layer would not verify or differs in type.
+LogicalResult replaceByLayer(LayerSpec spec, const RouterMatch &router,
+                             Value output, Operation *anchor,
+                             PatternRewriter &rewriter);
+
 /// Creates the moe.layer of `spec` with result type `type`.
 LayerOp createLayer(PatternRewriter &rewriter, Location loc, Type type,
                     const LayerSpec &spec);

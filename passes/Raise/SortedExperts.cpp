@@ -551,16 +551,7 @@ struct RaiseSortedExperts : OpRewritePattern<onnx::TopKOp> {
     if (block->down.bias)
       spec.fc2Bias = block->down.bias;
     spec.activation = block->activation;
-    if (failed(setSelectionBias(spec, block->router, loc, rewriter)))
-      return failure();
-    LayerOp layer = createLayer(rewriter, loc, block->x.getType(), spec);
-    if (failed(verify(layer)) ||
-        layer.getOutput().getType() != block->output.getType()) {
-      rewriter.eraseOp(layer);
-      return rewriter.notifyMatchFailure(topk, "block output type differs");
-    }
-    rewriter.replaceAllUsesWith(block->output, layer.getOutput());
-    return success();
+    return replaceByLayer(spec, block->router, block->output, topk, rewriter);
   }
 };
 
