@@ -377,12 +377,31 @@ def export_model(fam, model, ids, ids_ref, route, rec):
         else:
             rec.setdefault("notes", []).append("graph input %s has no reference" % name)
     with torch.no_grad():
-        logits = model(**kwargs).logits.float().numpy()
+        result = model(**kwargs, use_cache=True)
+    logits = result.logits.float().numpy()
+    refs = {"logits": logits}
+    # The KV cache the graph returns as cache.layers.<i>.keys / .values.
+    cache = getattr(result, "past_key_values", None)
+    for name in graph_outputs:
+        parts = name.split(".")
+        if len(parts) != 4 or parts[:2] != ["cache", "layers"] or parts[3] not in ("keys", "values"):
+            continue
+        try:
+            tensor = getattr(cache.layers[int(parts[2])], parts[3])
+        except (AttributeError, IndexError, TypeError, ValueError):
+            continue
+        # A sliding-window layer's cache keeps fewer positions than the graph
+        # returns: such a cache is no reference for the graph's output.
+        declared = [d.dim_value for o in proto.graph.output if o.name == name
+                    for d in o.type.tensor_type.shape.dim]
+        if torch.is_tensor(tensor) and list(tensor.shape) == declared:
+            refs[name] = tensor.float().numpy()
     for name, value in feeds.items():
         save_npy("%s.%s.in.%s.npy" % (fam["name"], route, name), value)
-    save_npy("%s.%s.out.logits.npy" % (fam["name"], route), logits)
-    rec["outputs_without_reference"] = [o for o in graph_outputs if o != "logits"]
-    check_onnx(out, feeds, {"logits": logits}, rec)
+    for name, value in refs.items():
+        save_npy("%s.%s.out.%s.npy" % (fam["name"], route, name), value)
+    rec["outputs_without_reference"] = [o for o in graph_outputs if o not in refs]
+    check_onnx(out, feeds, refs, rec)
 
 
 def check_onnx(out, feeds, refs, rec):
