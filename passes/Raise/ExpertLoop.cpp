@@ -80,8 +80,7 @@ static FailureOr<LoopExpert> matchExpert(onnx::GatherOp select, int64_t index,
   if (!weighted)
     return rewriter.notifyMatchFailure(scatter, "update is not weighted");
   for (int i = 0; i < 2; ++i) {
-    FailureOr<FFNMatch> ffn =
-        matchFFN(weighted.getInputs()[i], rewriter);
+    FailureOr<FFNMatch> ffn = matchFFN(weighted.getInputs()[i], rewriter);
     // Stacking takes per-expert weights as [in, out].
     if (succeeded(ffn) && ffn->outIn)
       ffn = failure();
@@ -92,8 +91,8 @@ static FailureOr<LoopExpert> matchExpert(onnx::GatherOp select, int64_t index,
     // Fused parameters are indexed by the expert the mask row is.
     if (ffn->expertIndex &&
         ffn->expertIndex != skipNoOps(select.getInputs()[1]))
-      return rewriter.notifyMatchFailure(
-          weighted, "FFN weights are another expert's");
+      return rewriter.notifyMatchFailure(weighted,
+                                         "FFN weights are another expert's");
     // The FFN must run on x's rows picked by this expert's mask, and be
     // scaled by the routing weights.
     if (!dependsOn(ffn->input, x) ||
@@ -132,11 +131,12 @@ static std::optional<int64_t> hitPosition(Value index, int64_t numExperts) {
       split.getInputs().size() > 1 ? constantInts(split.getInputs()[1])
                                    : std::nullopt;
   if (!hasIntAttr(split, "axis", 0, 0) ||
-      !(sizes ? llvm::all_of(*sizes, [](int64_t n) { return n == 1; })
-              : llvm::all_of(split->getResults(), [](Value result) {
-                  return cast<RankedTensorType>(result.getType())
-                             .getDimSize(0) == 1;
-                })))
+      !(sizes
+            ? llvm::all_of(*sizes, [](int64_t n) { return n == 1; })
+            : llvm::all_of(split->getResults(), [](Value result) {
+                return cast<RankedTensorType>(result.getType()).getDimSize(0) ==
+                       1;
+              })))
     return std::nullopt;
   return cast<OpResult>(piece).getResultNumber();
 }
@@ -160,8 +160,8 @@ FailureOr<ExpertMaskMatch> matchExpertMask(const RouterMatch &routerMatch,
   auto oneHot = uniqueUserWithin<onnx::OneHotOp>(router->indices, 2);
   std::optional<int64_t> depth =
       oneHot ? constantInt(oneHot.getInputs()[1]) : std::nullopt;
-  if (!depth || (*depth != router->numExperts &&
-                 *depth != router->numExperts + 1))
+  if (!depth ||
+      (*depth != router->numExperts && *depth != router->numExperts + 1))
     return rewriter.notifyMatchFailure(topk, "no one-hot expert mask");
   for (Operation *user : oneHot.getOutputs()[0].getUsers())
     if (auto transpose = dyn_cast<onnx::TransposeOp>(user))
@@ -255,12 +255,12 @@ static LogicalResult raiseIndexedExperts(const ExpertLoopMatch &match,
       return transposeExpertWeights(weight, name, loc, rewriter);
     return weight.getResult();
   };
-  FailureOr<Value> fc1 = pack(first.stackedFc1, first.stackedFc1InOut,
-                              "experts_fc1");
-  FailureOr<Value> fc3 = pack(first.stackedFc3, first.stackedFc1InOut,
-                              "experts_fc3");
-  FailureOr<Value> fc2 = pack(first.stackedFc2, first.stackedFc2InOut,
-                              "experts_fc2");
+  FailureOr<Value> fc1 =
+      pack(first.stackedFc1, first.stackedFc1InOut, "experts_fc1");
+  FailureOr<Value> fc3 =
+      pack(first.stackedFc3, first.stackedFc1InOut, "experts_fc3");
+  FailureOr<Value> fc2 =
+      pack(first.stackedFc2, first.stackedFc2InOut, "experts_fc2");
   if (failed(fc1) || failed(fc3) || failed(fc2))
     return rewriter.notifyMatchFailure(loc, "weights could not be packed");
   spec.fc1 = *fc1;
@@ -276,49 +276,48 @@ static LogicalResult raiseIndexedExperts(const ExpertLoopMatch &match,
 }
 
 /// Rewrites the complete per-expert loop of `router` into one moe.layer.
-static LogicalResult raiseExpertLoop(const RouterMatch &router,
-                                     Operation *topk,
+static LogicalResult raiseExpertLoop(const RouterMatch &router, Operation *topk,
                                      PatternRewriter &rewriter) {
-    FailureOr<ExpertLoopMatch> match = matchExpertLoop(router, topk, rewriter);
-    if (failed(match))
-      return failure();
-    const FFNMatch &first = match->experts.front().ffn;
+  FailureOr<ExpertLoopMatch> match = matchExpertLoop(router, topk, rewriter);
+  if (failed(match))
+    return failure();
+  const FFNMatch &first = match->experts.front().ffn;
+  for (const LoopExpert &e : match->experts)
+    if (e.ffn.activation != first.activation ||
+        static_cast<bool>(e.ffn.fc3) != static_cast<bool>(first.fc3) ||
+        e.ffn.stackedFc1 != first.stackedFc1 ||
+        e.ffn.stackedFc2 != first.stackedFc2 ||
+        e.ffn.stackedFc3 != first.stackedFc3 ||
+        e.ffn.stackedFc1Bias != first.stackedFc1Bias ||
+        e.ffn.stackedFc2Bias != first.stackedFc2Bias ||
+        e.ffn.fusedActivation != first.fusedActivation)
+      return rewriter.notifyMatchFailure(topk, "experts differ in shape");
+  if (first.stackedFc1)
+    return raiseIndexedExperts(*match, rewriter);
+
+  Location loc = match->output.getLoc();
+  rewriter.setInsertionPoint(match->output.getDefiningOp());
+  auto stack = [&](auto field, StringRef name) -> FailureOr<Value> {
+    SmallVector<arith::ConstantOp> weights;
     for (const LoopExpert &e : match->experts)
-      if (e.ffn.activation != first.activation ||
-          static_cast<bool>(e.ffn.fc3) != static_cast<bool>(first.fc3) ||
-          e.ffn.stackedFc1 != first.stackedFc1 ||
-          e.ffn.stackedFc2 != first.stackedFc2 ||
-          e.ffn.stackedFc3 != first.stackedFc3 ||
-          e.ffn.stackedFc1Bias != first.stackedFc1Bias ||
-          e.ffn.stackedFc2Bias != first.stackedFc2Bias ||
-          e.ffn.fusedActivation != first.fusedActivation)
-        return rewriter.notifyMatchFailure(topk, "experts differ in shape");
-    if (first.stackedFc1)
-      return raiseIndexedExperts(*match, rewriter);
+      weights.push_back(e.ffn.*field);
+    return stackExpertWeights(weights, name, loc, rewriter);
+  };
+  FailureOr<Value> fc1 = stack(&FFNMatch::fc1, "experts_fc1");
+  FailureOr<Value> fc2 = stack(&FFNMatch::fc2, "experts_fc2");
+  FailureOr<Value> fc3 =
+      first.fc3 ? stack(&FFNMatch::fc3, "experts_fc3") : FailureOr<Value>();
+  if (failed(fc1) || failed(fc2) || (first.fc3 && failed(fc3)))
+    return rewriter.notifyMatchFailure(topk, "weights could not be stacked");
 
-    Location loc = match->output.getLoc();
-    rewriter.setInsertionPoint(match->output.getDefiningOp());
-    auto stack = [&](auto field, StringRef name) -> FailureOr<Value> {
-      SmallVector<arith::ConstantOp> weights;
-      for (const LoopExpert &e : match->experts)
-        weights.push_back(e.ffn.*field);
-      return stackExpertWeights(weights, name, loc, rewriter);
-    };
-    FailureOr<Value> fc1 = stack(&FFNMatch::fc1, "experts_fc1");
-    FailureOr<Value> fc2 = stack(&FFNMatch::fc2, "experts_fc2");
-    FailureOr<Value> fc3 =
-        first.fc3 ? stack(&FFNMatch::fc3, "experts_fc3") : FailureOr<Value>();
-    if (failed(fc1) || failed(fc2) || (first.fc3 && failed(fc3)))
-      return rewriter.notifyMatchFailure(topk, "weights could not be stacked");
-
-    LayerSpec spec;
-    setRouting(spec, match->router);
-    spec.input = match->x;
-    spec.fc1 = *fc1;
-    spec.fc3 = first.fc3 ? *fc3 : Value();
-    spec.fc2 = *fc2;
-    spec.activation = activationOf(first, rewriter.getContext());
-    return replaceByLayer(spec, match->router, match->output, topk, rewriter);
+  LayerSpec spec;
+  setRouting(spec, match->router);
+  spec.input = match->x;
+  spec.fc1 = *fc1;
+  spec.fc3 = first.fc3 ? *fc3 : Value();
+  spec.fc2 = *fc2;
+  spec.activation = activationOf(first, rewriter.getContext());
+  return replaceByLayer(spec, match->router, match->output, topk, rewriter);
 }
 
 /// A loop routed by a TopK.

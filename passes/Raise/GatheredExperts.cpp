@@ -22,10 +22,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Raise/GatheredExperts.h"
-#include "passes/Raise/IndexArithmetic.h"
-#include "passes/Raise/Matchers.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Verifier.h"
+#include "passes/Raise/IndexArithmetic.h"
+#include "passes/Raise/Matchers.h"
 
 namespace mlir::moe::raise {
 namespace {
@@ -344,7 +344,8 @@ static LogicalResult raiseGatheredBlock(const RouterMatch &router,
   rewriter.setInsertionPoint(block->output.getDefiningOp());
   // moe's weights are [E, out, in]: what bmm(W[ids], rows) reads; the
   // transposed form's are turned.
-  auto pack = [&](const GatheredMatMul &mm, StringRef name) -> FailureOr<Value> {
+  auto pack = [&](const GatheredMatMul &mm,
+                  StringRef name) -> FailureOr<Value> {
     if (!mm.transposed)
       return Value(arith::ConstantOp(mm.weight));
     return transposeExpertWeights(mm.weight, name, loc, rewriter);

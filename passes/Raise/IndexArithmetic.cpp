@@ -2,10 +2,10 @@
 
 #include "passes/Raise/IndexArithmetic.h"
 #include "dialects/onnx/IR/ONNXDialect.h"
-#include "passes/ONNXFolding.h"
-#include "passes/Raise/Matchers.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/TypeUtilities.h"
+#include "passes/ONNXFolding.h"
+#include "passes/Raise/Matchers.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <cmath>
@@ -87,8 +87,8 @@ static std::optional<double> evaluate(Value value, Value source, double point,
       return std::nullopt;
     args.push_back(*arg);
   }
-  bool isInt = isa<IntegerType>(
-      getElementTypeOrSelf(op->getOperand(0).getType()));
+  bool isInt =
+      isa<IntegerType>(getElementTypeOrSelf(op->getOperand(0).getType()));
   if (op->getName().getStringRef() == "onnx.Mod") {
     if (args[1] == 0)
       return std::nullopt;
@@ -140,23 +140,17 @@ static std::optional<double> evaluate(Value value, Value source, double point,
           })
           .Case([&](onnx::EqualOp) { return double(args[0] == args[1]); })
           .Case([&](onnx::LessOp) { return double(args[0] < args[1]); })
-          .Case([&](onnx::LessOrEqualOp) {
-            return double(args[0] <= args[1]);
-          })
+          .Case([&](onnx::LessOrEqualOp) { return double(args[0] <= args[1]); })
           .Case([&](onnx::GreaterOp) { return double(args[0] > args[1]); })
           .Case([&](onnx::GreaterOrEqualOp) {
             return double(args[0] >= args[1]);
           })
-          .Case([&](onnx::AndOp) {
-            return double(args[0] != 0 && args[1] != 0);
-          })
-          .Case([&](onnx::OrOp) {
-            return double(args[0] != 0 || args[1] != 0);
-          })
+          .Case(
+              [&](onnx::AndOp) { return double(args[0] != 0 && args[1] != 0); })
+          .Case(
+              [&](onnx::OrOp) { return double(args[0] != 0 || args[1] != 0); })
           .Case([&](onnx::NotOp) { return double(args[0] == 0); })
-          .Case([&](onnx::WhereOp) {
-            return args[0] != 0 ? args[1] : args[2];
-          })
+          .Case([&](onnx::WhereOp) { return args[0] != 0 ? args[1] : args[2]; })
           .Default([](Operation *) { return std::nullopt; });
   if (!result)
     return std::nullopt;
@@ -169,8 +163,7 @@ std::optional<double> evaluateIndexFunction(Value result, Value source,
 }
 
 std::optional<int64_t> evaluateScalar(Value value) {
-  std::optional<double> result =
-      evaluate(value, Value(), 0.0, /*depth=*/24);
+  std::optional<double> result = evaluate(value, Value(), 0.0, /*depth=*/24);
   if (!result || *result != std::trunc(*result))
     return std::nullopt;
   // INT64_MAX and INT64_MIN (open slice bounds) do not survive a double.

@@ -1,13 +1,13 @@
 //===- Matchers.cpp - recognising MoE pieces in onnx programs -------------===//
 
 #include "passes/Raise/Matchers.h"
-#include "passes/Raise/IndexArithmetic.h"
-#include "passes/ONNXFolding.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/TypeUtilities.h"
 #include "mlir/IR/Verifier.h"
+#include "passes/ONNXFolding.h"
+#include "passes/Raise/IndexArithmetic.h"
 #include "llvm/ADT/SmallPtrSet.h"
 
 #include <cmath>
@@ -136,9 +136,9 @@ bool dependsOn(Value value, Value root, unsigned depth) {
 static bool readsOnlyShape(Operation *user, unsigned depth = 4) {
   if (isa<onnx::ShapeOp>(user))
     return true;
-  if (depth == 0 || !isa<onnx::SliceOp, onnx::ReshapeOp, onnx::CastOp,
-                         onnx::UnsqueezeOp, onnx::SqueezeOp,
-                         onnx::TransposeOp>(user))
+  if (depth == 0 ||
+      !isa<onnx::SliceOp, onnx::ReshapeOp, onnx::CastOp, onnx::UnsqueezeOp,
+           onnx::SqueezeOp, onnx::TransposeOp>(user))
     return false;
   return llvm::all_of(user->getUsers(), [&](Operation *next) {
     return readsOnlyShape(next, depth - 1);
@@ -195,8 +195,7 @@ Value matchSumOf(ArrayRef<Value> terms) {
 //===----------------------------------------------------------------------===//
 
 /// The single user of `value` of type `OpT`, looking through no-op casts.
-template <typename OpT>
-static OpT soleUser(Value value) {
+template <typename OpT> static OpT soleUser(Value value) {
   OpT found;
   for (Operation *user : value.getUsers()) {
     if (isa<onnx::CastOp, onnx::IdentityOp>(user) &&
@@ -237,8 +236,8 @@ FailureOr<RouterMatch> matchSoftmaxTopK(onnx::TopKOp topk,
   match.topk = topk;
   auto largest = topk->getAttrOfType<IntegerAttr>("largest");
   auto axis = topk->getAttrOfType<IntegerAttr>("axis");
-  if ((largest && largest.getInt() != 1) || (axis && axis.getInt() != -1 &&
-                                             axis.getInt() != 1))
+  if ((largest && largest.getInt() != 1) ||
+      (axis && axis.getInt() != -1 && axis.getInt() != 1))
     return rewriter.notifyMatchFailure(topk, "not a top-k over the experts");
   // A bf16 or f16 model widens its scores around the softmax (Hugging
   // Face's softmax(..., dtype=float)): the ONNX exporter casts after the
@@ -261,8 +260,7 @@ FailureOr<RouterMatch> matchSoftmaxTopK(onnx::TopKOp topk,
     return rewriter.notifyMatchFailure(topk, "scores are not a softmax");
   auto logitsType =
       dyn_cast<RankedTensorType>(softmax.getInputs()[0].getType());
-  if (!logitsType || logitsType.getRank() != 2 ||
-      !logitsType.hasStaticShape())
+  if (!logitsType || logitsType.getRank() != 2 || !logitsType.hasStaticShape())
     return rewriter.notifyMatchFailure(topk, "logits are not a static [T, E]");
   auto softmaxAxis = softmax->getAttrOfType<IntegerAttr>("axis");
   if (softmaxAxis && softmaxAxis.getInt() != -1 && softmaxAxis.getInt() != 1)
@@ -363,8 +361,8 @@ static LogicalResult matchGroupMask(Value cond, Value biased,
   if (auto sum = groupScores.getDefiningOp<onnx::ReduceSumOp>()) {
     auto top2 = sum.getInputs()[0].getDefiningOp<onnx::TopKOp>();
     if (!top2 || top2.getOutputs()[0] != sum.getInputs()[0] ||
-        constantInt(top2.getInputs()[1]) != 2 ||
-        !reducesLastAxis(sum, 3) || !onLastAxis(top2, "axis", 3))
+        constantInt(top2.getInputs()[1]) != 2 || !reducesLastAxis(sum, 3) ||
+        !onLastAxis(top2, "axis", 3))
       return failure();
     grouped = top2.getInputs()[0];
     router.groupScore = GroupScore::Top2Sum;
@@ -434,8 +432,7 @@ FailureOr<RouterMatch> matchSigmoidTopK(onnx::TopKOp topk,
     return rewriter.notifyMatchFailure(topk, "no sigmoid or softmax scores");
   }
   auto logitsType = dyn_cast<RankedTensorType>(match.logits.getType());
-  if (!logitsType || logitsType.getRank() != 2 ||
-      !logitsType.hasStaticShape())
+  if (!logitsType || logitsType.getRank() != 2 || !logitsType.hasStaticShape())
     return rewriter.notifyMatchFailure(topk, "logits are not a static [T, E]");
   match.numExperts = logitsType.getDimSize(1);
   if (match.bias &&
@@ -488,8 +485,7 @@ FailureOr<RouterMatch> matchTopKSoftmax(onnx::TopKOp topk,
     return rewriter.notifyMatchFailure(topk, "not a top-k over the experts");
   auto softmax = soleUser<onnx::SoftmaxOp>(topk.getOutputs()[0]);
   if (!softmax || !onLastAxis(softmax, "axis", 2))
-    return rewriter.notifyMatchFailure(topk,
-                                       "chosen logits are not a softmax");
+    return rewriter.notifyMatchFailure(topk, "chosen logits are not a softmax");
   std::optional<int64_t> k = constantInt(topk.getInputs()[1]);
   if (!k)
     return rewriter.notifyMatchFailure(topk, "k is not a constant");
@@ -546,9 +542,9 @@ FailureOr<RouterMatch> matchSparseMixer(Value ids, Operation *anchor,
     return rewriter.notifyMatchFailure(anchor, "ids are not two picks");
   auto first = definedBy<onnx::ArgMaxOp>(concatIds.getInputs()[0]);
   auto second = definedBy<onnx::ArgMaxOp>(concatIds.getInputs()[1]);
-  auto scatter = second ? definedBy<onnx::ScatterElementsOp>(
-                              second.getInputs()[0])
-                        : nullptr;
+  auto scatter = second
+                     ? definedBy<onnx::ScatterElementsOp>(second.getInputs()[0])
+                     : nullptr;
   if (!first || !scatter)
     return rewriter.notifyMatchFailure(anchor, "ids are not two arg-maxes");
   Value logits = skipNoOps(first.getInputs()[0]);
@@ -569,9 +565,8 @@ FailureOr<RouterMatch> matchSparseMixer(Value ids, Operation *anchor,
           concatWeights = concat;
   if (!concatWeights || concatWeights.getInputs().size() != 2)
     return rewriter.notifyMatchFailure(anchor, "no weights of both picks");
-  std::optional<double> firstEps =
-      matchMixerWeight(concatWeights.getInputs()[0], first.getOutputs()[0],
-                       logits, logits);
+  std::optional<double> firstEps = matchMixerWeight(
+      concatWeights.getInputs()[0], first.getOutputs()[0], logits, logits);
   std::optional<double> secondEps =
       matchMixerWeight(concatWeights.getInputs()[1], second.getOutputs()[0],
                        scatter.getOutputs()[0], logits);
@@ -622,8 +617,8 @@ void setRouting(LayerSpec &spec, const RouterMatch &router) {
   spec.logits = skipNoOps(router.logits);
   spec.k = router.k;
   spec.scoring = router.scoring;
-  spec.selection = router.numGroups ? SelectionMethod::GroupedTopK
-                                    : SelectionMethod::TopK;
+  spec.selection =
+      router.numGroups ? SelectionMethod::GroupedTopK : SelectionMethod::TopK;
   if (router.sparseMixerEps) {
     spec.selection = SelectionMethod::SparseMixer;
     spec.jitterEps = router.sparseMixerEps;
@@ -739,7 +734,7 @@ namespace {
 /// Which half of a fused SwiGLU input a value is.
 struct SwiGLUHalf {
   SwiGLULayout layout;
-  int64_t index;  // 0: the gate half, 1: the linear half
+  int64_t index; // 0: the gate half, 1: the linear half
 };
 } // namespace
 
@@ -771,15 +766,13 @@ static std::optional<SwiGLUHalf> matchSwiGLUHalf(Value half, Value h) {
   // Bounds may be computed from static extents (torch's chunk).
   std::optional<int64_t> start = evaluateScalar(in[1]),
                          end = evaluateScalar(in[2]);
-  std::optional<int64_t> axis =
-      in.size() > 3 && !isa<NoneType>(in[3].getType()) ? evaluateScalar(in[3])
-                                                       : rank - 1;
-  std::optional<int64_t> step = in.size() > 4 &&
-                                        !isa<NoneType>(in[4].getType())
+  std::optional<int64_t> axis = in.size() > 3 && !isa<NoneType>(in[3].getType())
+                                    ? evaluateScalar(in[3])
+                                    : rank - 1;
+  std::optional<int64_t> step = in.size() > 4 && !isa<NoneType>(in[4].getType())
                                     ? evaluateScalar(in[4])
                                     : 1;
-  if (!start || !end || !axis || !step ||
-      (*axis != -1 && *axis != rank - 1))
+  if (!start || !end || !axis || !step || (*axis != -1 && *axis != rank - 1))
     return std::nullopt;
   int64_t stop = std::min(*end, width);
   if (*step == 1 && *start == 0 && stop == width / 2)
@@ -847,20 +840,18 @@ std::optional<ActivationAttr> matchFusedSwiGLU(Value activated, Value h) {
       Value linearHalf = clipOf(linear, linLo, linHi);
       std::optional<SwiGLUHalf> g = matchSwiGLUHalf(gateHalf, h);
       std::optional<SwiGLUHalf> l = matchSwiGLUHalf(linearHalf, h);
-      if (!g || !l || g->layout != l->layout || g->index != 0 ||
-          l->index != 1)
+      if (!g || !l || g->layout != l->layout || g->index != 0 || l->index != 1)
         continue;
       // moe's limit clamps both halves alike, or neither.
       std::optional<double> limit = gateHi;
-      bool clamped = gateHi && !gateLo && linHi && linLo &&
-                     *linHi == *gateHi && *linLo == -*gateHi && *gateHi > 0;
+      bool clamped = gateHi && !gateLo && linHi && linLo && *linHi == *gateHi &&
+                     *linLo == -*gateHi && *gateHi > 0;
       bool plain = !gateHi && !gateLo && !linHi && !linLo;
       if (!clamped && !plain)
         continue;
       MLIRContext *ctx = activated.getContext();
       return ActivationAttr::get(
-          ctx, ActivationKind::SwiGLU, g->layout, APFloat(alpha),
-          APFloat(beta),
+          ctx, ActivationKind::SwiGLU, g->layout, APFloat(alpha), APFloat(beta),
           clamped ? std::optional<APFloat>(APFloat(*limit)) : std::nullopt);
     }
   }
@@ -873,7 +864,7 @@ namespace {
 struct IndexedLinear {
   Value input;
   arith::ConstantOp weight, bias;
-  bool inOut = false;  // W is [E, in, out]
+  bool inOut = false; // W is [E, in, out]
   Value index;
 };
 } // namespace
@@ -947,8 +938,7 @@ FailureOr<FFNMatch> matchIndexedFFN(Value output, PatternRewriter &rewriter) {
   for (unsigned steps = 0; !work.empty() && steps < 16; ++steps) {
     Value v = work.pop_back_val();
     if (std::optional<IndexedLinear> up = matchIndexedLinear(v)) {
-      std::optional<ActivationAttr> activation =
-          matchFusedSwiGLU(activated, v);
+      std::optional<ActivationAttr> activation = matchFusedSwiGLU(activated, v);
       if (!activation)
         break;
       if (up->index != down->index ||
@@ -975,12 +965,12 @@ FailureOr<FFNMatch> matchIndexedFFN(Value output, PatternRewriter &rewriter) {
   auto mul = definedBy<onnx::MulOp>(activated);
   for (int i = 0; mul && i < 2 && !down->bias; ++i) {
     Value z = matchSilu(mul.getInputs()[i]);
-    std::optional<IndexedLinear> gate = z ? matchIndexedLinear(z)
-                                          : std::nullopt;
-    std::optional<IndexedLinear> up = matchIndexedLinear(mul.getInputs()[1 - i]);
-    if (!gate || !up || gate->bias || up->bias ||
-        gate->index != down->index || up->index != down->index ||
-        gate->inOut != up->inOut ||
+    std::optional<IndexedLinear> gate =
+        z ? matchIndexedLinear(z) : std::nullopt;
+    std::optional<IndexedLinear> up =
+        matchIndexedLinear(mul.getInputs()[1 - i]);
+    if (!gate || !up || gate->bias || up->bias || gate->index != down->index ||
+        up->index != down->index || gate->inOut != up->inOut ||
         skipNoOps(gate->input) != skipNoOps(up->input))
       continue;
     FFNMatch ffn;
@@ -1018,7 +1008,8 @@ LogicalResult replaceByLayer(LayerSpec spec, const RouterMatch &router,
   if (failed(setSelectionBias(spec, router, loc, rewriter)))
     return failure();
   LayerOp layer = createLayer(rewriter, loc, spec.input.getType(), spec);
-  if (failed(verify(layer)) || layer.getOutput().getType() != output.getType()) {
+  if (failed(verify(layer)) ||
+      layer.getOutput().getType() != output.getType()) {
     rewriter.eraseOp(layer);
     return rewriter.notifyMatchFailure(anchor, "block output type differs");
   }
@@ -1035,17 +1026,16 @@ LayerOp createLayer(PatternRewriter &rewriter, Location loc, Type type,
   return LayerOp::create(
       rewriter, loc, type, spec.input, spec.logits, spec.fc1, spec.fc1Bias,
       spec.fc3, /*fc3_bias=*/Value(), spec.fc2, spec.fc2Bias,
-      spec.selectionBias, spec.sharedFc1,
-      spec.sharedFc3, spec.sharedFc2, spec.sharedGate,
-      rewriter.getI64IntegerAttr(spec.k), spec.activation,
+      spec.selectionBias, spec.sharedFc1, spec.sharedFc3, spec.sharedFc2,
+      spec.sharedGate, rewriter.getI64IntegerAttr(spec.k), spec.activation,
       optionalInt(spec.capacity),
       spec.dropPolicy ? DropPolicyAttr::get(ctx, *spec.dropPolicy)
                       : DropPolicyAttr(),
       ScoringFunctionAttr::get(ctx, spec.scoring),
       SelectionMethodAttr::get(ctx, spec.selection),
       spec.normalize ? rewriter.getUnitAttr() : UnitAttr(),
-      rewriter.getF64FloatAttr(spec.scalingFactor),
-      optionalInt(spec.numGroups), optionalInt(spec.groupTopk),
+      rewriter.getF64FloatAttr(spec.scalingFactor), optionalInt(spec.numGroups),
+      optionalInt(spec.groupTopk),
       spec.groupScore ? GroupScoreAttr::get(ctx, *spec.groupScore)
                       : GroupScoreAttr(),
       spec.maskedScore ? rewriter.getF64FloatAttr(*spec.maskedScore)
@@ -1123,13 +1113,10 @@ static FailureOr<Value> packWeights(ArrayRef<arith::ConstantOp> constants,
     }
   }
   auto packedType =
-      keepStackDim
-          ? RankedTensorType::get({numMatrices, out, in}, elementType)
-          : RankedTensorType::get({out, in}, elementType);
-  auto attr = DenseResourceElementsAttr::get(packedType, name,
-                                             std::move(blob));
-  return arith::ConstantOp::create(rewriter, loc, packedType, attr)
-      .getResult();
+      keepStackDim ? RankedTensorType::get({numMatrices, out, in}, elementType)
+                   : RankedTensorType::get({out, in}, elementType);
+  auto attr = DenseResourceElementsAttr::get(packedType, name, std::move(blob));
+  return arith::ConstantOp::create(rewriter, loc, packedType, attr).getResult();
 }
 
 FailureOr<Value> reshapeConstant(arith::ConstantOp constant,
@@ -1195,8 +1182,8 @@ FailureOr<Value> concatRows(ArrayRef<arith::ConstantOp> parts, StringRef name,
     std::memcpy(dst, b.data(), b.size());
     dst += b.size();
   }
-  auto resultType = RankedTensorType::get({rows, type.getDimSize(1)},
-                                          elementType);
+  auto resultType =
+      RankedTensorType::get({rows, type.getDimSize(1)}, elementType);
   auto attr = DenseResourceElementsAttr::get(resultType, name, std::move(blob));
   return arith::ConstantOp::create(rewriter, loc, resultType, attr).getResult();
 }

@@ -27,8 +27,7 @@ matchGated(Value value, Value x) {
     auto gemm = dyn_cast_or_null<onnx::GemmOp>(linear);
     auto transB =
         gemm ? gemm->getAttrOfType<IntegerAttr>("transB") : IntegerAttr();
-    bool outIn = transB && transB.getInt() == 1 &&
-                 gemm.getInputs().size() == 2;
+    bool outIn = transB && transB.getInt() == 1 && gemm.getInputs().size() == 2;
     if (!isa_and_nonnull<onnx::MatMulOp>(linear) && !outIn)
       continue;
     arith::ConstantOp gate = constantOp(linear->getOperand(1));
@@ -51,8 +50,8 @@ struct FoldSharedExpert : OpRewritePattern<onnx::AddOp> {
       // [B, S, H] with the shared expert on the unflattened tokens.
       Value routed = add.getInputs()[i];
       auto unflatten = definedBy<onnx::ReshapeOp>(routed);
-      auto layer = definedBy<LayerOp>(
-          unflatten ? unflatten.getInputs()[0] : routed);
+      auto layer =
+          definedBy<LayerOp>(unflatten ? unflatten.getInputs()[0] : routed);
       if (!layer || !layer->hasOneUse() || layer.getSharedFc1() ||
           (unflatten && !unflatten->hasOneUse()))
         continue;
@@ -74,11 +73,12 @@ struct FoldSharedExpert : OpRewritePattern<onnx::AddOp> {
       // Experts with both SwiGLU halves in fc1 take the shared expert's
       // halves the same way.
       ActivationAttr activation = layer.getActivation();
-      bool concatenate =
-          activation.isFusedSwiGLU() &&
-          activation.getLayout() == SwiGLULayout::Concatenated && ffn->fc3 &&
-          activationOf(*ffn, rewriter.getContext()) ==
-              ActivationAttr::get(rewriter.getContext(), ActivationKind::SwiGLU);
+      bool concatenate = activation.isFusedSwiGLU() &&
+                         activation.getLayout() == SwiGLULayout::Concatenated &&
+                         ffn->fc3 &&
+                         activationOf(*ffn, rewriter.getContext()) ==
+                             ActivationAttr::get(rewriter.getContext(),
+                                                 ActivationKind::SwiGLU);
       if (!concatenate &&
           activationOf(*ffn, rewriter.getContext()) != activation)
         return rewriter.notifyMatchFailure(

@@ -1,4 +1,5 @@
-//===- SortedExperts.cpp - raise the grouped form (tokens sorted by expert) ===//
+//===- SortedExperts.cpp - raise the grouped form (tokens sorted) ---------===//
+//===//
 //
 // transformers 5 stores each block's experts as fused 3-D parameters
 // (`gate_up_proj [E, 2F, H]`, `down_proj [E, H, F]`) and runs them with
@@ -22,11 +23,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Raise/SortedExperts.h"
-#include "passes/Raise/IndexArithmetic.h"
-#include "passes/ONNXFolding.h"
-#include "passes/Raise/Matchers.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Verifier.h"
+#include "passes/ONNXFolding.h"
+#include "passes/Raise/IndexArithmetic.h"
+#include "passes/Raise/Matchers.h"
 
 namespace mlir::moe::raise {
 namespace {
@@ -76,13 +77,13 @@ static Value elementOf(Value value, int64_t index) {
 
 /// One projection of the experts as grouped_mm's fallback writes it.
 struct GroupedMatMul {
-  Value rows;                 // [N, in], sorted by expert
-  SmallVector<Value> ends;    // the end row of each expert's group
-  SmallVector<Operation *> ranges;  // each group's Range (or Where)
-  arith::ConstantOp weight;   // [E, in, out]
-  SmallVector<arith::ConstantOp> perExpert;  // or one [in, out] per expert
-  arith::ConstantOp bias;     // [E, out], gathered by sorted expert id
-  Value result;               // [N, out], bias added
+  Value rows;                      // [N, in], sorted by expert
+  SmallVector<Value> ends;         // the end row of each expert's group
+  SmallVector<Operation *> ranges; // each group's Range (or Where)
+  arith::ConstantOp weight;        // [E, in, out]
+  SmallVector<arith::ConstantOp> perExpert; // or one [in, out] per expert
+  arith::ConstantOp bias; // [E, out], gathered by sorted expert id
+  Value result;           // [N, out], bias added
 };
 
 /// Matches the `concat_e(rows[ends[e-1]:ends[e]] @ W[e])` that `concat`
@@ -114,8 +115,8 @@ static FailureOr<GroupedMatMul> matchGroupedMatMul(onnx::ConcatOp concat,
     Value rows = skipNoOps(gather.getInputs()[0]);
     if ((grouped.weight && weight != grouped.weight) ||
         (grouped.rows && rows != grouped.rows))
-      return rewriter.notifyMatchFailure(
-          matmul, "groups read other rows or weights");
+      return rewriter.notifyMatchFailure(matmul,
+                                         "groups read other rows or weights");
     grouped.weight = weight;
     grouped.rows = rows;
     // Group e runs from the end of group e - 1 (0 for the first) in steps
@@ -176,9 +177,9 @@ matchMaskedGroupedMatMul(Value value, int64_t numExperts, Operation *anchor,
     arith::ConstantOp weight =
         matmul ? constantOp(matmul.getInputs()[1]) : nullptr;
     auto inGroup = definedBy<onnx::AndOp>(where.getInputs()[0]);
-    auto lower = inGroup ? definedBy<onnx::GreaterOrEqualOp>(
-                               inGroup.getInputs()[0])
-                         : nullptr;
+    auto lower = inGroup
+                     ? definedBy<onnx::GreaterOrEqualOp>(inGroup.getInputs()[0])
+                     : nullptr;
     auto upper =
         inGroup ? definedBy<onnx::LessOp>(inGroup.getInputs()[1]) : nullptr;
     if (!weight || cast<RankedTensorType>(weight.getType()).getRank() != 2 ||
@@ -205,9 +206,9 @@ matchMaskedGroupedMatMul(Value value, int64_t numExperts, Operation *anchor,
 }
 
 /// The grouped projection whose result (bias not added) is `value`.
-static FailureOr<GroupedMatMul> matchGroupedProjection(
-    Value value, int64_t numExperts, Operation *anchor,
-    PatternRewriter &rewriter) {
+static FailureOr<GroupedMatMul>
+matchGroupedProjection(Value value, int64_t numExperts, Operation *anchor,
+                       PatternRewriter &rewriter) {
   if (auto concat = definedBy<onnx::ConcatOp>(value))
     return matchGroupedMatMul(concat, numExperts, rewriter);
   return matchMaskedGroupedMatMul(value, numExperts, anchor, rewriter);
@@ -344,10 +345,10 @@ static Value gatheredIndex(Operation *op, Value from) {
 /// The pieces of a grouped-form block routed by `topk`.
 struct SortedBlock {
   RouterMatch router;
-  Value x;                        // [T, H]
+  Value x; // [T, H]
   GroupedMatMul up, down;
   ActivationAttr activation;
-  Value output;                   // [T, H]
+  Value output; // [T, H]
 };
 
 static FailureOr<SortedBlock> matchSortedBlock(onnx::TopKOp topk,
@@ -357,8 +358,8 @@ static FailureOr<SortedBlock> matchSortedBlock(onnx::TopKOp topk,
   onnx::TopKOp sort;
   FailureOr<RouterMatch> router = failure();
   if (hasIntAttr(topk, "largest", 1, 0)) {
-    router = matchSparseMixer(skipReshapes(topk.getInputs()[0]), topk,
-                              rewriter);
+    router =
+        matchSparseMixer(skipReshapes(topk.getInputs()[0]), topk, rewriter);
     sort = topk;
   } else {
     router = matchRouter(topk, rewriter);
@@ -404,7 +405,8 @@ static FailureOr<SortedBlock> matchSortedBlock(onnx::TopKOp topk,
     for (Operation *gather : user->getResult(0).getUsers())
       if (gatheredIndex(gather, router->weights) ||
           gatheredIndex(user, router->weights)) {
-        Operation *scaleOp = gatheredIndex(user, router->weights) ? user : gather;
+        Operation *scaleOp =
+            gatheredIndex(user, router->weights) ? user : gather;
         SmallVector<Value> scales{scaleOp->getResult(0)};
         for (Operation *u : scaleOp->getResult(0).getUsers())
           if (isa<onnx::UnsqueezeOp, onnx::ReshapeOp>(u))
@@ -490,9 +492,9 @@ static FailureOr<SortedBlock> matchSortedBlock(onnx::TopKOp topk,
     return rewriter.notifyMatchFailure(weighted, "weighted rows escape");
   Operation *unsort = *weighted.getOutputs()[0].getUsers().begin();
   Value inverseIndex = gatheredIndex(unsort, weighted.getOutputs()[0]);
-  auto inverse = inverseIndex ? definedBy<onnx::ScatterNDOp>(
-                                    skipReshapes(inverseIndex))
-                              : nullptr;
+  auto inverse = inverseIndex
+                     ? definedBy<onnx::ScatterNDOp>(skipReshapes(inverseIndex))
+                     : nullptr;
   if (!inverse || skipReshapes(inverse.getInputs()[1]) != perm ||
       !isIota(inverse.getInputs()[2], pairs))
     return rewriter.notifyMatchFailure(weighted,
@@ -501,16 +503,16 @@ static FailureOr<SortedBlock> matchSortedBlock(onnx::TopKOp topk,
   if (!unsorted.hasOneUse())
     return rewriter.notifyMatchFailure(unsort, "unsorted rows escape");
   auto reshape = dyn_cast<onnx::ReshapeOp>(*unsorted.getUsers().begin());
-  auto perToken = reshape ? dyn_cast<RankedTensorType>(
-                                reshape.getOutputs()[0].getType())
-                          : RankedTensorType();
+  auto perToken =
+      reshape ? dyn_cast<RankedTensorType>(reshape.getOutputs()[0].getType())
+              : RankedTensorType();
   auto sum = reshape && reshape.getOutputs()[0].hasOneUse()
                  ? dyn_cast<onnx::ReduceSumOp>(
                        *reshape.getOutputs()[0].getUsers().begin())
                  : nullptr;
-  if (!perToken || perToken.getShape() !=
-                       ArrayRef<int64_t>{xType.getDimSize(0), k,
-                                         perToken.getShape().back()} ||
+  if (!perToken ||
+      perToken.getShape() != ArrayRef<int64_t>{xType.getDimSize(0), k,
+                                               perToken.getShape().back()} ||
       !sum || sum.getInputs().size() < 2 ||
       constantInts(sum.getInputs()[1]) != SmallVector<int64_t>{1} ||
       !hasIntAttr(sum, "keepdims", 1, 0))

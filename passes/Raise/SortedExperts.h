@@ -1,4 +1,4 @@
-//===- SortedExperts.h - the grouped form, tokens sorted by expert -*- C++ -*-===//
+//===- SortedExperts.h - the grouped form of MoE blocks ---------*- C++ -*-===//
 
 #ifndef MOE_PASSES_RAISE_SORTEDEXPERTS_H
 #define MOE_PASSES_RAISE_SORTEDEXPERTS_H

@@ -246,6 +246,41 @@ struct SoftmaxLowering : OpConversionPattern<onnx::SoftmaxOp> {
   }
 };
 
+/// The dims from `axis` on that a normalization reduces: the statistics'
+/// type and loops, the maps of an element and of its statistics, and how
+/// many elements each statistic covers.
+struct NormalizedDims {
+  RankedTensorType statsType;
+  SmallVector<unsigned> statsLoops;
+  AffineMap element, stats;
+  int64_t count;
+};
+
+static NormalizedDims normalizedDims(OpBuilder &b, RankedTensorType type,
+                                     int64_t axis) {
+  int64_t rank = type.getRank();
+  axis = normalizeAxis(axis, rank);
+  SmallVector<bool> normalized(rank, false);
+  for (int64_t i = axis; i < rank; ++i)
+    normalized[i] = true;
+  auto statsType = RankedTensorType::get(
+      shapeExcept(type.getShape(), normalized), type.getElementType());
+  SmallVector<unsigned> statsLoops = loopsExcept(rank, normalized);
+  AffineMap element = AffineMap::getMultiDimIdentityMap(rank, b.getContext());
+  AffineMap stats = loopsTo(b, rank, statsLoops);
+  int64_t count = type.getNumElements() / statsType.getNumElements();
+  return {statsType, statsLoops, element, stats, count};
+}
+
+/// `1 / sqrt(v + epsilon)` (libm has no rsqrt for math.rsqrt to call).
+static Value invSqrt(OpBuilder &b, Location loc, Value v, double epsilon) {
+  Type type = v.getType();
+  Value shifted =
+      arith::AddFOp::create(b, loc, v, scalarConst(b, loc, type, epsilon));
+  return arith::DivFOp::create(b, loc, scalarConst(b, loc, type, 1.0),
+                               math::SqrtOp::create(b, loc, shifted));
+}
+
 /// LayerNormalization over the dims from `axis`: (x - mean) / sqrt(var +
 /// epsilon) * scale + bias, with the Mean and InvStdDev outputs.
 struct LayerNormLowering : OpConversionPattern<onnx::LayerNormalizationOp> {
@@ -260,19 +295,13 @@ struct LayerNormLowering : OpConversionPattern<onnx::LayerNormalizationOp> {
     Type elementType = type.getElementType();
     if (!isa<FloatType>(elementType))
       return cannotLower(rewriter, op, "expects a float operand");
-    int64_t rank = type.getRank();
-    int64_t axis = normalizeAxis(intAttr(op, "axis", -1), rank);
     double epsilon = floatAttr(op, "epsilon", 1e-5);
-    SmallVector<bool> normalized(rank, false);
-    for (int64_t i = axis; i < rank; ++i)
-      normalized[i] = true;
-    auto statsType = RankedTensorType::get(
-        shapeExcept(type.getShape(), normalized), elementType);
-    SmallVector<unsigned> statsLoops = loopsExcept(rank, normalized);
-    AffineMap element = AffineMap::getMultiDimIdentityMap(rank, getContext());
-    AffineMap stats = loopsTo(rewriter, rank, statsLoops);
+    NormalizedDims dims =
+        normalizedDims(rewriter, type, intAttr(op, "axis", -1));
+    RankedTensorType statsType = dims.statsType;
+    AffineMap element = dims.element, stats = dims.stats;
+    int64_t count = dims.count;
     Location loc = op.getLoc();
-    int64_t count = type.getNumElements() / statsType.getNumElements();
     auto divideByCount = [&](Value sums) {
       return mapElements(rewriter, loc, statsType, sums, {},
                          [&](OpBuilder &b, Location loc, ValueRange args) {
@@ -282,27 +311,22 @@ struct LayerNormLowering : OpConversionPattern<onnx::LayerNormalizationOp> {
                          });
     };
     Value mean = divideByCount(
-        reduce(rewriter, loc, x, element, statsType, 0.0, statsLoops,
+        reduce(rewriter, loc, x, element, statsType, 0.0, dims.statsLoops,
                [](OpBuilder &b, Location loc, ValueRange args) {
                  return arith::AddFOp::create(b, loc, args[0], args[1]);
                }));
-    Value variance = divideByCount(
-        reduce(rewriter, loc, {x, mean}, {element, stats}, statsType, 0.0,
-               statsLoops, [](OpBuilder &b, Location loc, ValueRange args) {
-                 Value d = arith::SubFOp::create(b, loc, args[0], args[1]);
-                 Value square = arith::MulFOp::create(b, loc, d, d);
-                 return arith::AddFOp::create(b, loc, args[2], square);
-               }));
-    Value invStdDev = mapElements(
-        rewriter, loc, statsType, variance, {},
-        [&](OpBuilder &b, Location loc, ValueRange args) {
-          Value shifted = arith::AddFOp::create(
-              b, loc, args[0], scalarConst(b, loc, elementType, epsilon));
-          // 1 / sqrt: libm has no rsqrt for math.rsqrt to call.
-          return arith::DivFOp::create(b, loc,
-                                       scalarConst(b, loc, elementType, 1.0),
-                                       math::SqrtOp::create(b, loc, shifted));
-        });
+    Value variance = divideByCount(reduce(
+        rewriter, loc, {x, mean}, {element, stats}, statsType, 0.0,
+        dims.statsLoops, [](OpBuilder &b, Location loc, ValueRange args) {
+          Value d = arith::SubFOp::create(b, loc, args[0], args[1]);
+          Value square = arith::MulFOp::create(b, loc, d, d);
+          return arith::AddFOp::create(b, loc, args[2], square);
+        }));
+    Value invStdDev =
+        mapElements(rewriter, loc, statsType, variance, {},
+                    [&](OpBuilder &b, Location loc, ValueRange args) {
+                      return invSqrt(b, loc, args[0], epsilon);
+                    });
     // Scale and bias broadcast to the normalized dims.
     SmallVector<Value> operands{x, mean, invStdDev, inputs[1]};
     SmallVector<AffineMap> maps{element, stats, stats,
@@ -347,21 +371,15 @@ struct RMSNormLowering : OpConversionPattern<onnx::RMSNormalizationOp> {
     Type elementType = type.getElementType();
     if (!isa<FloatType>(elementType))
       return cannotLower(rewriter, op, "expects a float operand");
-    int64_t rank = type.getRank();
-    int64_t axis = normalizeAxis(intAttr(op, "axis", -1), rank);
     double epsilon = floatAttr(op, "epsilon", 1e-5);
-    SmallVector<bool> normalized(rank, false);
-    for (int64_t i = axis; i < rank; ++i)
-      normalized[i] = true;
-    auto statsType = RankedTensorType::get(
-        shapeExcept(type.getShape(), normalized), elementType);
-    SmallVector<unsigned> statsLoops = loopsExcept(rank, normalized);
-    AffineMap element = AffineMap::getMultiDimIdentityMap(rank, getContext());
-    AffineMap stats = loopsTo(rewriter, rank, statsLoops);
+    NormalizedDims dims =
+        normalizedDims(rewriter, type, intAttr(op, "axis", -1));
+    RankedTensorType statsType = dims.statsType;
+    AffineMap element = dims.element, stats = dims.stats;
+    int64_t count = dims.count;
     Location loc = op.getLoc();
-    int64_t count = type.getNumElements() / statsType.getNumElements();
     Value squares =
-        reduce(rewriter, loc, x, element, statsType, 0.0, statsLoops,
+        reduce(rewriter, loc, x, element, statsType, 0.0, dims.statsLoops,
                [](OpBuilder &b, Location loc, ValueRange args) {
                  Value square = arith::MulFOp::create(b, loc, args[0], args[0]);
                  return arith::AddFOp::create(b, loc, args[1], square);
@@ -371,11 +389,7 @@ struct RMSNormLowering : OpConversionPattern<onnx::RMSNormalizationOp> {
         [&](OpBuilder &b, Location loc, ValueRange args) {
           Value mean = arith::DivFOp::create(
               b, loc, args[0], scalarConst(b, loc, elementType, count));
-          Value shifted = arith::AddFOp::create(
-              b, loc, mean, scalarConst(b, loc, elementType, epsilon));
-          return arith::DivFOp::create(b, loc,
-                                       scalarConst(b, loc, elementType, 1.0),
-                                       math::SqrtOp::create(b, loc, shifted));
+          return invSqrt(b, loc, mean, epsilon);
         });
     auto resultType = cast<RankedTensorType>(op->getResult(0).getType());
     Value y =
