@@ -6,6 +6,10 @@
 #include "dialects/onnx/IR/ONNXDialect.h"
 #include "moe/Pipelines.h"
 #include "passes/Passes.h"
+#include "mlir/Pass/PassInstrumentation.h"
+#include "mlir/Pass/PassManager.h"
+
+#include <atomic>
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Arith/Transforms/BufferDeallocationOpInterfaceImpl.h"
@@ -94,4 +98,40 @@ void mlir::moe::registerAllPasses() {
   registerCanonicalizerPass();
   registerCSEPass();
   bufferization::registerOneShotBufferizePass();
+}
+
+using namespace mlir;
+
+namespace {
+/// Counts the errors emitted while a pass runs; on its failure with none,
+/// emits one naming it.
+class SilentFailureReporter : public PassInstrumentation {
+public:
+  explicit SilentFailureReporter(MLIRContext *context)
+      : handler(context, [this](Diagnostic &diag) {
+          if (diag.getSeverity() == DiagnosticSeverity::Error)
+            ++errors;
+          return failure(); // on to the next handler, which prints it
+        }) {}
+
+  void runBeforePass(Pass *, Operation *) override {
+    errorsBefore = errors.load();
+  }
+
+  void runAfterPassFailed(Pass *pass, Operation *op) override {
+    if (errors == errorsBefore)
+      op->emitError() << "pass '" << pass->getArgument()
+                      << "' failed on this op without saying why";
+  }
+
+private:
+  // Function passes may run on several threads at once.
+  std::atomic<int64_t> errors = 0, errorsBefore = 0;
+  ScopedDiagnosticHandler handler;
+};
+} // namespace
+
+void mlir::moe::reportSilentPassFailures(PassManager &pm) {
+  pm.addInstrumentation(
+      std::make_unique<SilentFailureReporter>(pm.getContext()));
 }

@@ -10,6 +10,7 @@
 #define MOE_INITALL_H
 
 namespace mlir {
+class PassManager;
 class DialectRegistry;
 namespace moe {
 
@@ -24,6 +25,11 @@ void registerAllExtensions(DialectRegistry &registry);
 /// The moe passes, the named pipelines, and the upstream passes the tests and
 /// pipelines use.
 void registerAllPasses();
+
+/// Makes every pass failure in `pm` end with an error that says why: when a
+/// pass fails without emitting an error of its own, one naming the pass and
+/// the op it ran on is emitted for it. Every tool's pass managers use it.
+void reportSilentPassFailures(PassManager &pm);
 
 } // namespace moe
 } // namespace mlir

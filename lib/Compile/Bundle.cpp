@@ -3,6 +3,7 @@
 #include "Bundle.h"
 
 #include "dialects/moe/IR/MoEOps.h"
+#include "moe/Support/Input.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
@@ -11,6 +12,7 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <map>
@@ -118,7 +120,7 @@ FailureOr<Bundle> mlir::moe::describeProgram(ModuleOp module,
   bundle.manifest = json::Object{
       // Bumped with every change of the moert_* calls that compiled code
       // makes, so that moe-run refuses bundles built for another runtime.
-      {"format", 3},
+      {"format", 4},
       {"library", "model.so"},
       {"entry", "moe_entry"},
       {"world_size", world},
@@ -263,8 +265,42 @@ LogicalResult mlir::moe::packWeights(ModuleOp module, Bundle &bundle) {
   return success();
 }
 
-LogicalResult mlir::moe::writeBundle(const Bundle &bundle, StringRef directory,
+void mlir::moe::embedManifest(ModuleOp module, Bundle &bundle,
+                              StringRef target) {
+  bundle.manifest["target"] = target;
+  bundle.manifest["weights_bytes"] = static_cast<int64_t>(bundle.weights.size());
+  bundle.manifest["weights_digest"] =
+      contentDigest(llvm::arrayRefFromStringRef(bundle.weights));
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << json::Value(json::Object(bundle.manifest));
+  text.push_back('\0');
+
+  OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
+  auto bytes = RankedTensorType::get({static_cast<int64_t>(text.size())},
+                                     b.getI8Type());
+  memref::GlobalOp::create(
+      b, module.getLoc(), kManifestSymbol, /*sym_visibility=*/nullptr,
+      MemRefType::get(bytes.getShape(), bytes.getElementType()),
+      DenseElementsAttr::getFromRawBuffer(
+          bytes, ArrayRef<char>(text.data(), text.size())),
+      /*constant=*/true, /*alignment=*/nullptr);
+}
+
+LogicalResult mlir::moe::writeBundle(Bundle &bundle, StringRef directory,
                                      Location loc) {
+  SmallString<256> library(directory);
+  llvm::sys::path::append(library, "model.so");
+  auto code = llvm::MemoryBuffer::getFile(library, /*IsText=*/false,
+                                          /*RequiresNullTerminator=*/false);
+  if (!code)
+    return emitError(loc) << "moe-compile: cannot read '" << library
+                          << "': " << code.getError().message();
+  bundle.manifest["library_bytes"] =
+      static_cast<int64_t>((*code)->getBufferSize());
+  bundle.manifest["library_digest"] =
+      contentDigest(llvm::arrayRefFromStringRef((*code)->getBuffer()));
+
   if (std::error_code ec = llvm::sys::fs::create_directories(directory))
     return emitError(loc) << "moe-compile: cannot create '" << directory
                           << "': " << ec.message();

@@ -30,9 +30,20 @@ FailureOr<Bundle> describeProgram(ModuleOp module, std::string &entry);
 /// `bundle` (identical pieces once) and drops the sources from the module.
 LogicalResult packWeights(ModuleOp module, Bundle &bundle);
 
-/// Writes model.json and weights.bin into `directory`.
-LogicalResult writeBundle(const Bundle &bundle, StringRef directory,
-                          Location loc);
+/// The library's description of itself: a public constant that holds the
+/// manifest as JSON (NUL-terminated), which moe-run compares with model.json
+/// so that an edited or mismatched manifest cannot make it read or write
+/// past a buffer.
+inline constexpr llvm::StringLiteral kManifestSymbol = "moe_manifest";
+
+/// Completes the manifest with the target and the weights' size and digest,
+/// and adds it to `module` as the constant kManifestSymbol. After
+/// packWeights, before lowering.
+void embedManifest(ModuleOp module, Bundle &bundle, StringRef target);
+
+/// Adds the size and digest of `directory`/model.so (linked already) to the
+/// manifest, then writes model.json and weights.bin into `directory`.
+LogicalResult writeBundle(Bundle &bundle, StringRef directory, Location loc);
 
 } // namespace mlir::moe
 

@@ -6,6 +6,7 @@
 #include "NativeCode.h"
 
 #include "moe/InitAll.h"
+#include "moe/Support/Input.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Parser/Parser.h"
@@ -17,6 +18,7 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
 
 using namespace mlir;
@@ -35,18 +37,20 @@ static OwningOpRef<ModuleOp> loadModel(MLIRContext &context,
   StringRef path = options.modelPath;
   Location loc = FileLineColLoc::get(&context, path, 0, 0);
   StringRef ext = llvm::sys::path::extension(path);
-  if (ext == ".mlir")
-    return parseSourceFile<ModuleOp>(path, &context);
-  if (ext != ".onnx" && ext != ".pt") {
+  if (ext != ".onnx" && ext != ".pt" && ext != ".mlir") {
     emitError(loc) << "moe-compile: cannot tell the format of '" << path
                    << "': give a .onnx, .pt or .mlir file";
     return nullptr;
   }
-  auto file = llvm::MemoryBuffer::getFile(path);
+  auto file = readInputFile(path);
   if (!file) {
-    emitError(loc) << "moe-compile: cannot read '" << path
-                   << "': " << file.getError().message();
+    emitError(loc) << "moe-compile: " << llvm::toString(file.takeError());
     return nullptr;
+  }
+  if (ext == ".mlir") {
+    llvm::SourceMgr sourceMgr;
+    sourceMgr.AddNewSourceBuffer(std::move(*file), llvm::SMLoc());
+    return parseSourceFile<ModuleOp>(sourceMgr, &context);
   }
   if (ext == ".onnx")
     return importOnnx((*file)->getMemBufferRef(), &context, options.import);
@@ -57,6 +61,7 @@ static OwningOpRef<ModuleOp> loadModel(MLIRContext &context,
 /// Runs `pipeline`, a comma-separated list of passes on the module.
 static LogicalResult runPipeline(ModuleOp module, const Twine &pipeline) {
   PassManager pm(module.getContext(), ModuleOp::getOperationName());
+  reportSilentPassFailures(pm);
   std::string error;
   llvm::raw_string_ostream errorStream(error);
   if (failed(parsePassPipeline(pipeline.str(), pm, errorStream)))
@@ -136,8 +141,10 @@ LogicalResult mlir::moe::compileModel(MLIRContext &context,
     func.removeResAttrsAttr();
   }
   if (failed(runPipeline(module, "moe-externalize-weights")) ||
-      failed(packWeights(module, *bundle)) ||
-      failed(runPipeline(module,
+      failed(packWeights(module, *bundle)))
+    return failure();
+  embedManifest(module, *bundle, options.cuda ? "cuda" : "cpu");
+  if (failed(runPipeline(module,
                          (options.cuda
                               ? std::string("moe-lower-to-gpu{instrument=1 ") +
                                     (options.streamOrder ? "" : "stream-order=0 ") +
@@ -165,6 +172,5 @@ LogicalResult mlir::moe::compileModel(MLIRContext &context,
       failed(linkSharedLibrary(object, library, module.getLoc())))
     return failure();
   llvm::sys::fs::remove(object);
-  bundle->manifest["target"] = options.cuda ? "cuda" : "cpu";
   return writeBundle(*bundle, out, module.getLoc());
 }

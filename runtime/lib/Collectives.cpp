@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 using namespace moert;
 using namespace moert::detail;
@@ -42,6 +43,7 @@ template <typename... Ts>
 /// The exchange has a fixed size so that it matches whatever the others call.
 void detail::agree(const Group &g, Op op, std::initializer_list<Field> fields) {
   constexpr int maxFields = 3;
+  Waiting wait(std::string(opNames[op]) + " over " + g.name);
   int64_t v[2 * (maxFields + 1)] = {op, -op};
   int i = 2;
   for (const Field &f : fields) {
@@ -128,6 +130,7 @@ void moert_all_gather(const void *in, void *out, int64_t bytesPerRank,
   if (g.size == 1)
     return copy(out, in, bytesPerRank);
   agree(g, AllGather, {{"bytes per rank", bytesPerRank}});
+  Waiting wait(std::string(opNames[AllGather]) + " over " + g.name);
   int n = toInt(bytesPerRank, opNames[AllGather]);
   std::vector<char> scratch;
   MPI_Allgather(apart(in, bytesPerRank, out, bytesPerRank * g.size, scratch), n,
@@ -153,6 +156,7 @@ static void reduceSum(Op op, const void *in, void *out, int64_t count,
   }
   agree(g, op,
         {{"element types", dtype, dtypeNames}, {"element counts", count}});
+  Waiting wait(std::string(opNames[op]) + " over " + g.name);
   std::vector<char> scratch;
   const void *input =
       apart(in, chunked ? bytes * g.size : bytes, out, bytes, scratch);
@@ -193,6 +197,7 @@ void moert_all_to_all(const void *in, void *out, int64_t bytesPerRank,
   if (g.size == 1)
     return copy(out, in, bytesPerRank);
   agree(g, AllToAll, {{"bytes per rank", bytesPerRank}});
+  Waiting wait(std::string(opNames[AllToAll]) + " over " + g.name);
   int n = toInt(bytesPerRank, opNames[AllToAll]);
   int64_t bytes = bytesPerRank * g.size;
   std::vector<char> scratch;
@@ -237,9 +242,12 @@ void moert_ragged_all_to_all(const void *in, const int32_t *counts, void *out,
       fail(opNames[op], " over ", g.name, ": negative count ", counts[i],
            " for position ", i / groupsPerRank, ", group ", i % groupsPerRank);
 
+  // Held across both exchanges; a group of one waits for no one.
+  std::optional<Waiting> wait;
   if (g.size == 1) {
     copy(outCounts, counts, numCounts * sizeof(int32_t));
   } else {
+    wait.emplace(std::string(opNames[op]) + " over " + g.name);
     agree(g, op, {{"row sizes", rowBytes}, {"groups per rank", groupsPerRank}});
     std::vector<char> scratch;
     int n = toInt(groupsPerRank, opNames[op]);
@@ -285,6 +293,7 @@ void moert_broadcast(const void *in, void *out, int64_t bytes, int64_t axes,
   if (g.size == 1)
     return;
   agree(g, Broadcast, {{"byte counts", bytes}, {"roots", root}});
+  Waiting wait(std::string(op) + " over " + g.name);
   MPI_Bcast(out, toInt(bytes, op), MPI_BYTE, r, g.comm);
 }
 
@@ -299,6 +308,8 @@ void moert_send(const void *in, int64_t bytes, int64_t axes, int64_t dest) {
     g.selfMessages.emplace_back(i, i + bytes);
     return;
   }
+  Waiting wait(std::string(op) + " over " + g.name + " to position " +
+               std::to_string(d));
   MPI_Send(in, toInt(bytes, op), MPI_BYTE, d, 0, g.comm);
 }
 
@@ -316,6 +327,8 @@ void moert_recv(void *out, int64_t bytes, int64_t axes, int64_t source) {
     if (got == bytes)
       copy(out, message.data(), bytes);
   } else {
+    Waiting wait(std::string(op) + " over " + g.name + " from position " +
+                 std::to_string(s));
     // Probe first so that a size mismatch is reported, not truncated.
     MPI_Status status;
     MPI_Probe(s, 0, g.comm, &status);

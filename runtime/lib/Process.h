@@ -78,6 +78,24 @@ void beforePrintStats(void (*collect)());
 /// MPI_Abort ends this one. Keeps the report the only message.
 [[noreturn]] void awaitAbort(MPI_Comm comm);
 
+/// Marks a wait for other ranks (an MPI call that needs them) from its
+/// construction to its destruction. When one lasts longer than the timeout
+/// (moert::setTimeout), the watchdog reports `what` and ends every rank.
+class Waiting {
+public:
+  explicit Waiting(const std::string &what);
+  ~Waiting();
+  Waiting(const Waiting &) = delete;
+  Waiting &operator=(const Waiting &) = delete;
+};
+
+/// The watchdog thread, started with MPI and stopped before it ends.
+void startWatchdog();
+void stopWatchdog();
+
+/// The program's name for messages ("moe-run", "moe-train").
+const char *toolName();
+
 /// Converts a byte or element count into the int that MPI takes.
 int toInt(int64_t n, const char *op);
 

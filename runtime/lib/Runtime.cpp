@@ -52,10 +52,31 @@ static void onMpiError(MPI_Comm *, int *code, ...) {
   fatal("MPI error: " + std::string(text, len));
 }
 
+static std::string &tool() {
+  static std::string name = "moe-run";
+  return name;
+}
+
+const char *detail::toolName() { return tool().c_str(); }
+
 void moert::init(int &argc, char **&argv) {
+  if (argc > 0) {
+    std::string path = argv[0];
+    tool() = path.substr(path.find_last_of('/') + 1);
+  }
   if (!startedByMpirun())
     return;
-  MPI_Init(&argc, &argv);
+  // Ranks that wait for others give up the core now and then instead of
+  // spinning on it (unless the user's MCA settings say otherwise): ranks
+  // often share cores with their OpenMP threads, and a stopped peer must
+  // not leave the others at 100% CPU until the timeout.
+  setenv("OMPI_MCA_mpi_yield_when_idle", "1", /*overwrite=*/0);
+  startWatchdog();
+  {
+    // A rank that never starts leaves the others waiting in MPI_Init.
+    Waiting wait("the start of the job (MPI_Init)");
+    MPI_Init(&argc, &argv);
+  }
   proc.mpi = true;
   MPI_Comm_rank(MPI_COMM_WORLD, &proc.rank);
   MPI_Comm_size(MPI_COMM_WORLD, &proc.size);
@@ -71,8 +92,12 @@ void moert::init(int &argc, char **&argv) {
 void moert::finalize() {
   if (!proc.mpi)
     return;
-  MPI_Finalize();
+  {
+    Waiting wait("the end of the job (MPI_Finalize)");
+    MPI_Finalize();
+  }
   proc.mpi = false;
+  stopWatchdog();
 }
 
 int moert::worldRank() { return proc.rank; }
@@ -91,7 +116,7 @@ void moert::setGrid(const std::vector<int64_t> &shape,
 
 void moert::fatal(const std::string &message) {
   std::fflush(stdout);
-  std::fprintf(stderr, "moe-run: error: [rank %d] %s\n", proc.rank,
+  std::fprintf(stderr, "%s: error: [rank %d] %s\n", toolName(), proc.rank,
                message.c_str());
   std::fflush(stderr);
   if (proc.mpi)
@@ -106,7 +131,10 @@ void moert::failIfAnyRank(const std::string &error) {
     return;
   }
   int mine = error.empty() ? proc.size : proc.rank, first = 0;
-  MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  {
+    Waiting wait("checking the other ranks for errors");
+    MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  }
   if (first == proc.size)
     return;
   if (first == proc.rank)
@@ -114,7 +142,41 @@ void moert::failIfAnyRank(const std::string &error) {
   awaitAbort(MPI_COMM_WORLD);
 }
 
+/// FNV-1a: a digest's text as one word to compare across ranks.
+static uint64_t fingerprint(const std::string &text) {
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : text)
+    h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+void moert::checkRanksAgree(
+    const std::vector<std::pair<std::string, std::string>> &items) {
+  if (!proc.mpi)
+    return;
+  Waiting wait("comparing what the ranks read");
+  int64_t n = static_cast<int64_t>(items.size()), range[2] = {n, -n};
+  MPI_Allreduce(MPI_IN_PLACE, range, 2, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
+  if (range[0] != -range[1])
+    failIfAnyRank("the ranks read different numbers of inputs");
+  std::vector<uint64_t> mine, all(items.size() * proc.size);
+  for (const auto &item : items)
+    mine.push_back(fingerprint(item.second));
+  MPI_Allgather(mine.data(), toInt(n, "checkRanksAgree"), MPI_UINT64_T,
+                all.data(), toInt(n, "checkRanksAgree"), MPI_UINT64_T,
+                MPI_COMM_WORLD);
+  std::string error;
+  for (int64_t i = 0; i < n && error.empty(); ++i)
+    for (int r = 1; r < proc.size && error.empty(); ++r)
+      if (all[r * n + i] != all[i])
+        error = "ranks disagree on " + items[i].first + ": rank " +
+                std::to_string(r) + "'s differs from rank 0's (start every "
+                "rank with the same bundle, options and input files)";
+  failIfAnyRank(error);
+}
+
 void detail::awaitAbort(MPI_Comm comm) {
+  Waiting wait("waiting for the rank that reports an error to end the job");
   MPI_Barrier(comm);
   // Not reached; should it be, end anyway.
   MPI_Abort(MPI_COMM_WORLD, 1);
@@ -122,8 +184,10 @@ void detail::awaitAbort(MPI_Comm comm) {
 }
 
 void moert::barrier() {
-  if (proc.mpi)
-    MPI_Barrier(MPI_COMM_WORLD);
+  if (!proc.mpi)
+    return;
+  Waiting wait("a barrier of all ranks");
+  MPI_Barrier(MPI_COMM_WORLD);
 }
 
 int detail::toInt(int64_t n, const char *op) {
@@ -205,7 +269,10 @@ Group &detail::group(int64_t axes, const char *op) {
     MPI_Group_incl(world, g.size, members.data(), &sub);
     int tag = static_cast<int>(static_cast<uint64_t>(axes) %
                                (static_cast<uint64_t>(proc.tagUpperBound) + 1));
-    MPI_Comm_create_group(MPI_COMM_WORLD, sub, tag, &g.comm);
+    {
+      Waiting wait(std::string(op) + ": creating the group " + g.name);
+      MPI_Comm_create_group(MPI_COMM_WORLD, sub, tag, &g.comm);
+    }
     MPI_Comm_set_errhandler(g.comm, proc.errorHandler);
     MPI_Group_free(&sub);
     MPI_Group_free(&world);

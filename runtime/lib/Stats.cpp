@@ -139,6 +139,7 @@ static void reduce(std::vector<T> &v, MPI_Datatype type, MPI_Op op,
   if (worldSize() == 1 || v.empty())
     return;
   int n = toInt(v.size(), "moe-run --stats");
+  Waiting wait("gathering the statistics");
   if (all)
     MPI_Allreduce(MPI_IN_PLACE, v.data(), n, type, op, MPI_COMM_WORLD);
   else if (worldRank() == 0)

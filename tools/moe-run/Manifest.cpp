@@ -2,6 +2,8 @@
 
 #include "Manifest.h"
 
+#include "moe/Support/Input.h"
+
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -51,10 +53,10 @@ static bool fromJSON(const json::Value &v, Manifest &m, json::Path p) {
   int64_t format = 0;
   if (!o || !o.map("format", format))
     return false;
-  if (format != 3) {
+  if (format != 4) {
     // Format 1 called moert_matmul_f32 without its accumulate flag, format
-    // 2 without a batch.
-    p.field("format").report("moe-run reads format 3; recompile the bundle "
+    // 2 without a batch; format 3 libraries did not describe themselves.
+    p.field("format").report("moe-run reads format 4; recompile the bundle "
                              "with this version's moe-compile");
     return false;
   }
@@ -63,7 +65,11 @@ static bool fromJSON(const json::Value &v, Manifest &m, json::Path p) {
       !o.map("world_size", m.worldSize) || !o.map("grid", grid) ||
       !o.map("inputs", m.inputs) || !o.map("outputs", m.outputs) ||
       !o.mapOptional("weights_file", m.weightsFile) ||
-      !o.mapOptional("target", m.target))
+      !o.mapOptional("target", m.target) ||
+      !o.map("library_bytes", m.libraryBytes) ||
+      !o.map("library_digest", m.libraryDigest) ||
+      !o.map("weights_bytes", m.weightsBytes) ||
+      !o.map("weights_digest", m.weightsDigest))
     return false;
   if (m.target != "cpu" && m.target != "cuda") {
     p.field("target").report("expected \"cpu\" or \"cuda\"");
@@ -99,27 +105,93 @@ static std::string check(const Manifest &m) {
         return formatv("two inputs or outputs named '{0}'", t.name);
   if (!m.weights.empty() && m.weightsFile.empty())
     return "weights without a weights_file";
+  if (m.libraryBytes < 0 || m.weightsBytes < 0)
+    return "a negative file size";
+  std::set<std::string> symbols;
   for (const TensorSpec &w : m.weights) {
+    if (!symbols.insert(w.name).second)
+      return formatv("weight '{0}' is listed twice", w.name);
     if (static_cast<int64_t>(w.offsets.size()) != m.worldSize)
       return formatv("weight '{0}' has {1} offsets, world_size is {2}", w.name,
                      w.offsets.size(), m.worldSize);
     for (int64_t offset : w.offsets)
-      if (offset < 0)
-        return formatv("weight '{0}' has a negative offset", w.name);
+      if (offset < 0 || offset > m.weightsBytes ||
+          w.bytes() > m.weightsBytes - offset)
+        return formatv("a piece of weight '{0}' at byte {1} ({2} bytes) lies "
+                       "outside the {3} bytes of the weights file",
+                       w.name, offset, w.bytes(), m.weightsBytes);
   }
   return "";
 }
 
-Expected<Manifest> moe_run::readManifest(const std::string &path) {
-  auto text = MemoryBuffer::getFile(path);
-  if (!text)
-    return createStringError("cannot read " + path + ": " +
-                             text.getError().message());
-  Expected<Manifest> m =
-      json::parse<Manifest>((*text)->getBuffer(), "model.json");
-  if (!m)
-    return createStringError(path + ": " + toString(m.takeError()));
-  if (std::string error = check(*m); !error.empty())
-    return createStringError(path + ": " + error);
+Expected<Manifest> moe_run::parseManifest(StringRef text, StringRef name) {
+  Expected<json::Value> value = mlir::moe::parseJson(text);
+  if (!value)
+    return createStringError(name + ": " + toString(value.takeError()));
+  Manifest m;
+  json::Path::Root root(name);
+  if (!fromJSON(*value, m, root))
+    return createStringError(name + ": " + toString(root.getError()));
+  if (std::string error = check(m); !error.empty())
+    return createStringError(name + ": " + error);
+  m.json = std::move(*value->getAsObject());
   return m;
+}
+
+Expected<Manifest> moe_run::readManifest(const std::string &path) {
+  // A manifest of a million weights is some 100 MB.
+  auto text = mlir::moe::readInputFile(path, uint64_t(1) << 30);
+  if (!text)
+    return text.takeError();
+  return parseManifest((*text)->getBuffer(), path);
+}
+
+/// The first place where `a` (the manifest's) and `b` (the library's)
+/// differ, as a JSON path; empty when equal.
+static std::string firstDifference(const json::Value &a, const json::Value &b,
+                                   const std::string &path) {
+  const json::Object *ao = a.getAsObject(), *bo = b.getAsObject();
+  if (ao && bo) {
+    for (const auto &[key, value] : *ao) {
+      const json::Value *other = bo->get(key);
+      if (!other)
+        return path + "." + key.str();
+      if (std::string d = firstDifference(value, *other, path + "." + key.str());
+          !d.empty())
+        return d;
+    }
+    for (const auto &entry : *bo)
+      if (!ao->get(entry.first))
+        return path + "." + entry.first.str();
+    return "";
+  }
+  const json::Array *aa = a.getAsArray(), *ba = b.getAsArray();
+  if (aa && ba) {
+    for (size_t i = 0; i < std::min(aa->size(), ba->size()); ++i)
+      if (std::string d = firstDifference((*aa)[i], (*ba)[i],
+                                          formatv("{0}[{1}]", path, i));
+          !d.empty())
+        return d;
+    return aa->size() == ba->size() ? "" : path;
+  }
+  return a == b ? "" : path;
+}
+
+std::string moe_run::compareWithLibrary(const Manifest &m,
+                                        StringRef embedded) {
+  Expected<json::Value> library = mlir::moe::parseJson(embedded);
+  if (!library || !library->getAsObject()) {
+    consumeError(library.takeError());
+    return "the library's description of itself is not valid JSON";
+  }
+  json::Object manifest = m.json;
+  manifest.erase("library_bytes");
+  manifest.erase("library_digest");
+  std::string where =
+      firstDifference(json::Value(std::move(manifest)), *library, "");
+  if (where.empty())
+    return "";
+  return formatv("model.json disagrees with the library on '{0}': the "
+                 "manifest was edited, or belongs to another model",
+                 StringRef(where).drop_front());
 }

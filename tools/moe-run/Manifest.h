@@ -1,8 +1,10 @@
 //===- Manifest.h - The model.json of a compiled bundle ---------*- C++ -*-===//
 //
 // What moe-compile --emit=lib writes next to model.so: the entry, the world
-// and grid it was compiled for, its inputs and outputs, and where each rank's
-// weights lie in weights.bin (docs in runtime/README.md).
+// and grid it was compiled for, its inputs and outputs, where each rank's
+// weights lie in weights.bin, and the size and digest of both files (docs in
+// runtime/README.md). model.so holds the same description (less its own
+// size and digest), against which the manifest is checked before use.
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,6 +14,7 @@
 #include "moert/Npy.h"
 
 #include "llvm/Support/Error.h"
+#include "llvm/Support/JSON.h"
 
 #include <string>
 #include <vector>
@@ -40,10 +43,25 @@ struct Manifest {
   std::vector<TensorSpec> inputs, outputs;
   std::string weightsFile;
   std::vector<TensorSpec> weights;
+  /// Sizes and "xxh3:<hex>" digests of model.so and weights.bin.
+  int64_t libraryBytes = 0, weightsBytes = 0;
+  std::string libraryDigest, weightsDigest;
+  /// The whole manifest as read, for the comparison with the library's.
+  llvm::json::Object json;
 };
 
-/// Reads and checks `path`; every error names the file and the field.
+/// Parses and checks the text of a manifest; errors name `name` and the
+/// field.
+llvm::Expected<Manifest> parseManifest(llvm::StringRef text,
+                                       llvm::StringRef name);
+
+/// Reads `path` (with a size bound) and parses it.
 llvm::Expected<Manifest> readManifest(const std::string &path);
+
+/// Where the manifest `m` and the library's own description `embedded` (its
+/// JSON text) disagree, as a message; empty when they agree on every field
+/// but the library's size and digest, which the library cannot hold.
+std::string compareWithLibrary(const Manifest &m, llvm::StringRef embedded);
 
 } // namespace moe_run
 

@@ -1,13 +1,20 @@
 //===- moe-run.cpp - Runs a compiled MoE bundle ---------------------------===//
 //
 // moe-run OUT --input NAME=FILE.npy ... --output-dir DIR [--stats]
-//         [--warmup N] [--repeat N] [--threads N]
+//         [--warmup N] [--repeat N] [--threads N] [--timeout SECONDS]
 //
 // Started alone, or once per rank by mpirun. Every rank reads the bundle that
 // moe-compile --emit=lib wrote to OUT and the same whole inputs, copies its
 // own piece of each weight into model.so and calls the entry; rank 0 writes
 // the outputs. Errors in the command line, bundle or inputs are reported once,
 // by the lowest rank that finds one, and end every rank.
+//
+// Nothing in the bundle is trusted before it is checked: model.so and
+// weights.bin must have the size and digest that model.json records, and
+// model.json must say what model.so says of itself (its inputs, outputs and
+// weights, with their types, shapes and places). Before the first call the
+// ranks compare digests of the bundle, the options and every input, and no
+// wait for other ranks lasts longer than --timeout.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,13 +26,18 @@
 #include "moert/moert_cuda.h"
 #endif
 
+#include "moe/Support/Input.h"
+
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <dlfcn.h>
@@ -66,6 +78,11 @@ struct Options {
       "threads", cl::init(0),
       cl::desc("OpenMP threads for the matmuls (default: one per core)"),
       cl::cat(category)};
+  cl::opt<double> timeout{
+      "timeout", cl::init(moert::kDefaultTimeoutSeconds),
+      cl::desc("Seconds that one wait for other ranks may last before every "
+               "rank ends with an error (default 300)"),
+      cl::value_desc("seconds"), cl::cat(category)};
 };
 } // namespace
 
@@ -88,6 +105,8 @@ using Entry = void (*)(void **);
 
 struct Session {
   Manifest manifest;
+  /// The digest of model.json, which names the digests of the rest.
+  std::string manifestDigest;
   std::vector<moert::Array> inputs;   ///< manifest order
   std::vector<moert::Buffer> outputs; ///< manifest order
   std::vector<std::string> outputFiles;
@@ -209,34 +228,69 @@ static bool isWritable(const void *addr, int64_t bytes) {
   return query.writable;
 }
 
+/// The contents of bundle file `file`, after checking that it has the size
+/// and digest that the manifest records.
+static Expected<std::unique_ptr<MemoryBuffer>>
+readChecked(StringRef file, int64_t bytes, StringRef digest) {
+  std::string path = inBundle(file);
+  auto buffer = MemoryBuffer::getFile(path, /*IsText=*/false,
+                                      /*RequiresNullTerminator=*/false);
+  if (!buffer)
+    return failure("cannot read " + path + ": " + buffer.getError().message());
+  int64_t size = (*buffer)->getBufferSize();
+  if (size != bytes)
+    return failure(formatv("{0} has {1} bytes, the manifest records {2}: the "
+                           "bundle is incomplete or was edited after "
+                           "compilation",
+                           path, size, bytes));
+  if (mlir::moe::contentDigest(arrayRefFromStringRef(
+          (*buffer)->getBuffer())) != digest)
+    return failure(formatv("{0} does not have the digest that the manifest "
+                           "records ({1}): it was edited after compilation",
+                           path, digest));
+  return std::move(*buffer);
+}
+
+/// The size of the symbol at `symbol`, or -1 when it is not one.
+static int64_t symbolBytes(void *symbol) {
+  Dl_info info;
+  void *entry = nullptr;
+  if (!symbol || !dladdr1(symbol, &info, &entry, RTLD_DL_SYMENT) || !entry)
+    return -1;
+  return static_cast<const ElfW(Sym) *>(entry)->st_size;
+}
+
+/// Checks model.json against the library's description of itself.
+static Error compareWithLibrary(const Manifest &m, void *library) {
+  auto *text = static_cast<const char *>(dlsym(library, "moe_manifest"));
+  int64_t bytes = symbolBytes(const_cast<char *>(text));
+  if (bytes <= 0 || text[bytes - 1] != '\0')
+    return failure(formatv("{0} does not describe itself (no moe_manifest): "
+                           "recompile the bundle with this version's "
+                           "moe-compile",
+                           m.library));
+  std::string error = compareWithLibrary(m, StringRef(text, bytes - 1));
+  return error.empty() ? Error::success() : failure(error);
+}
+
 /// Copies this rank's piece of every weight into its symbol, after checking
 /// that the symbol has exactly the piece's size and may be written.
 static Error loadWeights(const Manifest &m, void *library) {
   if (m.weights.empty())
     return Error::success();
-  std::string path = inBundle(m.weightsFile);
-  uint64_t fileSize;
-  if (std::error_code ec = sys::fs::file_size(path, fileSize))
-    return failure("cannot read " + path + ": " + ec.message());
-  std::unique_ptr<std::FILE, int (*)(std::FILE *)> file(
-      std::fopen(path.c_str(), "rb"), std::fclose);
+  Expected<std::unique_ptr<MemoryBuffer>> file =
+      readChecked(m.weightsFile, m.weightsBytes, m.weightsDigest);
   if (!file)
-    return failure("cannot open " + path);
-
+    return file.takeError();
   for (const TensorSpec &w : m.weights) {
+    // The manifest's check bounds every piece by the file's size.
     int64_t bytes = w.bytes(), offset = w.offsets[moert::worldRank()];
-    if (static_cast<uint64_t>(offset) + bytes > fileSize)
-      return failure(formatv("{0}: this rank's piece of '{1}' ends at byte "
-                             "{2}, past the end of the file ({3} bytes)",
-                             path, w.name, offset + bytes, fileSize));
     void *symbol = dlsym(library, w.name.c_str());
-    Dl_info info;
-    void *entry = nullptr;
-    if (!symbol || !dladdr1(symbol, &info, &entry, RTLD_DL_SYMENT) || !entry)
+    int64_t size = symbolBytes(symbol);
+    if (size < 0)
       return failure(
           formatv("{0} has no weight symbol '{1}'", m.library, w.name));
-    auto size = static_cast<const ElfW(Sym) *>(entry)->st_size;
-    if (static_cast<int64_t>(size) != bytes)
+    if (size != bytes)
       return failure(formatv("weight '{0}' of {1} has {2} bytes, its "
                              "manifest shape {3} of {4} needs {5}",
                              w.name, m.library, size,
@@ -244,9 +298,7 @@ static Error loadWeights(const Manifest &m, void *library) {
     if (!isWritable(symbol, bytes))
       return failure(
           formatv("weight '{0}' of {1} is read-only data", w.name, m.library));
-    if (fseeko(file.get(), offset, SEEK_SET) != 0 ||
-        std::fread(symbol, 1, bytes, file.get()) != static_cast<size_t>(bytes))
-      return failure("cannot read " + path);
+    std::memcpy(symbol, (*file)->getBufferStart() + offset, bytes);
   }
   return Error::success();
 }
@@ -266,10 +318,17 @@ static Error loadLibrary(Session &s) {
   // Optional: only programs that copy strided buffers call memrefCopy, and
   // dlopen names it if one does and it is missing.
   dlopen(MOE_RUN_C_RUNNER_UTILS, RTLD_NOW | RTLD_GLOBAL);
+  // Checked first: a truncated library would fault inside dlopen.
+  if (Expected<std::unique_ptr<MemoryBuffer>> code =
+          readChecked(m.library, m.libraryBytes, m.libraryDigest);
+      !code)
+    return code.takeError();
   // RTLD_NOW: a missing moert_* symbol is an error here, not mid-run.
   void *library = dlopen(inBundle(m.library).c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!library)
     return failure(Twine("cannot load the model: ") + dlerror());
+  if (Error error = compareWithLibrary(m, library))
+    return error;
   s.entry = reinterpret_cast<Entry>(dlsym(library, m.entry.c_str()));
   if (!s.entry)
     return failure(formatv("{0} has no entry '{1}'", m.library, m.entry));
@@ -281,10 +340,18 @@ static Error setUp(Session &s) {
     return failure("missing --output-dir DIR");
   if (options().repeat < 1)
     return failure("--repeat must be at least 1");
-  Expected<Manifest> manifest = readManifest(inBundle("model.json"));
+  if (!(options().timeout > 0) || !std::isfinite(options().timeout))
+    return failure("--timeout must be a positive number of seconds");
+  auto text = mlir::moe::readInputFile(inBundle("model.json"), 1u << 30);
+  if (!text)
+    return text.takeError();
+  Expected<Manifest> manifest =
+      parseManifest((*text)->getBuffer(), inBundle("model.json"));
   if (!manifest)
     return manifest.takeError();
   s.manifest = std::move(*manifest);
+  s.manifestDigest =
+      mlir::moe::contentDigest(arrayRefFromStringRef((*text)->getBuffer()));
   int64_t ranks = s.manifest.worldSize;
   if (ranks != moert::worldSize())
     return failure(formatv("model compiled for {0} rank{1} but started on "
@@ -298,6 +365,28 @@ static Error setUp(Session &s) {
   if (Error error = prepareOutputs(s))
     return error;
   return loadLibrary(s);
+}
+
+/// What every rank must hold the same of, with a digest of each: ranks that
+/// run different bundles, options or inputs would compute a wrong result or
+/// wait for each other forever.
+static std::vector<std::pair<std::string, std::string>>
+agreement(const Session &s) {
+  std::vector<std::pair<std::string, std::string>> items;
+  items.emplace_back("the bundle (model.json)", s.manifestDigest);
+  // Only the options that decide which calls the ranks make together.
+  std::string calls = formatv("repeat={0} warmup={1} stats={2}",
+                              options().repeat, options().warmup,
+                              options().stats ? 1 : 0);
+  items.emplace_back("the options --repeat, --warmup and --stats",
+                     mlir::moe::contentDigest(arrayRefFromStringRef(calls)));
+  for (auto [spec, input] : llvm::zip_equal(s.manifest.inputs, s.inputs))
+    items.emplace_back(
+        "input '" + spec.name + "'",
+        mlir::moe::contentDigest(ArrayRef<uint8_t>(
+            reinterpret_cast<const uint8_t *>(input.data.data()),
+            input.data.size())));
+  return items;
 }
 
 static std::string writeOutputs(const Session &s) {
@@ -393,6 +482,8 @@ int main(int argc, char **argv) {
 
   Session s;
   moert::failIfAnyRank(toString(setUp(s)));
+  moert::setTimeout(opts.timeout);
+  moert::checkRanksAgree(agreement(s));
   moert::setGrid(s.manifest.gridShape, s.manifest.axes);
   moert::setThreads(opts.threads);
 

@@ -1,7 +1,10 @@
 //===- moe-translate.cpp - model files to MLIR ----------------------------===//
 //
-//   moe-translate --import-onnx model.onnx [--input-shape x=2x4x16]
+//   moe-translate --import-onnx model.onnx [--input-shape x=2x4x16] [-o OUT]
 //   moe-translate --import-torchscript model.pt --input-shape x=2x4x16
+//
+// The model file is read whole, with a size bound (protobuf's 2 GiB), so
+// that a device or endless stream is refused rather than read forever.
 //
 //===----------------------------------------------------------------------===//
 
@@ -9,10 +12,15 @@
 #include "moe/InitAll.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
-#include "mlir/Tools/mlir-translate/MlirTranslateMain.h"
-#include "mlir/Tools/mlir-translate/Translation.h"
+#include "moe/Support/Input.h"
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ToolOutputFile.h"
 
 using namespace mlir;
 
@@ -48,32 +56,68 @@ static std::optional<moe::ImportOptions> importOptions(MLIRContext *context) {
   return options;
 }
 
-using Importer = OwningOpRef<ModuleOp> (*)(llvm::MemoryBufferRef,
-                                           MLIRContext *,
-                                           const moe::ImportOptions &);
+static llvm::cl::opt<std::string> inputFile(llvm::cl::Positional,
+                                            llvm::cl::desc("<model file>"),
+                                            llvm::cl::init("-"));
 
-static void registerImport(StringRef flag, StringRef description,
-                           Importer importer) {
-  TranslateToMLIRRegistration(
-      flag, description,
-      [importer](llvm::SourceMgr &sourceMgr,
-                 MLIRContext *context) -> OwningOpRef<Operation *> {
-        std::optional<moe::ImportOptions> options = importOptions(context);
-        if (!options)
-          return {};
-        llvm::MemoryBufferRef buffer =
-            sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID())
-                ->getMemBufferRef();
-        return importer(buffer, context, *options);
-      },
-      [](DialectRegistry &registry) {
-        moe::registerAllDialects(registry);
-      });
+static llvm::cl::opt<std::string> outputFile("o",
+                                             llvm::cl::desc("Output file"),
+                                             llvm::cl::value_desc("file"),
+                                             llvm::cl::init("-"));
+
+static llvm::cl::opt<bool> importOnnxFlag("import-onnx",
+                                          llvm::cl::desc("Import an ONNX model"));
+
+static llvm::cl::opt<bool>
+    importTorchScriptFlag("import-torchscript",
+                          llvm::cl::desc("Import a TorchScript archive"));
+
+/// Imports the model, verifies and prints it; every failure has printed its
+/// error by the time this returns failure.
+static LogicalResult translate(llvm::SourceMgr &sourceMgr,
+                               MLIRContext &context) {
+  std::optional<moe::ImportOptions> options = importOptions(&context);
+  if (!options)
+    return failure();
+  llvm::MemoryBufferRef buffer =
+      sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID())->getMemBufferRef();
+  OwningOpRef<ModuleOp> module =
+      importOnnxFlag ? moe::importOnnx(buffer, &context, *options)
+                     : moe::importTorchScript(buffer, &context, *options);
+  if (!module || failed(verify(*module)))
+    return failure();
+  std::string error;
+  std::unique_ptr<llvm::ToolOutputFile> output =
+      openOutputFile(outputFile, &error);
+  if (!output)
+    return emitError(UnknownLoc::get(&context)) << error;
+  module->print(output->os());
+  output->keep();
+  return success();
 }
 
 int main(int argc, char **argv) {
-  registerImport("import-onnx", "Import an ONNX model", moe::importOnnx);
-  registerImport("import-torchscript", "Import a TorchScript archive",
-                 moe::importTorchScript);
-  return failed(mlirTranslateMain(argc, argv, "MoE-MLIR model importer"));
+  llvm::InitLLVM init(argc, argv);
+  registerAsmPrinterCLOptions();
+  registerMLIRContextCLOptions();
+  llvm::cl::ParseCommandLineOptions(argc, argv, "MoE-MLIR model importer\n");
+  if (importOnnxFlag == importTorchScriptFlag) {
+    llvm::errs() << "moe-translate: error: give one of --import-onnx and "
+                    "--import-torchscript\n";
+    return 1;
+  }
+  // Read with a bound: an endless device is refused, not read forever.
+  auto input = moe::readInputFile(inputFile);
+  if (!input) {
+    llvm::errs() << "moe-translate: error: "
+                 << llvm::toString(input.takeError()) << "\n";
+    return 1;
+  }
+  DialectRegistry registry;
+  moe::registerAllDialects(registry);
+  MLIRContext context(registry);
+  llvm::SourceMgr sourceMgr;
+  sourceMgr.AddNewSourceBuffer(std::move(*input), llvm::SMLoc());
+  SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
+  return failed(translate(sourceMgr, context)) ? 1 : 0;
 }

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace moert {
@@ -20,6 +21,15 @@ namespace moert {
 /// process (OMPI_COMM_WORLD_SIZE, PMI_SIZE or PMIX_RANK in the environment);
 /// a single process makes no MPI call at all.
 void init(int &argc, char **&argv);
+
+/// The bound on one wait for other ranks unless setTimeout changes it.
+constexpr double kDefaultTimeoutSeconds = 300;
+
+/// Bounds every wait for other ranks (an exchange, a barrier, the start and
+/// end of the job): one that lasts longer than `seconds` ends every rank
+/// with an error naming the wait. Ends the process on a non-positive or
+/// non-finite value.
+void setTimeout(double seconds);
 
 /// Ends MPI, if it was started. Collective.
 void finalize();
@@ -34,13 +44,22 @@ int worldSize();
 void setGrid(const std::vector<int64_t> &shape,
              const std::vector<std::string> &names);
 
-/// Prints `moe-run: error: [rank R] <message>` and ends every rank.
+/// Prints `<tool>: error: [rank R] <message>` and ends every rank; the tool
+/// is the program's name.
 [[noreturn]] void fatal(const std::string &message);
 
 /// Collective: when any rank passes a non-empty error, the lowest such rank
 /// prints its message and every rank ends; otherwise returns. For errors that
 /// ranks find in their own inputs, so that one report suffices.
 void failIfAnyRank(const std::string &error);
+
+/// Collective: ends every rank, with one report naming the first item and
+/// a rank that differs, unless every rank passes the same list of (what,
+/// digest) pairs: the bundle, the options and each input that ranks must
+/// share. Ranks that run different programs or data would otherwise compute
+/// a wrong result with exit 0, or wait for each other until the timeout.
+void checkRanksAgree(
+    const std::vector<std::pair<std::string, std::string>> &items);
 
 /// Collective: waits for every rank.
 void barrier();

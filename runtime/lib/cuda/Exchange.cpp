@@ -59,6 +59,7 @@ static Peers peers(int64_t axes, const char *op) {
     ncclUniqueId id;
     if (group.pos == 0)
       check(ncclGetUniqueId(&id), "ncclGetUniqueId");
+    Waiting wait("creating the NCCL communicator of " + group.name);
     MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, group.comm);
     // NCCL allocates its buffers itself: not from the pool, which keeps
     // what earlier calls freed.
@@ -373,6 +374,7 @@ void moert_cuda_send(const void *in, int64_t bytes, int64_t axes,
   } else {
     // The receiver checks the size: both sides exchange it over MPI first,
     // since NCCL would hang on a mismatch instead of failing.
+    Waiting wait("moert_cuda_send over " + p.group->name);
     MPI_Send(&bytes, 1, MPI_INT64_T, d, 1, p.group->comm);
     check(ncclSend(in, bytes, ncclUint8, d, p.comm, p.stream), "ncclSend");
   }
@@ -396,6 +398,7 @@ void moert_cuda_recv(void *out, int64_t bytes, int64_t axes, int64_t source) {
       copyOnDevice(out, message.data, bytes, p.stream);
     check(cudaFreeAsync(message.data, p.stream), "cudaFreeAsync");
   } else {
+    Waiting wait("moert_cuda_recv over " + g.name);
     MPI_Recv(&got, 1, MPI_INT64_T, s, 1, g.comm, MPI_STATUS_IGNORE);
     // Received whatever the size, so that the sender's ncclSend completes.
     void *landing = out;
