@@ -114,11 +114,16 @@ def pack(args):
                                                args.dir))
 
 
+LOCAL_WEIGHTS = "weights.local.bin"
+
+
 def write_weights(bundle, module, sources):
-    """weights.bin of the bundle from the module's parameters."""
+    """The bundle's weights from this machine's module parameters, in the
+    layout of weights.bin, for moe-run --weights (which checks the size only:
+    another torch may draw other bytes from the same seed)."""
     spec = json.load(open(os.path.join(bundle, "model.json")))
     params = parameters(module)
-    with open(os.path.join(bundle, spec["weights_file"]), "wb") as out:
+    with open(os.path.join(bundle, LOCAL_WEIGHTS), "wb") as out:
         for weight, source in zip(spec["weights"], sources):
             if source["stacked"]:
                 names = sorted((n for n in params if re.fullmatch(re.escape(source["parameter"]).replace(
@@ -146,7 +151,7 @@ def run_ours(args, bundle, x_path, outdir):
     """moe-run's median over its timed calls: each call of the entry and the
     wait for its stream, the --warmup calls before them not counted."""
     cmd = [os.path.join(args.bin, "moe-run"), bundle, "--input", "hidden_states=" + x_path, "--output-dir", outdir,
-           "--stats", "--warmup", str(args.warmup), "--repeat", str(args.repeat)]
+           "--weights", os.path.join(bundle, LOCAL_WEIGHTS), "--stats", "--warmup", str(args.warmup), "--repeat", str(args.repeat)]
     text = moe_bench.run_checked(cmd, timeout=args.timeout)
     entry = float(re.search(r"^entry: .* median ([\d.]+) ms", text, re.M).group(1))
     tokens = re.search(r"tokens per expert \[([\d, ]*)\]", text)

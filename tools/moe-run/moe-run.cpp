@@ -78,6 +78,12 @@ struct Options {
       "threads", cl::init(0),
       cl::desc("OpenMP threads for the matmuls (default: one per core)"),
       cl::cat(category)};
+  cl::opt<std::string> weights{
+      "weights",
+      cl::desc("Read the weights from this file instead of the bundle's "
+               "weights.bin: the same layout and size, other values (its "
+               "digest is not checked)"),
+      cl::value_desc("file"), cl::cat(category)};
   cl::opt<double> timeout{
       "timeout", cl::init(moert::kDefaultTimeoutSeconds),
       cl::desc("Seconds that one wait for other ranks may last before every "
@@ -105,8 +111,9 @@ using Entry = void (*)(void **);
 
 struct Session {
   Manifest manifest;
-  /// The digest of model.json, which names the digests of the rest.
-  std::string manifestDigest;
+  /// The digest of model.json, which names the digests of the rest, and of
+  /// the --weights file, when one replaces weights.bin.
+  std::string manifestDigest, weightsDigest;
   std::vector<moert::Array> inputs;   ///< manifest order
   std::vector<moert::Buffer> outputs; ///< manifest order
   std::vector<std::string> outputFiles;
@@ -228,11 +235,10 @@ static bool isWritable(const void *addr, int64_t bytes) {
   return query.writable;
 }
 
-/// The contents of bundle file `file`, after checking that it has the size
-/// and digest that the manifest records.
+/// The contents of `path`, after checking that it has the size and (unless
+/// `digest` is empty) the digest that the manifest records.
 static Expected<std::unique_ptr<MemoryBuffer>>
-readChecked(StringRef file, int64_t bytes, StringRef digest) {
-  std::string path = inBundle(file);
+readChecked(const std::string &path, int64_t bytes, StringRef digest) {
   auto buffer = MemoryBuffer::getFile(path, /*IsText=*/false,
                                       /*RequiresNullTerminator=*/false);
   if (!buffer)
@@ -243,8 +249,8 @@ readChecked(StringRef file, int64_t bytes, StringRef digest) {
                            "bundle is incomplete or was edited after "
                            "compilation",
                            path, size, bytes));
-  if (mlir::moe::contentDigest(arrayRefFromStringRef(
-          (*buffer)->getBuffer())) != digest)
+  if (!digest.empty() && mlir::moe::contentDigest(arrayRefFromStringRef(
+                             (*buffer)->getBuffer())) != digest)
     return failure(formatv("{0} does not have the digest that the manifest "
                            "records ({1}): it was edited after compilation",
                            path, digest));
@@ -275,13 +281,20 @@ static Error compareWithLibrary(const Manifest &m, void *library) {
 
 /// Copies this rank's piece of every weight into its symbol, after checking
 /// that the symbol has exactly the piece's size and may be written.
-static Error loadWeights(const Manifest &m, void *library) {
+static Error loadWeights(Session &s, void *library) {
+  const Manifest &m = s.manifest;
   if (m.weights.empty())
     return Error::success();
   Expected<std::unique_ptr<MemoryBuffer>> file =
-      readChecked(m.weightsFile, m.weightsBytes, m.weightsDigest);
+      options().weights.empty()
+          ? readChecked(inBundle(m.weightsFile), m.weightsBytes,
+                        m.weightsDigest)
+          : readChecked(options().weights, m.weightsBytes, "");
   if (!file)
     return file.takeError();
+  if (!options().weights.empty())
+    s.weightsDigest = mlir::moe::contentDigest(
+        arrayRefFromStringRef((*file)->getBuffer()));
   for (const TensorSpec &w : m.weights) {
     // The manifest's check bounds every piece by the file's size.
     int64_t bytes = w.bytes(), offset = w.offsets[moert::worldRank()];
@@ -320,7 +333,7 @@ static Error loadLibrary(Session &s) {
   dlopen(MOE_RUN_C_RUNNER_UTILS, RTLD_NOW | RTLD_GLOBAL);
   // Checked first: a truncated library would fault inside dlopen.
   if (Expected<std::unique_ptr<MemoryBuffer>> code =
-          readChecked(m.library, m.libraryBytes, m.libraryDigest);
+          readChecked(inBundle(m.library), m.libraryBytes, m.libraryDigest);
       !code)
     return code.takeError();
   // RTLD_NOW: a missing moert_* symbol is an error here, not mid-run.
@@ -332,7 +345,7 @@ static Error loadLibrary(Session &s) {
   s.entry = reinterpret_cast<Entry>(dlsym(library, m.entry.c_str()));
   if (!s.entry)
     return failure(formatv("{0} has no entry '{1}'", m.library, m.entry));
-  return loadWeights(m, library);
+  return loadWeights(s, library);
 }
 
 static Error setUp(Session &s) {
@@ -380,6 +393,8 @@ agreement(const Session &s) {
                               options().stats ? 1 : 0);
   items.emplace_back("the options --repeat, --warmup and --stats",
                      mlir::moe::contentDigest(arrayRefFromStringRef(calls)));
+  if (!s.weightsDigest.empty())
+    items.emplace_back("the --weights file", s.weightsDigest);
   for (auto [spec, input] : llvm::zip_equal(s.manifest.inputs, s.inputs))
     items.emplace_back(
         "input '" + spec.name + "'",
