@@ -631,10 +631,26 @@ def ConvertONNXToLinalgPass : Pass<"convert-onnx-to-linalg"> {
     element within its row, so ties go to the lower index, as do ArgMax's.
     Softmax and the reductions have opset 13+ semantics (Softmax along one
     axis; axes as an operand, or as the older attribute).
+
+    Gathers and scatters check their indices against ONNX's `[-s, s-1]`
+    once, before they use them: constant indices at compile time (an error
+    names the op, the index, the dim and its size), indices whose producer
+    bounds them (TopK, ArgMax, Range, moe.router, ...) not at all, others
+    with one min/max reduction at run time that reports through
+    `moert_index_out_of_range` with `runtime`, through `cf.assert` without.
   }];
+  let options = [
+    Option<"runtime", "runtime", "bool", "false",
+           "Report an index out of range at run time through the moert "
+           "runtime (moert_index_out_of_range) instead of cf.assert; run "
+           "the pass on the module then">,
+  ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
+    "::mlir::cf::ControlFlowDialect",
+    "::mlir::func::FuncDialect",
     "::mlir::linalg::LinalgDialect",
+    "::mlir::LLVM::LLVMDialect",
     "::mlir::math::MathDialect",
     "::mlir::scf::SCFDialect",
     "::mlir::tensor::TensorDialect",

@@ -44,7 +44,10 @@ static void buildBufferizedPipeline(OpPassManager &pm, bool decompose,
   }
   pm.addPass(moe::createConvertMoEToLinalgPass());
   // Imported models: the onnx ops around their raised MoE blocks.
-  pm.addPass(moe::createConvertONNXToLinalgPass());
+  // Index checks report through the runtime where there is one.
+  moe::ConvertONNXToLinalgPassOptions onnx;
+  onnx.runtime = runtime;
+  pm.addPass(moe::createConvertONNXToLinalgPass(onnx));
   // One-process exchanges are copies now; their grids are dead.
   pm.addPass(moe::createMoEEraseDeadGridsPass());
   // Elementwise arith/math on tensors (the shared-expert sum, user code)

@@ -6,7 +6,8 @@
 // nest (tensor.insert, after combining with the old element for a
 // reduction), so that later updates of the same element win. OneHot and
 // Trilu are maps that compare the loop indices. Negative indices count from
-// the end of their dim.
+// the end of their dim; gathers and scatters check their indices first
+// (IndexChecks.cpp), so that none reads or writes outside its data.
 //
 //===----------------------------------------------------------------------===//
 
@@ -83,9 +84,19 @@ scatter(OpBuilder &b, Location loc, Value data, Value updates,
 
 namespace {
 
+/// The lowering of an op that reads or writes at positions from an index
+/// tensor, which it checks first; `runtime`: see checkIndices.
+template <typename OpTy> struct CheckedLowering : OpConversionPattern<OpTy> {
+  CheckedLowering(MLIRContext *context, bool runtime)
+      : OpConversionPattern<OpTy>(context), runtime(runtime) {}
+
+protected:
+  bool runtime;
+};
+
 /// Gather: out[a..., i..., b...] = data[a..., indices[i...], b...].
-struct GatherLowering : OpConversionPattern<onnx::GatherOp> {
-  using OpConversionPattern::OpConversionPattern;
+struct GatherLowering : CheckedLowering<onnx::GatherOp> {
+  using CheckedLowering::CheckedLowering;
 
   LogicalResult
   matchAndRewrite(onnx::GatherOp op, OpAdaptor adaptor,
@@ -94,6 +105,8 @@ struct GatherLowering : OpConversionPattern<onnx::GatherOp> {
     ArrayRef<int64_t> shape = tensorType(data).getShape();
     int64_t rank = shape.size(), q = tensorType(indices).getRank();
     int64_t axis = normalizeAxis(intAttr(op, "axis", 0), rank);
+    if (failed(checkIndices(rewriter, op, indices, runtime)))
+      return failure();
     auto type = cast<RankedTensorType>(op->getResult(0).getType());
     SmallVector<unsigned> indexLoops =
         llvm::to_vector(llvm::seq<unsigned>(axis, axis + q));
@@ -114,8 +127,8 @@ struct GatherLowering : OpConversionPattern<onnx::GatherOp> {
 };
 
 /// GatherElements: out[p] = data[p with p[axis] = indices[p]].
-struct GatherElementsLowering : OpConversionPattern<onnx::GatherElementsOp> {
-  using OpConversionPattern::OpConversionPattern;
+struct GatherElementsLowering : CheckedLowering<onnx::GatherElementsOp> {
+  using CheckedLowering::CheckedLowering;
 
   LogicalResult
   matchAndRewrite(onnx::GatherElementsOp op, OpAdaptor adaptor,
@@ -124,6 +137,8 @@ struct GatherElementsLowering : OpConversionPattern<onnx::GatherElementsOp> {
     ArrayRef<int64_t> shape = tensorType(data).getShape();
     int64_t rank = shape.size();
     int64_t axis = normalizeAxis(intAttr(op, "axis", 0), rank);
+    if (failed(checkIndices(rewriter, op, indices, runtime)))
+      return failure();
     auto type = cast<RankedTensorType>(op->getResult(0).getType());
     Value result = mapElements(
         rewriter, op.getLoc(), type, indices, {},
@@ -139,8 +154,8 @@ struct GatherElementsLowering : OpConversionPattern<onnx::GatherElementsOp> {
 };
 
 /// GatherND: out[i..., s...] = data[batch..., indices[i..., :], s...].
-struct GatherNDLowering : OpConversionPattern<onnx::GatherNDOp> {
-  using OpConversionPattern::OpConversionPattern;
+struct GatherNDLowering : CheckedLowering<onnx::GatherNDOp> {
+  using CheckedLowering::CheckedLowering;
 
   LogicalResult
   matchAndRewrite(onnx::GatherNDOp op, OpAdaptor adaptor,
@@ -150,6 +165,8 @@ struct GatherNDLowering : OpConversionPattern<onnx::GatherNDOp> {
     int64_t rank = shape.size(), q = tensorType(indices).getRank();
     int64_t depth = tensorType(indices).getShape().back();
     int64_t batchDims = intAttr(op, "batch_dims", 0);
+    if (failed(checkIndices(rewriter, op, indices, runtime)))
+      return failure();
     auto type = cast<RankedTensorType>(op->getResult(0).getType());
     Value result = mapElements(
         rewriter, op.getLoc(), type, {}, {},
@@ -172,8 +189,8 @@ struct GatherNDLowering : OpConversionPattern<onnx::GatherNDOp> {
 };
 
 /// ScatterElements: data[p with p[axis] = indices[p]] = updates[p].
-struct ScatterElementsLowering : OpConversionPattern<onnx::ScatterElementsOp> {
-  using OpConversionPattern::OpConversionPattern;
+struct ScatterElementsLowering : CheckedLowering<onnx::ScatterElementsOp> {
+  using CheckedLowering::CheckedLowering;
 
   LogicalResult
   matchAndRewrite(onnx::ScatterElementsOp op, OpAdaptor adaptor,
@@ -185,6 +202,8 @@ struct ScatterElementsLowering : OpConversionPattern<onnx::ScatterElementsOp> {
     Value data = inputs[0], indices = inputs[1], updates = inputs[2];
     ArrayRef<int64_t> shape = tensorType(data).getShape();
     int64_t axis = normalizeAxis(intAttr(op, "axis", 0), shape.size());
+    if (failed(checkIndices(rewriter, op, indices, runtime)))
+      return failure();
     rewriter.replaceOp(
         op, scatter(rewriter, op.getLoc(), data, updates, *reduction,
                     [&](OpBuilder &b, Location loc, ValueRange ivs) {
@@ -198,8 +217,8 @@ struct ScatterElementsLowering : OpConversionPattern<onnx::ScatterElementsOp> {
 };
 
 /// ScatterND: data[indices[i..., :], s...] = updates[i..., s...].
-struct ScatterNDLowering : OpConversionPattern<onnx::ScatterNDOp> {
-  using OpConversionPattern::OpConversionPattern;
+struct ScatterNDLowering : CheckedLowering<onnx::ScatterNDOp> {
+  using CheckedLowering::CheckedLowering;
 
   LogicalResult
   matchAndRewrite(onnx::ScatterNDOp op, OpAdaptor adaptor,
@@ -212,6 +231,8 @@ struct ScatterNDLowering : OpConversionPattern<onnx::ScatterNDOp> {
     ArrayRef<int64_t> shape = tensorType(data).getShape();
     int64_t q = tensorType(indices).getRank();
     int64_t depth = tensorType(indices).getShape().back();
+    if (failed(checkIndices(rewriter, op, indices, runtime)))
+      return failure();
     rewriter.replaceOp(
         op, scatter(rewriter, op.getLoc(), data, updates, *reduction,
                     [&](OpBuilder &b, Location loc, ValueRange ivs) {
@@ -311,10 +332,12 @@ struct TriluLowering : OpConversionPattern<onnx::TriluOp> {
 
 } // namespace
 
-void populateIndexingPatterns(RewritePatternSet &patterns) {
+void populateIndexingPatterns(RewritePatternSet &patterns, bool runtime) {
+  MLIRContext *context = patterns.getContext();
   patterns.add<GatherLowering, GatherElementsLowering, GatherNDLowering,
-               ScatterElementsLowering, ScatterNDLowering, OneHotLowering,
-               TriluLowering>(patterns.getContext());
+               ScatterElementsLowering, ScatterNDLowering>(context, runtime);
+  // OneHot and Trilu only compare their indices with loop indices.
+  patterns.add<OneHotLowering, TriluLowering>(context);
 }
 
 } // namespace mlir::moe::onnx_lowering

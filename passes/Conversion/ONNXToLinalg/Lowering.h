@@ -38,7 +38,9 @@ void populateElementwisePatterns(RewritePatternSet &patterns);
 void populateLinearPatterns(RewritePatternSet &patterns);
 void populateShapePatterns(RewritePatternSet &patterns);
 void populateReducePatterns(RewritePatternSet &patterns);
-void populateIndexingPatterns(RewritePatternSet &patterns);
+/// `runtime`: gathers and scatters report an index out of range at run time
+/// through the moert runtime instead of cf.assert (IndexChecks.cpp).
+void populateIndexingPatterns(RewritePatternSet &patterns, bool runtime);
 void populateEinsumPatterns(RewritePatternSet &patterns);
 
 /// Fails the lowering of `op` for `reason`, which is also reported as an
@@ -148,6 +150,56 @@ Value mulScalars(OpBuilder &b, Location loc, Value lhs, Value rhs);
 /// `lhs > rhs` (float: ordered), or `>=` where `orEqual`.
 Value greaterThan(OpBuilder &b, Location loc, Value lhs, Value rhs,
                   bool orEqual = false);
+
+//===----------------------------------------------------------------------===//
+// Index checks (IndexChecks.cpp)
+//===----------------------------------------------------------------------===//
+
+/// A closed range `[min, max]` of integers.
+struct IntRange {
+  int64_t min, max;
+};
+
+/// A range that every element of the integer tensor `value` provably lies
+/// in, from the ops that compute it; none where they do not bound it. Knows:
+/// constants (their elements); TopK's indices and ArgMax over a dim of size
+/// n ([0, n-1]); Range with constant start and delta (its first and last
+/// element); moe.router's ids over E experts ([-1, E-1]); ConstantOfShape;
+/// and through the ops that only move or pick elements (Reshape, Squeeze,
+/// Unsqueeze, Flatten, Identity, Transpose, Expand, Tile, Slice, the data
+/// of Gather, GatherElements and GatherND, tensor.cast), take the hull of
+/// their inputs (Concat, Where, Min, Max), clamp (Clip) or compute from
+/// bounded operands (Cast between integers, Add, Sub, Mul, Neg, Mod by a
+/// constant). Function arguments and other values are not bounded.
+std::optional<IntRange> provenRange(Value value);
+
+/// Where an op reads or writes at positions from an index tensor: the
+/// operand that holds the indices, and the dims they select in: every
+/// element in `dims[0]` (Gather, GatherElements, ScatterElements), or,
+/// where `lastDimSelects`, the element at position c of the last dim in
+/// `dims[c]` (GatherND, ScatterND). `sizes` are the dims' sizes.
+struct IndexUse {
+  Value indices;
+  SmallVector<int64_t> dims, sizes;
+  bool lastDimSelects = false;
+};
+/// `op`'s use of an index tensor, where it has one and static shapes.
+std::optional<IndexUse> getIndexUse(Operation *op);
+
+/// Emits an error at every op under `root` whose constant indices leave
+/// ONNX's `[-s, s-1]`, naming the op, the index, the dim and its size; fails
+/// where there is one.
+LogicalResult checkConstantIndices(Operation *root);
+
+/// Checks the indices of `op` before they are used, `lowered` being the
+/// value that its lowering reads: constants here (an error at `op` and
+/// failure where one is out of range), none where provenRange bounds them
+/// within the dims, any other at run time (emitted at the rewriter's
+/// insertion point): one min/max reduction over them and, where they leave
+/// a dim, a call to `moert_index_out_of_range` (`runtime`) or a failing
+/// cf.assert.
+LogicalResult checkIndices(RewriterBase &rewriter, Operation *op, Value lowered,
+                           bool runtime);
 
 //===----------------------------------------------------------------------===//
 // Convolutions (Linear.cpp)

@@ -11,13 +11,14 @@ namespace mlir::moe {
 
 namespace {
 
-/// Every op's lowering.
-void populateONNXToLinalgPatterns(RewritePatternSet &patterns) {
+/// Every op's lowering; `runtime`: gathers and scatters report an index out
+/// of range through the moert runtime.
+void populateONNXToLinalgPatterns(RewritePatternSet &patterns, bool runtime) {
   onnx_lowering::populateElementwisePatterns(patterns);
   onnx_lowering::populateLinearPatterns(patterns);
   onnx_lowering::populateShapePatterns(patterns);
   onnx_lowering::populateReducePatterns(patterns);
-  onnx_lowering::populateIndexingPatterns(patterns);
+  onnx_lowering::populateIndexingPatterns(patterns, runtime);
   onnx_lowering::populateEinsumPatterns(patterns);
 }
 
@@ -63,12 +64,15 @@ struct ConvertONNXToLinalgPass
     // whose shape is not static, saying why.
     if (failed(onnx_lowering::makeShapesStatic(root)))
       return signalPassFailure();
+    // Indices that are constants now are checked now, one error per op.
+    if (failed(onnx_lowering::checkConstantIndices(root)))
+      return signalPassFailure();
     ConversionTarget target(*ctx);
     target.addIllegalDialect<onnx::ONNXDialect>();
     target.addLegalOp<onnx::NoneOp>();
     target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
     RewritePatternSet patterns(ctx);
-    populateONNXToLinalgPatterns(patterns);
+    populateONNXToLinalgPatterns(patterns, runtime);
     // Patterns report why they do not apply (cannotLower).
     if (failed(applyPartialConversion(root, target, std::move(patterns))))
       return signalPassFailure();

@@ -136,6 +136,15 @@ void moert_layer_tokens(int64_t layer, const int32_t *ids, int64_t numIds,
 void moert_layer_dropped(int64_t layer, const int64_t *dropped,
                          int64_t replicaAxes);
 
+/* Ends the program with an error, as every other error of the runtime
+ * does: `moe-run: error: [rank R] <op>: index <index> is out of range for
+ * dim <dim> of size <size> (ONNX allows [-size, size-1])`, exit status 1.
+ * Compiled gathers and scatters call it where the indices they were given
+ * leave the dim they select in; `op` is the operator's name (a C string,
+ * e.g. "onnx.Gather"). Does not return. */
+void moert_index_out_of_range(const char *op, int64_t index, int64_t dim,
+                              int64_t size);
+
 /* The memref lowering's generic allocation functions, which compiled code
  * calls for its buffers: freed blocks are kept by size and reused by later
  * calls, so repeated runs do not fault in fresh pages. 64-byte aligned. */

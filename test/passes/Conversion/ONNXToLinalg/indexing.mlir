@@ -1,7 +1,8 @@
 // RUN: moe-opt %s --convert-onnx-to-linalg --split-input-file | FileCheck %s
 
 // Gather: a generic over the result reads the index through a map, wraps a
-// negative one, and extracts from the data.
+// negative one, and extracts from the data (after a check of the indices,
+// index-checks.mlir).
 
 // CHECK-DAG:   #[[IDX:.*]] = affine_map<(d0, d1, d2) -> (d1, d2)>
 // CHECK-LABEL: func.func @gather(
@@ -26,7 +27,7 @@ func.func @gather(%d: tensor<3x4xf32>, %i: tensor<2x2xi64>) -> tensor<3x2x2xf32>
 
 // CHECK-LABEL: func.func @gather_elements(
 // CHECK-SAME:      %[[D:.*]]: tensor<3x4xf32>, %[[I:.*]]: tensor<3x2xi32>)
-// CHECK:         linalg.generic {{.*}} ins(%[[I]] : tensor<3x2xi32>)
+// CHECK:         linalg.generic {{.*}} ins(%[[I]] : tensor<3x2xi32>) outs(%{{.*}} : tensor<3x2xf32>)
 // CHECK-NEXT:    ^bb0(%[[V:.*]]: i32, %{{.*}}: f32):
 // CHECK-NEXT:      %[[ROW:.*]] = linalg.index 0 : index
 // CHECK:           %[[COL:.*]] = arith.index_cast %[[V]] : i32 to index
