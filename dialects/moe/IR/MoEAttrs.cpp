@@ -6,6 +6,7 @@
 #include "llvm/ADT/SmallSet.h"
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
 using namespace mlir::moe;
@@ -104,8 +105,14 @@ ActivationAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "a layout, alpha, beta or limit is only valid for "
                           "swiglu, not "
                        << stringifyActivationKind(kind);
-  if (limit && !(limit->convertToDouble() > 0.0))
-    return emitError() << "swiglu limit must be positive, got "
+  for (auto [name, value] :
+       {std::pair<StringRef, const APFloat &>{"alpha", alpha}, {"beta", beta}})
+    if (!value.isFinite())
+      return emitError() << "swiglu " << name << " must be finite, got "
+                         << value.convertToDouble();
+  // No limit is written by leaving it out, not as an infinite one.
+  if (limit && !(limit->isFinite() && limit->convertToDouble() > 0.0))
+    return emitError() << "swiglu limit must be finite and positive, got "
                        << limit->convertToDouble();
   return success();
 }
@@ -211,6 +218,14 @@ LogicalResult PlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     if (value < 1)
       return emitError() << "plan degree " << name
                          << " must be at least 1, got " << value;
+  // getWorldSize() multiplies the degrees: bound the product, overflow-checked.
+  int64_t world = 1;
+  for (int64_t degree : {pp, dp, ep, tp})
+    if (llvm::MulOverflow(world, degree, world) || world > kMaxWorldSize)
+      return emitError() << "plan world size pp x dp x ep x tp = " << pp
+                         << " x " << dp << " x " << ep << " x " << tp
+                         << " is more than the " << kMaxWorldSize
+                         << " (2^31 - 1) ranks an MPI rank number can count";
   if (dp % dpShard != 0)
     return emitError() << "plan dp_shard " << dpShard
                        << " does not divide dp " << dp;

@@ -145,7 +145,8 @@ def MoE_ActivationAttr : AttrDef<MoE_Dialect, "Activation"> {
 
     **Constraints:**
     * the layout, `alpha`, `beta` and `limit` are only given for `swiglu`;
-    * `limit`, when given, is positive.
+    * `alpha` and `beta` are finite;
+    * `limit`, when given, is finite and positive (no limit: leave it out).
   }];
   let parameters = (ins
     "ActivationKind":$kind,
@@ -202,6 +203,8 @@ def MoE_PlanAttr : AttrDef<MoE_Dialect, "Plan"> {
 
     **Constraints:**
     * every degree is at least 1, and `dp_shard` divides `dp`;
+    * the world size `pp x dp x ep x tp` is at most 2^31 - 1 (an MPI rank
+      is an `int`), computed without overflow;
     * the coefficients are finite and not negative.
   }];
   let parameters = (ins "int64_t":$pp, "int64_t":$dp, "int64_t":$dp_shard,
@@ -213,7 +216,10 @@ def MoE_PlanAttr : AttrDef<MoE_Dialect, "Plan"> {
   let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
-    /// Ranks in the plan: the product of its degrees.
+    /// The most ranks a plan may have: MPI numbers ranks with an `int`.
+    static constexpr int64_t kMaxWorldSize = 2147483647;
+    /// Ranks in the plan: the product of its degrees (verified not to
+    /// overflow).
     int64_t getWorldSize() const {
       return getPp() * getDp() * getEp() * getTp();
     }

@@ -13,8 +13,10 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallSet.h"
 
-#include <cmath>
 #include "llvm/Support/MathExtras.h"
+#include <cmath>
+#include <cstdint>
+#include <limits>
 
 using namespace mlir;
 using namespace mlir::moe;
@@ -48,6 +50,70 @@ static LogicalResult expectElementType(Operation *op, Value v, StringRef name,
     return success();
   return op->emitOpError() << name << " element type " << actual
                            << " does not match " << expected;
+}
+
+//===----------------------------------------------------------------------===//
+// Size bounds
+//===----------------------------------------------------------------------===//
+//
+// Besides BoundedBuffers (every operand and result within 2^40 bytes), the
+// sizes that attributes or i32 index types imply are bounded here, with
+// overflow-checked arithmetic.
+
+/// The most experts: expert ids are i32 (-1 marks an unrouted slot).
+static constexpr int64_t kMaxExperts = std::numeric_limits<int32_t>::max();
+/// The most rows in a dispatch buffer: slots hold flat row indices as i32.
+static constexpr int64_t kMaxRows = std::numeric_limits<int32_t>::max();
+
+static LogicalResult verifyNumExperts(Operation *op, int64_t experts) {
+  if (experts > kMaxExperts)
+    return op->emitOpError() << experts << " experts are more than the "
+                             << kMaxExperts
+                             << " (2^31 - 1) that i32 expert ids can name";
+  return success();
+}
+
+/// Checks that a dispatch buffer of `blocks` x `rowsPerBlock` rows has at
+/// most kMaxRows rows; `what` says where the count comes from.
+static LogicalResult verifyRowCount(Operation *op, int64_t blocks,
+                                    int64_t rowsPerBlock,
+                                    llvm::function_ref<void(
+                                        InFlightDiagnostic &)> what) {
+  int64_t rows;
+  if (!llvm::MulOverflow(blocks, rowsPerBlock, rows) && rows <= kMaxRows)
+    return success();
+  InFlightDiagnostic diag = op->emitOpError();
+  what(diag);
+  diag << " more than the " << kMaxRows
+       << " (2^31 - 1) dispatched rows that i32 slots can index";
+  return diag;
+}
+
+/// Capacity mode: `experts` blocks of `capacity` rows.
+static LogicalResult verifyCapacityRows(Operation *op, int64_t experts,
+                                        int64_t capacity) {
+  return verifyRowCount(op, experts, capacity, [&](InFlightDiagnostic &d) {
+    d << "capacity " << capacity << " for " << experts << " experts makes";
+  });
+}
+
+/// Dropless mode: one row per (token, slot) pair.
+static LogicalResult verifyDroplessRows(Operation *op, int64_t tokens,
+                                        int64_t k) {
+  return verifyRowCount(op, tokens, k, [&](InFlightDiagnostic &d) {
+    d << tokens << " tokens routed to k = " << k << " experts make";
+  });
+}
+
+/// A float attribute that must be finite and positive (or, with
+/// `allowZero`, non-negative).
+static LogicalResult verifyFiniteAttr(Operation *op, StringRef name,
+                                      double value, bool allowZero) {
+  if (std::isfinite(value) && (allowZero ? value >= 0.0 : value > 0.0))
+    return success();
+  return op->emitOpError() << name << " must be finite and "
+                           << (allowZero ? "non-negative" : "positive")
+                           << ", got " << value;
 }
 
 //===----------------------------------------------------------------------===//
@@ -93,6 +159,8 @@ struct Routing {
 
 static LogicalResult verifyRouting(Operation *op, const Routing &r, int64_t T,
                                    int64_t E, int64_t k) {
+  if (failed(verifyNumExperts(op, E)))
+    return failure();
   StringRef sel = stringifySelectionMethod(r.selection);
   bool grouped = r.selection == SelectionMethod::GroupedTopK;
   bool expertChoice = r.selection == SelectionMethod::ExpertChoice;
@@ -115,6 +183,11 @@ static LogicalResult verifyRouting(Operation *op, const Routing &r, int64_t T,
     return op->emitOpError() << "masked_score is only used by grouped_topk, "
                                 "not "
                              << sel;
+  // -inf: never chosen; NaN and +inf have no meaning as a score.
+  if (r.maskedScore && !std::isfinite(*r.maskedScore) &&
+      *r.maskedScore != -std::numeric_limits<double>::infinity())
+    return op->emitOpError() << "masked_score must be finite or -inf, got "
+                             << *r.maskedScore;
   if (grouped) {
     int64_t groups = *r.numGroups;
     if (groups < 1)
@@ -154,20 +227,16 @@ static LogicalResult verifyRouting(Operation *op, const Routing &r, int64_t T,
     return op->emitOpError("sparse_mixer needs k = 2 and softmax scoring");
   if (r.normalize && (expertChoice || sparseMixer))
     return op->emitOpError() << "normalize is not used with " << sel;
-  if (!(r.scalingFactor > 0.0))
-    return op->emitOpError() << "scaling_factor must be positive, got "
-                             << r.scalingFactor;
-  if (!(r.sinkhornTolerance > 0.0))
-    return op->emitOpError() << "sinkhorn_tolerance must be positive, got "
-                             << r.sinkhornTolerance;
+  if (failed(verifyFiniteAttr(op, "scaling_factor", r.scalingFactor,
+                              /*allowZero=*/false)) ||
+      failed(verifyFiniteAttr(op, "sinkhorn_tolerance", r.sinkhornTolerance,
+                              /*allowZero=*/false)))
+    return failure();
   if (r.sinkhornMaxIterations < 1)
     return op->emitOpError() << "sinkhorn_max_iterations must be at least 1, "
                                 "got "
                              << r.sinkhornMaxIterations;
-  if (!(r.jitterEps >= 0.0))
-    return op->emitOpError() << "jitter_eps must be non-negative, got "
-                             << r.jitterEps;
-  return success();
+  return verifyFiniteAttr(op, "jitter_eps", r.jitterEps, /*allowZero=*/true);
 }
 
 //===----------------------------------------------------------------------===//
@@ -190,6 +259,12 @@ static FailureOr<int64_t> verifyFFN(Operation *op, const FFNWeights &w,
                                     ActivationAttr act, int64_t hidden,
                                     Type elt) {
   auto name = [&](StringRef n) { return (w.prefix + n).str(); };
+  // ActivationAttr::get (as opposed to getChecked) skips the attribute's
+  // verifier: check its parameters here too.
+  if (failed(ActivationAttr::verify(
+          [&] { return op->emitOpError() << "activation: "; }, act.getKind(),
+          act.getLayout(), act.getAlpha(), act.getBeta(), act.getLimit())))
+    return failure();
   for (auto [v, n] : {std::pair{w.fc1, "fc1"}, {w.fc1Bias, "fc1_bias"},
                       {w.fc3, "fc3"}, {w.fc3Bias, "fc3_bias"},
                       {w.fc2, "fc2"}, {w.fc2Bias, "fc2_bias"}})
@@ -275,9 +350,7 @@ static LogicalResult verifyLoss(Operation *op, Value logits, Value loss,
   if (failed(expectElementType(op, loss, "loss",
                                tensorType(logits).getElementType())))
     return failure();
-  if (!(coeff >= 0.0))
-    return op->emitOpError() << "coeff must be non-negative, got " << coeff;
-  return success();
+  return verifyFiniteAttr(op, "coeff", coeff, /*allowZero=*/true);
 }
 
 /// A loss whose coefficient is 0 is the constant 0.
@@ -291,6 +364,8 @@ static OpFoldResult foldZeroCoeffLoss(Value loss, double coeff) {
 
 LogicalResult AuxLossOp::verify() {
   int64_t T = getLogits().getType().getDimSize(0);
+  if (failed(verifyNumExperts(*this, getLogits().getType().getDimSize(1))))
+    return failure();
   if (getIds().getType().getDimSize(0) != T)
     return emitOpError() << "ids has " << getIds().getType().getDimSize(0)
                          << " rows, expected " << T;
@@ -334,6 +409,8 @@ LogicalResult DispatchOp::verify() {
     return failure();
   if (E < 1)
     return emitOpError("counts must have at least one expert");
+  if (failed(verifyNumExperts(*this, E)))
+    return failure();
 
   std::optional<int64_t> capacity = getCapacity();
   std::optional<DropPolicy> policy = getDropPolicy();
@@ -342,9 +419,11 @@ LogicalResult DispatchOp::verify() {
       return emitOpError("a capacity needs a drop_policy");
     if (*capacity < 1)
       return emitOpError() << "capacity must be at least 1, got " << *capacity;
+    // T * k cannot overflow: [T, k] is a bounded buffer.
     int64_t rowsPerExpert =
         getOffsets() ? std::min(*capacity, T * k) : *capacity;
-    if (failed(expectShape(*this, getRows(), "rows", {E, rowsPerExpert, H})))
+    if (failed(verifyCapacityRows(*this, E, rowsPerExpert)) ||
+        failed(expectShape(*this, getRows(), "rows", {E, rowsPerExpert, H})))
       return failure();
     if (getOffsets() &&
         (policy != DropPolicy::Position ||
@@ -356,7 +435,8 @@ LogicalResult DispatchOp::verify() {
       return emitOpError("offsets need a capacity");
     if (policy)
       return emitOpError("a drop_policy needs a capacity");
-    if (failed(expectShape(*this, getRows(), "rows", {T * k, H})))
+    if (failed(verifyDroplessRows(*this, T, k)) ||
+        failed(expectShape(*this, getRows(), "rows", {T * k, H})))
       return failure();
   }
   bool byProbs = policy == DropPolicy::Probs;
@@ -382,6 +462,8 @@ LogicalResult ExpertsOp::verify() {
   int64_t G = getCounts().getType().getDimSize(0);
   if (E < 1)
     return emitOpError("fc1 must have at least one expert");
+  if (failed(verifyNumExperts(*this, E)))
+    return failure();
   if (G % E != 0)
     return emitOpError() << "counts has " << G
                          << " groups, not a multiple of the " << E
@@ -525,9 +607,10 @@ int64_t AllToAllOp::getGroupSize() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult ExpertCountsOp::verify() {
-  if (getCounts().getType().getDimSize(0) < 1)
+  int64_t E = getCounts().getType().getDimSize(0);
+  if (E < 1)
     return emitOpError("counts must have at least one expert");
-  return success();
+  return verifyNumExperts(*this, E);
 }
 
 LogicalResult PrefixSumOp::verifySymbolUses(SymbolTableCollection &symbols) {
@@ -603,6 +686,21 @@ LogicalResult LayerOp::verify() {
     // The I64Attr getter is unsigned: compare the signed value.
     return emitOpError() << "capacity must be at least 1, got " << *capacity;
   }
+  // The row buffer that moe-decompose's moe.dispatch fills: [E, C, H] with
+  // a capacity (expert_choice's C is at most T), [T*k, H] without.
+  SmallVector<int64_t> rowsShape;
+  if (std::optional<int64_t> capacity = getCapacity()) {
+    if (failed(verifyCapacityRows(*this, E, *capacity)))
+      return failure();
+    rowsShape = {E, *capacity, H};
+  } else {
+    if (failed(verifyDroplessRows(*this, T, getK())))
+      return failure();
+    rowsShape = {T * static_cast<int64_t>(getK()), H};
+  }
+  if (failed(verifyBufferSize(*this, "the dispatched rows " + shapeStr(rowsShape),
+                              rowsShape, elt)))
+    return failure();
 
   FailureOr<int64_t> m =
       verifyFFN(*this,
@@ -610,6 +708,11 @@ LogicalResult LayerOp::verify() {
                  getFc2Weight(), getFc2Bias(), E},
                 getActivation(), H, elt);
   if (failed(m))
+    return failure();
+  rowsShape.back() = *m;
+  if (failed(verifyBufferSize(*this,
+                              "the experts' output rows " + shapeStr(rowsShape),
+                              rowsShape, elt)))
     return failure();
   if (getSharedFc1().operator bool() != getSharedFc2().operator bool())
     return emitOpError("shared_fc1 and shared_fc2 must be given together");

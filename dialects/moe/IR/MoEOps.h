@@ -3,6 +3,7 @@
 #ifndef MOE_DIALECTS_MOE_IR_MOEOPS_H
 #define MOE_DIALECTS_MOE_IR_MOEOPS_H
 
+#include "dialects/Common/BufferBounds.h"
 #include "dialects/moe/IR/MoEDialect.h"
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/BuiltinTypes.h"

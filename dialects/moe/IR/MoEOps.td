@@ -1,13 +1,20 @@
 //===- MoEOps.td - moe dialect ops -------------------------*- tablegen -*-===//
 //
 // Every op's description ends with a Constraints list that mirrors its
-// verifier one for one; test/dialects/moe/IR/invalid.mlir has a case for each.
+// verifier one for one; test/dialects/moe/IR/invalid.mlir has a case for each
+// (test/dialects/moe/IR/invalid-sizes.mlir for the size bounds).
+//
+// Size bounds shared by every op (not repeated in each list): each operand
+// and result (BoundedBuffers) has an element count and byte size that fit
+// int64 and at most 2^40 bytes; E, where an op has experts, is at most
+// 2^31 - 1 because expert ids are i32.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef MOE_DIALECT_MOE_IR_MOEOPS_TD
 #define MOE_DIALECT_MOE_IR_MOEOPS_TD
 
+include "dialects/Common/BufferBounds.td"
 include "dialects/moe/IR/MoEBase.td"
 include "mlir/IR/BuiltinAttributes.td"
 include "mlir/IR/CommonAttrConstraints.td"
@@ -15,8 +22,10 @@ include "mlir/IR/CommonTypeConstraints.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
+// Every op bounds its tensors (BoundedBuffers): each operand and result has
+// an element count and byte size that fit int64 and at most 2^40 bytes.
 class MoE_Op<string mnemonic, list<Trait> traits = []>
-    : Op<MoE_Dialect, mnemonic, traits>;
+    : Op<MoE_Dialect, mnemonic, !listconcat(traits, [BoundedBuffers])>;
 
 // A statically shaped tensor of one of `ranks` with elements in `elts`.
 class MoE_Tensor<list<Type> elts, list<int> ranks>
@@ -96,6 +105,7 @@ defvar MoE_RoutingDoc = [{
 }];
 
 defvar MoE_RoutingConstraints = [{
+    * E is at most 2^31 - 1 (ids are i32);
     * `bias` is only given to `topk` and `grouped_topk`, and has E elements;
     * `num_groups`, `group_topk` and `group_score` are given exactly for
       `grouped_topk`; `num_groups` is positive and divides E, with at
@@ -103,13 +113,15 @@ defvar MoE_RoutingConstraints = [{
       `1 <= group_topk <= num_groups`,
       and k is at most the experts in `group_topk` groups unless a finite
       `masked_score` makes every expert selectable;
-    * `masked_score` is only given for `grouped_topk`;
+    * `masked_score` is only given for `grouped_topk`, and is finite or
+      -inf;
     * for `expert_choice`, `capacity` is given, `1 <= capacity <= T`, and
       k = E; otherwise `1 <= k <= E`;
     * `sparse_mixer` needs k = 2 and `softmax`;
     * `normalize` is not used with `expert_choice` or `sparse_mixer`;
-    * `scaling_factor` is positive, `sinkhorn_tolerance` is positive,
-      `sinkhorn_max_iterations` is at least 1, `jitter_eps` is non-negative.
+    * `scaling_factor` and `sinkhorn_tolerance` are finite and positive,
+      `sinkhorn_max_iterations` is at least 1, `jitter_eps` is finite and
+      non-negative.
 }];
 
 //===----------------------------------------------------------------------===//
@@ -184,8 +196,9 @@ def MoE_AuxLossOp : MoE_Op<"aux_loss", [Pure]> {
 
     **Constraints:**
     * `ids` has the T rows of `logits`;
+    * E, the columns of `logits`, is at most 2^31 - 1;
     * the result has the element type of `logits`;
-    * `coeff` is non-negative;
+    * `coeff` is finite and non-negative;
     * `seq_len`, when given, is positive and divides T.
   }];
   let arguments = (ins MoE_ScoringFunctionAttr:$scoring,
@@ -210,7 +223,7 @@ def MoE_ZLossOp : MoE_Op<"z_loss", [Pure]> {
 
     **Constraints:**
     * the result has the element type of `logits`;
-    * `coeff` is non-negative.
+    * `coeff` is finite and non-negative.
   }];
   let arguments = (ins MoE_FloatMatrix:$logits, F64Attr:$coeff);
   let results = (outs MoE_FloatScalar:$loss);
@@ -265,9 +278,11 @@ def MoE_DispatchOp : MoE_Op<"dispatch", [Pure, AttrSizedOperandSegments]> {
     * `ids` (and `weights`, `slots`) are `[T, k]` for `input [T, H]`;
     * `rows` and `weights` have the element type of `input`, and `rows` its
       row width H;
-    * `counts` has E elements, E >= 1;
+    * `counts` has E elements, 1 <= E <= 2^31 - 1;
     * with `capacity`: `drop_policy` is given, C >= 1, and `rows` is
       `[E, C, H]`, or `[E, min(C, T*k), H]` with `offsets`;
+    * `rows` has at most 2^31 - 1 rows (`E x C`, `E x min(C, T*k)` or
+      `T*k`), since `slots` index them as i32; computed without overflow;
     * `offsets` has the type of `counts` and needs the `position` policy;
     * without `capacity`: no `drop_policy`, and `rows` is `[T*k, H]`;
     * `weights` is given exactly for the `probs` policy.
@@ -321,8 +336,9 @@ def MoE_ExpertsOp : MoE_Op<"experts", [Pure, AttrSizedOperandSegments]> {
     **Constraints:**
     * the result has the shape of `rows` but the row width of fc2 (M), and
       the element type of `rows`; every weight and bias has that element type;
-    * there is at least one expert (E >= 1), `counts` has a multiple of E
-      elements, and capacity rows have one block per group;
+    * there is at least one expert and at most 2^31 - 1
+      (1 <= E <= 2^31 - 1), `counts` has a multiple of E elements, and
+      capacity rows have one block per group;
     * fc1 is `[E, F1, H]` with H the row width; fc2 is `[E, M, F]` where
       F1 = 2F for a fused SwiGLU and F1 = F otherwise; fc3 is `[E, F, H]`;
     * each bias is `[E, out]` of its projection;
@@ -509,7 +525,7 @@ def MoE_ExpertCountsOp : MoE_Op<"expert_counts", [Pure]> {
     ```
 
     **Constraints:**
-    * `counts` has E >= 1 elements.
+    * `counts` has E elements, 1 <= E <= 2^31 - 1.
   }];
   let arguments = (ins MoE_IdMatrix:$ids);
   let results = (outs MoE_CountVector:$counts);
@@ -613,6 +629,10 @@ def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments]> {
       experts' output width M;
     * without `expert_choice`, `capacity` (tokens per expert, at least 1)
       and `drop_policy` are given together or not at all (dropless);
+    * the row buffer that `moe-decompose` creates, `[E, C, H]` with a
+      capacity and `[T*k, H]` without, has at most 2^31 - 1 rows (`slots`
+      are i32), and it and the experts' output rows (`[..., M]`) hold at
+      most 2^40 bytes each; computed without overflow;
     * with `expert_choice`, no `drop_policy` is given;
     * `selection_bias` is the router's `bias`;
   }], MoE_RoutingConstraints);

@@ -3,6 +3,7 @@
 #ifndef MOE_DIALECTS_ONNX_IR_ONNXDIALECT_H
 #define MOE_DIALECTS_ONNX_IR_ONNXDIALECT_H
 
+#include "dialects/Common/BufferBounds.h"
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Dialect.h"

@@ -10,6 +10,7 @@
 #ifndef MOE_DIALECTS_ONNX_IR_ONNXOPS_TD
 #define MOE_DIALECTS_ONNX_IR_ONNXOPS_TD
 
+include "dialects/Common/BufferBounds.td"
 include "mlir/IR/OpBase.td"
 include "mlir/IR/BuiltinTypes.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
@@ -38,9 +39,12 @@ def ONNX_Dialect : Dialect {
 
 /// An ONNX operator with `minInputs..maxInputs` inputs and
 /// `minOutputs..maxOutputs` outputs (-1: unbounded), checked by the verifier.
+/// Its ranked inputs and outputs are bounded (BoundedBuffers): the static
+/// dimensions of each give an element count and byte size that fit int64
+/// and at most 2^40 bytes.
 class ONNX_Op<string opType, int minInputs, int maxInputs, int minOutputs = 1,
               int maxOutputs = 1, list<Trait> traits = []>
-    : Op<ONNX_Dialect, opType, !listconcat([Pure], traits)> {
+    : Op<ONNX_Dialect, opType, !listconcat([Pure, BoundedBuffers], traits)> {
   let summary = "ONNX " # opType;
   let description = "The ONNX operator `" # opType # "` (ONNX semantics); "
       "its inputs, outputs and attributes are ONNX's.";

@@ -47,7 +47,7 @@ func.func @alpha_twice() attributes {a = #moe.activation<swiglu, alpha = 1.5, al
 
 // -----
 
-// expected-error @+1 {{swiglu limit must be positive, got 0.000000e+00}}
+// expected-error @+1 {{swiglu limit must be finite and positive, got 0.000000e+00}}
 func.func @limit_not_positive() attributes {a = #moe.activation<swiglu, interleaved, limit = 0.0>} {
   return
 }
@@ -195,7 +195,7 @@ func.func @normalize_expert_choice(%l: tensor<4x4xf32>) {
 // -----
 
 func.func @scaling_factor_not_positive(%l: tensor<4x4xf32>) {
-  // expected-error @+1 {{'moe.router' op scaling_factor must be positive, got 0.000000e+00}}
+  // expected-error @+1 {{'moe.router' op scaling_factor must be finite and positive, got 0.000000e+00}}
   %ids, %w = moe.router softmax topk %l {scaling_factor = 0.0}
       : tensor<4x4xf32> -> tensor<4x2xi32>, tensor<4x2xf32>
   return
@@ -204,7 +204,7 @@ func.func @scaling_factor_not_positive(%l: tensor<4x4xf32>) {
 // -----
 
 func.func @sinkhorn_tolerance_not_positive(%l: tensor<4x4xf32>) {
-  // expected-error @+1 {{'moe.router' op sinkhorn_tolerance must be positive, got -1.000000e-04}}
+  // expected-error @+1 {{'moe.router' op sinkhorn_tolerance must be finite and positive, got -1.000000e-04}}
   %ids, %w = moe.router softmax sinkhorn %l {sinkhorn_tolerance = -1.0e-4}
       : tensor<4x4xf32> -> tensor<4x2xi32>, tensor<4x2xf32>
   return
@@ -222,7 +222,7 @@ func.func @sinkhorn_max_iterations(%l: tensor<4x4xf32>) {
 // -----
 
 func.func @jitter_eps_negative(%l: tensor<4x4xf32>) {
-  // expected-error @+1 {{'moe.router' op jitter_eps must be non-negative, got -1.000000e-02}}
+  // expected-error @+1 {{'moe.router' op jitter_eps must be finite and non-negative, got -1.000000e-02}}
   %ids, %w = moe.router softmax sparse_mixer %l {jitter_eps = -0.01}
       : tensor<4x4xf32> -> tensor<4x2xi32>, tensor<4x2xf32>
   return
@@ -398,7 +398,7 @@ func.func @loss_element_type(%l: tensor<4x4xf32>) {
 // -----
 
 func.func @loss_coeff_negative(%l: tensor<4x4xf32>, %ids: tensor<4x2xi32>) {
-  // expected-error @+1 {{'moe.aux_loss' op coeff must be non-negative, got -1.000000e-02}}
+  // expected-error @+1 {{'moe.aux_loss' op coeff must be finite and non-negative, got -1.000000e-02}}
   %a = moe.aux_loss softmax %l, %ids {coeff = -1.0e-2}
       : tensor<4x4xf32>, tensor<4x2xi32> -> tensor<f32>
   return
