@@ -441,8 +441,11 @@ def MoESetPlanPass : Pass<"moe-set-plan", "::mlir::ModuleOp"> {
     MoEConfig fields `moe_load_balancing`, `global_token_shuffle`,
     `moe_all_to_all_dispatcher`, `moe_aux_loss_coeff`, `moe_z_loss_coeff`),
     or both (options win). Without `dp`, the data-parallel degree is what
-    `world-size` leaves after pp, ep and tp. An invalid plan is one error
-    naming the problem.
+    `world-size` leaves after pp, ep and tp. An option counts as given when
+    the pipeline sets it, whatever its value: a degree or world size set to
+    0 or below is refused (the defaults shown are never read). The world
+    size is at most 2^31 - 1 ranks, every product of degrees computed
+    without overflow. An invalid plan is one error naming the problem.
   }];
   let options = [
     Option<"worldSize", "world-size", "int64_t", "0", "Ranks in the world">,

@@ -1,11 +1,13 @@
 //===- Plan.cpp - parallel plans from options and SageMaker configs -------===//
 
 #include "moe/Plan/Plan.h"
+#include "moe/Support/Input.h"
 
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
+#include "llvm/Support/MathExtras.h"
 #include <cmath>
 
 using namespace mlir;
@@ -58,7 +60,8 @@ struct SmpReader {
     if (!d)
       return fieldError(key, "must be a number");
     if (!std::isfinite(*d) || *d < 0)
-      return fieldError(key, "must not be negative, got " + number(*d));
+      return fieldError(key, "must be finite and not negative, got " +
+                                 number(*d));
     return *d;
   }
 
@@ -155,7 +158,9 @@ llvm::Error SmpReader::read(const llvm::json::Object &params) {
 
 llvm::Expected<PlanRequest> mlir::moe::parseSmpConfig(llvm::StringRef json,
                                                       llvm::StringRef name) {
-  llvm::Expected<JSONValue> root = llvm::json::parse(json);
+  // Refuses repeated keys (LLVM's parser keeps the last) and nesting deep
+  // enough to overflow its recursion.
+  llvm::Expected<JSONValue> root = moe::parseJson(json);
   if (!root)
     return planError(name + ": not valid JSON: " +
                      llvm::toString(root.takeError()));
@@ -196,44 +201,93 @@ void mlir::moe::overridePlan(PlanRequest &request,
   take(request.zLossCoeff, overrides.zLossCoeff);
 }
 
+using Degree = std::pair<llvm::StringRef, int64_t>;
+
+/// The product of `degrees` (each at least 1), or an error naming them when
+/// it overflows int64 or passes the most ranks a plan may have.
+static llvm::Expected<int64_t> rankProduct(llvm::ArrayRef<Degree> degrees) {
+  int64_t product = 1;
+  bool tooMany = false;
+  for (auto [what, d] : degrees)
+    tooMany = tooMany || llvm::MulOverflow(product, d, product) ||
+              product > PlanAttr::kMaxWorldSize;
+  if (!tooMany)
+    return product;
+  std::string names, values;
+  llvm::raw_string_ostream n(names), v(values);
+  llvm::interleave(degrees, n, [&](const Degree &d) { n << d.first; }, " x ");
+  llvm::interleave(degrees, v, [&](const Degree &d) { v << d.second; }, " x ");
+  return planError(llvm::formatv("{0} = {1} is more than the {2} (2^31 - 1) "
+                                 "ranks an MPI rank number can count",
+                                 names, values, PlanAttr::kMaxWorldSize));
+}
+
 llvm::Expected<PlanAttr> mlir::moe::resolvePlan(MLIRContext *context,
                                                 const PlanRequest &request) {
   PlanAttr defaults = PlanAttr::getDefault(context);
+  // Every degree that is given is at least 1 (0 is not "not given").
+  std::pair<llvm::StringRef, std::optional<int64_t>> given[] = {
+      {"pp", request.pp}, {"ep", request.ep}, {"tp", request.tp},
+      {"dp", request.dp}};
+  for (auto [what, d] : given)
+    if (d && *d < 1)
+      return planError(
+          llvm::formatv("{0} must be at least 1, got {1}", what, *d));
+  if (request.worldSize && *request.worldSize < 1)
+    return planError(llvm::formatv(
+        "the world size must be at least 1, got {0}", *request.worldSize));
+  if (request.worldSize && *request.worldSize > PlanAttr::kMaxWorldSize)
+    return planError(llvm::formatv("the world size {0} is more than the {1} "
+                                   "(2^31 - 1) ranks an MPI rank number can "
+                                   "count",
+                                   *request.worldSize,
+                                   PlanAttr::kMaxWorldSize));
   int64_t pp = request.pp.value_or(1), ep = request.ep.value_or(1),
           tp = request.tp.value_or(1);
-  std::pair<llvm::StringRef, int64_t> degrees[] = {
-      {"pp", pp}, {"ep", ep}, {"tp", tp}};
-  for (auto [what, d] : degrees)
-    if (d < 1)
-      return planError(llvm::formatv("{0} must be at least 1, got {1}", what, d));
+  // pp x ep x tp, overflow-checked: it divides the world size below.
+  llvm::Expected<int64_t> ppEpTp =
+      rankProduct({{"pp", pp}, {"ep", ep}, {"tp", tp}});
+  if (!ppEpTp)
+    return ppEpTp.takeError();
   int64_t dp = request.dp.value_or(1);
   if (request.worldSize) {
     int64_t world = *request.worldSize;
-    if (world < 1)
-      return planError(llvm::formatv("the world size must be at least 1, got {0}",
-                                     world));
-    for (auto [what, d] : degrees)
+    for (auto [what, d] : {Degree{"pp", pp}, {"ep", ep}, {"tp", tp}})
       if (world % d != 0)
         return planError(llvm::formatv(
             "{0} = {1} does not divide the world size {2}", what, d, world));
-    if (world % (pp * ep * tp) != 0)
+    if (world % *ppEpTp != 0)
       return planError(llvm::formatv(
-          "pp x ep x tp = {0} does not divide the world size {1}",
-          pp * ep * tp, world));
-    int64_t rest = world / (pp * ep * tp);
-    if (request.dp && *request.dp != rest)
+          "pp x ep x tp = {0} does not divide the world size {1}", *ppEpTp,
+          world));
+    int64_t rest = world / *ppEpTp;
+    if (request.dp && *request.dp != rest) {
+      int64_t ranks;
+      if (llvm::MulOverflow(*request.dp, *ppEpTp, ranks))
+        return planError(llvm::formatv(
+            "dp = {0} with pp x ep x tp = {1} makes more ranks than int64 "
+            "counts, not the world size {2}",
+            *request.dp, *ppEpTp, world));
       return planError(llvm::formatv(
           "dp = {0} with pp x ep x tp = {1} makes {2} ranks, not the world "
           "size {3}",
-          *request.dp, pp * ep * tp, *request.dp * pp * ep * tp, world));
+          *request.dp, *ppEpTp, ranks, world));
+    }
     dp = rest;
   }
-  if (dp < 1)
-    return planError(llvm::formatv("dp must be at least 1, got {0}", dp));
+  // The world size, overflow-checked and bounded (PlanAttr's constraint).
+  if (llvm::Expected<int64_t> world =
+          rankProduct({{"pp", pp}, {"dp", dp}, {"ep", ep}, {"tp", tp}});
+      !world)
+    return world.takeError();
+  if (request.dpShard && *request.dpShard < 0)
+    return planError(llvm::formatv(
+        "the weight-sharding degree must not be negative, got {0}",
+        *request.dpShard));
   int64_t dpShard = request.dpShard.value_or(1);
   if (dpShard == 0)
     dpShard = dp;
-  if (dpShard < 0 || dp % dpShard != 0)
+  if (dp % dpShard != 0)
     return planError(llvm::formatv(
         "the weight-sharding degree {0} does not divide dp = {1}", dpShard,
         dp));
@@ -241,7 +295,8 @@ llvm::Expected<PlanAttr> mlir::moe::resolvePlan(MLIRContext *context,
                              "the aux loss coefficient", request.auxLossCoeff},
                          {"the z-loss coefficient", request.zLossCoeff}})
     if (c && (!std::isfinite(*c) || *c < 0))
-      return planError(what + " must not be negative, got " + number(*c));
+      return planError(what + " must be finite and not negative, got " +
+                       number(*c));
   if (request.seed && *request.seed < 0)
     return planError(
         llvm::formatv("the seed must not be negative, got {0}", *request.seed));

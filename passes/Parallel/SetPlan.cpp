@@ -1,9 +1,9 @@
 //===- SetPlan.cpp - attach a parallel plan to the module -----------------===//
 
 #include "moe/Plan/Plan.h"
+#include "moe/Support/Input.h"
 #include "passes/Parallel/ShardLayer.h"
 #include "passes/Passes.h"
-#include "llvm/Support/MemoryBuffer.h"
 
 namespace mlir::moe {
 #define GEN_PASS_DEF_MOESETPLANPASS
@@ -13,11 +13,20 @@ namespace {
 struct MoESetPlanPass : public impl::MoESetPlanPassBase<MoESetPlanPass> {
   using Base::Base;
 
-  /// The options the user set; 0 (or -1, "") means "not given".
+  /// The degree options by name. An option is given when the pipeline sets
+  /// it (Option::hasValue), whatever its value: 0 is refused like any
+  /// degree below 1, never read as "not given".
+  SmallVector<std::pair<StringRef, const Option<int64_t> *>> degreeOptions() {
+    return {{"world-size", &worldSize}, {"pp", &pp}, {"dp", &dp},
+            {"dp-shard", &dpShard},     {"ep", &ep}, {"tp", &tp}};
+  }
+
+  /// The options the pipeline set.
   PlanRequest requestFromOptions() {
     PlanRequest r;
-    auto given = [](int64_t v) -> std::optional<int64_t> {
-      return v > 0 ? std::optional<int64_t>(v) : std::nullopt;
+    auto given = [](const Option<int64_t> &o) -> std::optional<int64_t> {
+      return o.hasValue() ? std::optional<int64_t>(o.getValue())
+                          : std::nullopt;
     };
     r.worldSize = given(worldSize);
     r.pp = given(pp);
@@ -25,30 +34,34 @@ struct MoESetPlanPass : public impl::MoESetPlanPassBase<MoESetPlanPass> {
     r.dpShard = given(dpShard);
     r.ep = given(ep);
     r.tp = given(tp);
-    if (seed >= 0)
-      r.seed = seed;
-    if (tokenShuffle)
-      r.tokenShuffle = true;
+    r.seed = given(seed);
+    if (tokenShuffle.hasValue())
+      r.tokenShuffle = tokenShuffle.getValue();
     return r;
   }
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    for (auto [name, value] :
-         {std::pair<StringRef, int64_t>{"world-size", worldSize}, {"pp", pp},
-          {"dp", dp}, {"dp-shard", dpShard}, {"ep", ep}, {"tp", tp}}) {
-      if (value < 0) {
+    for (auto [name, option] : degreeOptions()) {
+      int64_t value = option->getValue();
+      if (option->hasValue() && value < 1) {
         module.emitError() << "moe-set-plan: " << name
                            << " must be at least 1, got " << value;
         return signalPassFailure();
       }
     }
+    if (seed.hasValue() && seed.getValue() < 0) {
+      module.emitError() << "moe-set-plan: seed must not be negative, got "
+                         << seed.getValue();
+      return signalPassFailure();
+    }
     PlanRequest request;
     if (!smpConfig.empty()) {
-      auto file = llvm::MemoryBuffer::getFile(smpConfig);
+      // Bounded: a directory, /dev/zero or a huge file is one error.
+      auto file = readInputFile(smpConfig);
       if (!file) {
-        module.emitError() << "moe-set-plan: cannot read '" << smpConfig
-                           << "': " << file.getError().message();
+        module.emitError() << "moe-set-plan: "
+                           << llvm::toString(file.takeError());
         return signalPassFailure();
       }
       llvm::Expected<PlanRequest> fromFile =

@@ -50,22 +50,25 @@ static cl::opt<moe::EmitStage> emit(
                    "a bundle directory for moe-run")),
     cl::init(moe::EmitStage::Library), cl::cat(category));
 
-// The parallel plan: moe-set-plan's options.
+// The parallel plan: moe-set-plan's options. A degree is given when it is
+// on the command line (getNumOccurrences), whatever its value, so that 0 is
+// refused like any degree below 1; the defaults are never read.
 static cl::opt<int64_t> worldSize("world-size",
                                   cl::desc("Ranks (default: the product of "
                                            "the degrees)"),
-                                  cl::init(0), cl::cat(category));
-static cl::opt<int64_t> pp("pp", cl::desc("Pipeline-parallel degree"),
-                           cl::init(0), cl::cat(category));
-static cl::opt<int64_t> dp("dp", cl::desc("Data-parallel degree"),
-                           cl::init(0), cl::cat(category));
+                                  cl::cat(category));
+static cl::opt<int64_t> pp("pp", cl::desc("Pipeline-parallel degree (>= 1)"),
+                           cl::cat(category));
+static cl::opt<int64_t> dp("dp", cl::desc("Data-parallel degree (>= 1)"),
+                           cl::cat(category));
 static cl::opt<int64_t> dpShard(
-    "dp-shard", cl::desc("Ranks of a data-parallel group that shard weights"),
-    cl::init(0), cl::cat(category));
-static cl::opt<int64_t> ep("ep", cl::desc("Expert-parallel degree"),
-                           cl::init(0), cl::cat(category));
-static cl::opt<int64_t> tp("tp", cl::desc("Tensor-parallel degree"),
-                           cl::init(0), cl::cat(category));
+    "dp-shard",
+    cl::desc("Ranks of a data-parallel group that shard weights (>= 1)"),
+    cl::cat(category));
+static cl::opt<int64_t> ep("ep", cl::desc("Expert-parallel degree (>= 1)"),
+                           cl::cat(category));
+static cl::opt<int64_t> tp("tp", cl::desc("Tensor-parallel degree (>= 1)"),
+                           cl::cat(category));
 static cl::opt<std::string> dispatcher(
     "dispatcher", cl::desc("Token dispatcher: all-to-all or all-gather"),
     cl::cat(category));
@@ -90,23 +93,25 @@ static cl::opt<bool> gpuStreamOrder(
 static cl::opt<unsigned> optLevel("O", cl::desc("LLVM optimization level"),
                                   cl::init(3), cl::Prefix, cl::cat(category));
 
-/// The degree options by name, which are also moe-set-plan's option names;
-/// 0 means not given.
-static SmallVector<std::pair<StringRef, int64_t>> degrees() {
-  return {{"world-size", worldSize}, {"pp", pp}, {"dp", dp},
-          {"dp-shard", dpShard},     {"ep", ep}, {"tp", tp}};
+/// The degree options given on the command line, by name (which is also
+/// moe-set-plan's option name).
+static SmallVector<std::pair<StringRef, int64_t>> givenDegrees() {
+  SmallVector<std::pair<StringRef, int64_t>> given;
+  for (cl::opt<int64_t> *option : {&worldSize, &pp, &dp, &dpShard, &ep, &tp})
+    if (option->getNumOccurrences())
+      given.push_back({option->ArgStr, option->getValue()});
+  return given;
 }
 
 static std::string planOptions() {
   std::string result;
   llvm::raw_string_ostream os(result);
-  for (auto [name, value] : degrees())
-    if (value != 0)
-      os << name << "=" << value << " ";
+  for (auto [name, value] : givenDegrees())
+    os << name << "=" << value << " ";
   if (!dispatcher.empty())
     os << "dispatcher=" << dispatcher << " ";
-  if (tokenShuffle)
-    os << "token-shuffle=1 ";
+  if (tokenShuffle.getNumOccurrences())
+    os << "token-shuffle=" << (tokenShuffle ? 1 : 0) << " ";
   if (!smpConfig.empty())
     os << "smp-config=" << smpConfig;
   return result;
@@ -128,8 +133,8 @@ int main(int argc, char **argv) {
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
 
-  for (auto [name, value] : degrees()) {
-    if (value < 0) {
+  for (auto [name, value] : givenDegrees()) {
+    if (value < 1) {
       emitError(UnknownLoc::get(&context))
           << "moe-compile: --" << name << " must be at least 1, got " << value;
       return 1;

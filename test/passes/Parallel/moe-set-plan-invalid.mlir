@@ -21,9 +21,9 @@
 // SHARD: error: moe-set-plan: invalid plan: the weight-sharding degree 3 does not divide dp = 4
 // NEGATIVE: error: moe-set-plan: ep must be at least 1, got -2
 // DISPATCHER: error: moe-set-plan: dispatcher must be all-to-all or all-gather, got 'broadcast'
-// MISSING: error: moe-set-plan: cannot read '{{.*}}missing.json': No such file or directory
+// MISSING: error: moe-set-plan: cannot read {{.*}}missing.json: No such file or directory
 // UNKNOWN: error: moe-set-plan: {{.*}}bad-unknown-field.json: unknown field 'expert_paralel_degree'
-// COEFF: error: moe-set-plan: {{.*}}bad-negative-coeff.json: 'moe_aux_loss_coeff' must not be negative, got -0.5
+// COEFF: error: moe-set-plan: {{.*}}bad-negative-coeff.json: 'moe_aux_loss_coeff' must be finite and not negative, got -0.5
 // BALANCING: error: moe-set-plan: {{.*}}: 'moe_load_balancing' must be one of "sinkhorn", "aux_loss", "balanced" or "none"
 // TYPE: error: moe-set-plan: {{.*}}: 'expert_parallel_degree' must be an integer
 // ZERO: error: moe-set-plan: {{.*}}: 'expert_parallel_degree' must be at least 1, got 0
