@@ -26,7 +26,9 @@ namespace mlir::moe {
 enum class OrtMoELayout { Detect, Current, Legacy };
 
 struct ImportOptions {
-  /// Graph input name -> its static shape; replaces dynamic (or any) dims.
+  /// Graph input name -> its static shape. It fills the dims the model
+  /// leaves dynamic; its rank and the model's static dims must be the
+  /// model's (the ONNX importer refuses a shape that differs).
   llvm::StringMap<llvm::SmallVector<int64_t>> inputShapes;
   OrtMoELayout ortMoELayout = OrtMoELayout::Detect;
 };

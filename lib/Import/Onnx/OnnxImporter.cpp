@@ -18,6 +18,7 @@
 #include "OnnxImporter.h"
 #include "GraphImporter.h"
 #include "OrtContrib.h"
+#include "dialects/Common/BufferBounds.h"
 #include "dialects/moe/IR/MoEDialect.h"
 #include "dialects/onnx/IR/ONNXDialect.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -25,6 +26,7 @@
 #include "mlir/IR/Verifier.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/MathExtras.h"
 #include "llvm/Support/Path.h"
 
 #include <onnx/defs/schema.h>
@@ -52,6 +54,21 @@ static int64_t getMaxOpset() {
           .Map();
   auto range = ranges.find(::ONNX_NAMESPACE::ONNX_DOMAIN);
   return range == ranges.end() ? kMinOpset : range->second.second;
+}
+
+/// The oldest IR version the importer reads: 3, ONNX 1.0's, the first with
+/// opset imports. The newest is the linked ONNX library's: a newer file may
+/// use fields this library does not know, which protobuf would drop.
+static constexpr int64_t kMinIrVersion = 3;
+
+static LogicalResult checkIrVersion(const ModelProto &model, Location fileLoc) {
+  int64_t version = model.ir_version();
+  int64_t newest = ::ONNX_NAMESPACE::IR_VERSION;
+  if (version >= kMinIrVersion && version <= newest)
+    return success();
+  return emitError(fileLoc) << "ir_version " << version
+                            << " is not supported (" << kMinIrVersion << " to "
+                            << newest << ")";
 }
 
 /// Opset version by domain, the default domain as "".
@@ -179,7 +196,10 @@ static LogicalResult checkValues(const GraphProto &graph, Location fileLoc) {
   return success();
 }
 
-/// Replaces the shapes of the graph inputs named in `options`.
+/// Gives the graph inputs named in `options` their static shapes. A shape
+/// fills the model's dynamic dimensions; it must have the declared rank and
+/// keep every static dimension the model declares (the graph relies on
+/// them: another value would import IR that contradicts itself).
 static LogicalResult applyInputShapes(GraphProto &graph,
                                       const ImportOptions &options,
                                       Location fileLoc) {
@@ -215,10 +235,51 @@ static LogicalResult applyInputShapes(GraphProto &graph,
              << "--input-shape: input '" << name << "' has rank "
              << tensor.shape().dim_size() << ", but the shape given has rank "
              << dims.size();
+    if (tensor.has_shape()) {
+      for (auto [i, dim] : llvm::enumerate(tensor.shape().dim()))
+        if (dim.has_dim_value() && dim.dim_value() != dims[i])
+          return emitError(fileLoc)
+                 << "--input-shape: input '" << name << "' declares dim " << i
+                 << " as " << dim.dim_value() << ", but the shape given has "
+                 << dims[i] << " (only dynamic dims can be set)";
+    }
     ::ONNX_NAMESPACE::TensorShapeProto &shape = *tensor.mutable_shape();
     shape.clear_dim();
     for (int64_t dim : dims)
       shape.add_dim()->set_dim_value(dim);
+  }
+  return success();
+}
+
+/// Checks that the static dims of every graph input (as declared, or as
+/// --input-shape gave them) count at most the elements one buffer may hold,
+/// before shape inference multiplies them.
+static LogicalResult checkInputSizes(const GraphProto &graph,
+                                     Location fileLoc) {
+  for (const ::ONNX_NAMESPACE::ValueInfoProto *input : getArgumentInputs(graph)) {
+    if (!input->type().has_tensor_type() ||
+        !input->type().tensor_type().has_shape())
+      continue;
+    int64_t count = 1;
+    bool tooLarge = false;
+    for (const auto &dim : input->type().tensor_type().shape().dim())
+      if (dim.has_dim_value())
+        tooLarge = tooLarge ||
+                   llvm::MulOverflow(count, int64_t(dim.dim_value()), count) ||
+                   count > kMaxBufferBytes;
+    if (tooLarge) {
+      InFlightDiagnostic diag = emitError(fileLoc)
+                                << "input '" << input->name() << "' of shape [";
+      llvm::interleaveComma(input->type().tensor_type().shape().dim(), diag,
+                            [&](const auto &dim) {
+                              if (dim.has_dim_value())
+                                diag << dim.dim_value();
+                              else
+                                diag << "?";
+                            });
+      return diag << "] has more elements than one buffer may hold (2^40 "
+                     "bytes)";
+    }
   }
   return success();
 }
@@ -314,6 +375,8 @@ OwningOpRef<ModuleOp> moe::importOnnxModel(ModelProto &&model,
                        tensor::TensorDialect, MoEDialect,
                        moe::onnx::ONNXDialect>();
   Location fileLoc = FileLineColLoc::get(context, sourceName, 0, 0);
+  if (failed(checkIrVersion(model, fileLoc)))
+    return {};
   if (!model.has_graph()) {
     emitError(fileLoc) << "not a valid ONNX model: it has no graph";
     return {};
@@ -337,6 +400,7 @@ OwningOpRef<ModuleOp> moe::importOnnxModel(ModelProto &&model,
   if (failed(checkValues(graph, fileLoc)))
     return {};
   if (failed(applyInputShapes(graph, options, fileLoc)) ||
+      failed(checkInputSizes(graph, fileLoc)) ||
       failed(inferShapes(model, fileLoc)))
     return {};
 

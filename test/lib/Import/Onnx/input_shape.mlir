@@ -10,8 +10,8 @@
 // RUN: not moe-translate --import-onnx %corpus/switch.onnx --input-shape hidden_states=16x16 \
 // RUN:     --input-shape hidden_states=8x16 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=TWICE --implicit-check-not=error: --implicit-check-not="PLEASE submit"
-// A static dimension can be replaced too (here the hidden size: the
-// router's MatMul then fails shape inference, naming its node).
+// A static dimension the model declares cannot be replaced (the graph relies
+// on it: here the hidden size that the router's MatMul contracts).
 // RUN: not moe-translate --import-onnx %corpus/switch.onnx --input-shape hidden_states=16x8 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=MISMATCH --implicit-check-not=error: --implicit-check-not="PLEASE submit"
 
@@ -20,4 +20,4 @@
 // SYNTAX: error: --input-shape expects NAME=D0xD1x..., got 'hidden_states'
 // DIM: error: --input-shape 'hidden_states=16x-1': '-1' is not a non-negative dimension
 // TWICE: error: --input-shape gives 'hidden_states' twice
-// MISMATCH: error: node '/classifier/MatMul' (MatMul): shape inference failed: Incompatible dimensions for matrix multiplication
+// MISMATCH: switch.onnx:0:0: error: --input-shape: input 'hidden_states' declares dim 1 as 16, but the shape given has 8 (only dynamic dims can be set)
