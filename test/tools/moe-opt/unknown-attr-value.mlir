@@ -54,7 +54,7 @@ func.func @swiglu_layout(%r: tensor<8x8xf32>, %c: tensor<4xi32>, %w1: tensor<4x3
 
 // -----
 
-// CHECK: error: {{.*}}swiglu limit must be positive, got -7.000000e+00
+// CHECK: error: {{.*}}swiglu limit must be finite and positive, got -7.000000e+00
 func.func @swiglu_limit(%r: tensor<8x8xf32>, %c: tensor<4xi32>, %w1: tensor<4x32x8xf32>, %w2: tensor<4x8x16xf32>) {
   %0 = moe.experts %r, %c fc1(%w1) fc2(%w2) activation <swiglu, interleaved, limit = -7.0>
       : (tensor<8x8xf32>, tensor<4xi32>, tensor<4x32x8xf32>, tensor<4x8x16xf32>) -> tensor<8x8xf32>
