@@ -31,6 +31,11 @@ struct ImportOptions {
   /// model's (the ONNX importer refuses a shape that differs).
   llvm::StringMap<llvm::SmallVector<int64_t>> inputShapes;
   OrtMoELayout ortMoELayout = OrtMoELayout::Detect;
+  /// Runs libtorch's loader and the graph translation of a TorchScript
+  /// import in a child process, so that a crash inside libtorch on a
+  /// malformed archive is an error, not the end of the tool. Off only where
+  /// the caller must see the translation (a coverage-guided fuzzer).
+  bool isolateTorchScript = true;
 };
 
 /// Adds one `--input-shape` value, `NAME=D0xD1x...`, to `options`; on a

@@ -5,6 +5,11 @@
 // and finishes through the ONNX importer, so that both imports of a model
 // share ONNX shape inference, weight handling and the onnx dialect image.
 //
+// libtorch's loader trusts the archive: some malformed zips make it read
+// uninitialised memory and fault. The loading and translation therefore run
+// in a child process that sends back the ONNX model or its errors; a child
+// that dies is one error naming the archive.
+//
 //===----------------------------------------------------------------------===//
 
 #include "GraphTranslator.h"
@@ -16,6 +21,11 @@
 #include "moe/Import/Import.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Path.h"
+
+#include <csignal>
+#include <cstring>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <caffe2/serialize/read_adapter_interface.h>
 #include <torch/csrc/jit/api/module.h>
@@ -535,6 +545,99 @@ static LogicalResult translateArchive(llvm::MemoryBufferRef buffer,
   return success();
 }
 
+namespace {
+/// What the child sends back: a tag, then the serialized model ('M') or the
+/// text of each error, NUL-terminated ('E').
+enum class Reply : char { Model = 'M', Errors = 'E' };
+} // namespace
+
+static bool writeAll(int fd, const char *data, size_t size) {
+  while (size > 0) {
+    ssize_t n = ::write(fd, data, size);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return false;
+    data += n;
+    size -= n;
+  }
+  return true;
+}
+
+/// translateArchive in a child process; its errors are re-emitted here.
+static LogicalResult translateIsolated(llvm::MemoryBufferRef buffer,
+                                       Location loc,
+                                       const ImportOptions &options,
+                                       ::ONNX_NAMESPACE::ModelProto &model) {
+  int fds[2];
+  if (::pipe(fds) != 0)
+    return emitError(loc) << "cannot start the TorchScript loader: "
+                          << std::strerror(errno);
+  pid_t child = ::fork();
+  if (child < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return emitError(loc) << "cannot start the TorchScript loader: "
+                          << std::strerror(errno);
+  }
+  if (child == 0) {
+    ::close(fds[0]);
+    std::string errors;
+    bool translated = false;
+    {
+      ScopedDiagnosticHandler collect(loc.getContext(), [&](Diagnostic &d) {
+        if (d.getSeverity() == DiagnosticSeverity::Error)
+          errors += d.str() + '\0';
+        return success();
+      });
+      try {
+        translated = succeeded(translateArchive(buffer, loc, options, model));
+      } catch (const std::exception &error) {
+        errors += "cannot import the TorchScript archive: " +
+                  messageOf(error) + '\0';
+      } catch (...) {
+      }
+    }
+    std::string reply(1, static_cast<char>(Reply::Model));
+    if (!translated || !model.AppendToString(&reply))
+      reply = static_cast<char>(Reply::Errors) + errors;
+    _exit(writeAll(fds[1], reply.data(), reply.size()) ? 0 : 1);
+  }
+  ::close(fds[1]);
+  std::string reply;
+  char chunk[1 << 16];
+  for (ssize_t n; (n = ::read(fds[0], chunk, sizeof chunk)) != 0;) {
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      break;
+    reply.append(chunk, n);
+  }
+  ::close(fds[0]);
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFSIGNALED(status))
+    return emitError(loc) << "not a valid TorchScript archive: libtorch's "
+                             "loader crashed on it ("
+                          << strsignal(WTERMSIG(status)) << ")";
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || reply.empty())
+    return emitError(loc) << "the TorchScript loader ended without an answer";
+  StringRef body = StringRef(reply).drop_front();
+  if (reply[0] == static_cast<char>(Reply::Model)) {
+    if (!model.ParseFromArray(body.data(), static_cast<int>(body.size())))
+      return emitError(loc) << "the TorchScript loader sent a malformed model";
+    return success();
+  }
+  SmallVector<StringRef> errors;
+  body.split(errors, '\0', /*MaxSplit=*/-1, /*KeepEmpty=*/false);
+  for (StringRef error : errors)
+    emitError(loc) << error;
+  if (errors.empty())
+    emitError(loc) << "cannot import the TorchScript archive";
+  return failure();
+}
+
 OwningOpRef<ModuleOp> moe::importTorchScript(llvm::MemoryBufferRef buffer,
                                              MLIRContext *context,
                                              const ImportOptions &options) {
@@ -544,7 +647,9 @@ OwningOpRef<ModuleOp> moe::importTorchScript(llvm::MemoryBufferRef buffer,
   // may leave this function.
   try {
     ::ONNX_NAMESPACE::ModelProto model;
-    if (failed(translateArchive(buffer, loc, options, model)))
+    if (failed(options.isolateTorchScript
+                   ? translateIsolated(buffer, loc, options, model)
+                   : translateArchive(buffer, loc, options, model)))
       return {};
     return importOnnxModel(std::move(model), source,
                            llvm::sys::path::parent_path(source), context,
