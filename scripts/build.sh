@@ -4,6 +4,10 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${MOE_BUILD_DIR:-$root/build}
 
+# MOE_CMAKE_ARGS: more cmake arguments for the first configure of the build
+# directory (scripts/test-sanitized.sh passes the sanitizer options).
+read -r -a extra_args <<<"${MOE_CMAKE_ARGS:-}"
+
 # The ONNX library that scripts/setup-onnx.sh built (it only prints the
 # prefix when the library is there).
 onnx_prefix=$("$root/scripts/setup-onnx.sh")
@@ -14,7 +18,8 @@ if [ ! -f "$build/build.ninja" ]; then
     -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_C_COMPILER=clang-22 -DCMAKE_CXX_COMPILER=clang++-22 \
     -DLLVM_USE_LINKER=lld-22 \
-    -DONNX_DIR="$onnx_prefix/lib/cmake/ONNX"
+    -DONNX_DIR="$onnx_prefix/lib/cmake/ONNX" \
+    "${extra_args[@]}"
 fi
 # Paths relative to the checkout, so that another clone or build folder at
 # the same depth reuses the compiled objects.

@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   cmake ninja-build ccache
-  clang-22 lld-22
+  clang-22 lld-22 libclang-rt-22-dev
   llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
   libprotobuf-dev protobuf-compiler libtorch-dev python3-venv python3-pip
   python3-numpy python3-onnx python3-torch

@@ -3,6 +3,7 @@ import os
 
 import lit.formats
 from lit.llvm import llvm_config
+from lit.llvm.subst import ToolSubst
 
 config.name = "MOE"
 config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
@@ -54,3 +55,71 @@ if config.moe_have_cuda:
     config.available_features.add("cuda")
     if os.path.exists("/dev/nvidiactl") or os.path.exists("/dev/nvidia0"):
         config.available_features.add("cuda-gpu")
+
+# Sanitized trees (MOE_SANITIZE; scripts/test-sanitized.sh): the options
+# every instrumented program runs with, whoever starts it (lit, the Python
+# drivers, mpirun). allow_user_poisoning=0: LLVM's BumpPtrAllocator poisons
+# its free space in instrumented code only, and the uninstrumented libMLIR
+# allocates from the same allocators (an MLIRContext's) without
+# unpoisoning, a false use-after-poison. Leaks are not checked here: Open
+# MPI keeps memory allocated by the components it loads and unloads in
+# MPI_Init, whose stacks ASan's fast unwinder cannot attribute (addresses in
+# unloaded modules, or in whatever was loaded there since), so no
+# suppression holds for every run; the fuzz targets check leaks
+# (test/fuzz, with fuzz/lsan.supp).
+if config.moe_sanitize:
+    import glob
+    import platform
+
+    sanitizers = config.moe_sanitize.split(";")
+    config.available_features.add("sanitized")
+    symbolizer = os.path.join(config.llvm_tools_dir, "llvm-symbolizer")
+
+    def with_user_options(var, options):
+        # The caller's own options come last and win.
+        user = os.environ.get(var)
+        return ":".join(options + ([user] if user else []))
+
+    if "address" in sanitizers:
+        config.available_features.add("asan")
+        config.environment["ASAN_OPTIONS"] = with_user_options(
+            "ASAN_OPTIONS",
+            ["detect_leaks=0", "allow_user_poisoning=0", "abort_on_error=0",
+             "external_symbolizer_path=" + symbolizer])
+        config.environment["LSAN_OPTIONS"] = with_user_options(
+            "LSAN_OPTIONS",
+            ["suppressions=" + os.path.join(config.moe_src_root, "fuzz",
+                                            "lsan.supp"),
+             "print_suppressions=0"])
+        # The plugin is instrumented and the system mlir-opt that loads it
+        # is not: the sanitizer runtime goes in first, as a shared library.
+        runtimes = glob.glob(os.path.join(
+            config.llvm_lib_dir, "clang", "*", "lib", "linux",
+            "libclang_rt.asan-%s.so" % platform.machine()))
+        if runtimes:
+            llvm_config.add_tool_substitutions([ToolSubst(
+                "mlir-opt", command="env LD_PRELOAD=%s %s" % (
+                    runtimes[0],
+                    os.path.join(config.llvm_tools_dir, "mlir-opt")))])
+    if "undefined" in sanitizers:
+        config.available_features.add("ubsan")
+        config.environment["UBSAN_OPTIONS"] = with_user_options(
+            "UBSAN_OPTIONS",
+            ["print_stacktrace=1", "halt_on_error=1",
+             "external_symbolizer_path=" + symbolizer])
+
+# `fuzzers`: this tree has the libFuzzer targets (MOE_ENABLE_FUZZERS), which
+# test/fuzz runs briefly over their seeds.
+fuzzers = ["onnx", "onnx-proto", "torchscript", "mlir", "npy", "smp-config",
+           "manifest"]
+if config.moe_enable_fuzzers and all(
+        os.path.exists(os.path.join(config.moe_tools_dir, "moe-fuzz-" + f))
+        for f in fuzzers):
+    config.available_features.add("fuzzers")
+# Where the seed gatherer and the dictionaries are, and the bounds of a
+# short run (scripts/fuzz.sh makes the long ones).
+config.substitutions.append(
+    ("%fuzz_src", os.path.join(config.moe_src_root, "fuzz")))
+config.substitutions.append(
+    ("%fuzz_short", "-max_total_time=15 -rss_limit_mb=2048 -timeout=10 "
+                    "-print_final_stats=1"))

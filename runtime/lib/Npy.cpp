@@ -198,32 +198,30 @@ static std::string normaliseDescr(std::string &descr, int64_t &size) {
   return "";
 }
 
-std::string moert::readNpy(const std::string &path, Array &array) {
-  File f(std::fopen(path.c_str(), "rb"));
-  if (!f)
-    return "cannot open " + path + ": " + std::strerror(errno);
+std::string moert::readNpy(std::string_view contents, const std::string &name,
+                           Array &array) {
   auto bad = [&](const std::string &why) {
-    return path + " is not a valid .npy file: " + why;
+    return name + " is not a valid .npy file: " + why;
   };
 
-  unsigned char pre[12];
-  if (std::fread(pre, 1, 8, f.get()) != 8 ||
-      std::memcmp(pre, "\x93NUMPY", 6) != 0)
+  if (contents.size() < 8 || contents.substr(0, 6) != "\x93NUMPY")
     return bad("no NumPy magic string");
-  int major = pre[6];
+  int major = static_cast<unsigned char>(contents[6]);
   if (major < 1 || major > 3)
     return bad("unknown format version " + std::to_string(major));
   size_t lenBytes = major == 1 ? 2 : 4;
-  if (std::fread(pre + 8, 1, lenBytes, f.get()) != lenBytes)
+  if (contents.size() < 8 + lenBytes)
     return bad("truncated header");
   uint32_t headerLen = 0;
   for (size_t i = 0; i < lenBytes; ++i)
-    headerLen |= uint32_t(pre[8 + i]) << (8 * i);
+    headerLen |= uint32_t(static_cast<unsigned char>(contents[8 + i]))
+                 << (8 * i);
   if (headerLen > (1u << 24))
     return bad("header of " + std::to_string(headerLen) + " bytes");
-  std::string header(headerLen, '\0');
-  if (std::fread(header.data(), 1, headerLen, f.get()) != headerLen)
+  size_t dataStart = 8 + lenBytes + headerLen;
+  if (contents.size() < dataStart)
     return bad("truncated header");
+  std::string header(contents.substr(8 + lenBytes, headerLen));
 
   std::string descr;
   bool fortran = false;
@@ -232,31 +230,38 @@ std::string moert::readNpy(const std::string &path, Array &array) {
     return bad("malformed header " + header);
   }
   if (fortran)
-    return path + ": Fortran-order arrays are not supported; save a C-order "
+    return name + ": Fortran-order arrays are not supported; save a C-order "
                   "array (numpy.ascontiguousarray)";
   int64_t size;
   array.descr = descr;
   if (std::string error = normaliseDescr(array.descr, size); !error.empty())
-    return path + ": " + error;
+    return name + ": " + error;
 
   int64_t count = numElements(array.shape), bytes;
   if (count < 0 || __builtin_mul_overflow(count, size, &bytes))
     return bad("shape " + shapeString(array.shape) + " is too large");
-  long dataStart = std::ftell(f.get());
-  if (std::fseek(f.get(), 0, SEEK_END) != 0)
-    return "cannot read " + path + ": " + std::strerror(errno);
-  long fileEnd = std::ftell(f.get());
-  if (fileEnd - dataStart != bytes)
+  size_t dataBytes = contents.size() - dataStart;
+  if (dataBytes != static_cast<uint64_t>(bytes))
     return bad("shape " + shapeString(array.shape) + " of " + descr +
                " needs " + std::to_string(bytes) +
-               " data bytes, the file has " +
-               std::to_string(fileEnd - dataStart));
-  std::fseek(f.get(), dataStart, SEEK_SET);
+               " data bytes, the file has " + std::to_string(dataBytes));
   array.data = Buffer(bytes);
-  if (std::fread(array.data.data(), 1, bytes, f.get()) !=
-      static_cast<size_t>(bytes))
-    return "cannot read " + path + ": " + std::strerror(errno);
+  std::memcpy(array.data.data(), contents.data() + dataStart, dataBytes);
   return "";
+}
+
+std::string moert::readNpy(const std::string &path, Array &array) {
+  File f(std::fopen(path.c_str(), "rb"));
+  if (!f)
+    return "cannot open " + path + ": " + std::strerror(errno);
+  std::string contents;
+  char chunk[1 << 16];
+  size_t n;
+  while ((n = std::fread(chunk, 1, sizeof(chunk), f.get())) > 0)
+    contents.append(chunk, n);
+  if (std::ferror(f.get()))
+    return "cannot read " + path + ": " + std::strerror(errno);
+  return readNpy(contents, path, array);
 }
 
 bool moert::convertToModelType(Array &array, const DType &type) {

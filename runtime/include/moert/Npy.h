@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace moert {
@@ -65,6 +66,10 @@ struct Array {
 /// Reads a .npy file of format 1.0, 2.0 or 3.0 holding a C-order,
 /// little-endian array. Returns an error message, empty on success.
 std::string readNpy(const std::string &path, Array &array);
+/// The same from the file's contents in memory; `name` names the file in
+/// messages.
+std::string readNpy(std::string_view contents, const std::string &name,
+                    Array &array);
 
 /// Makes `array`, read from a .npy file, hold elements of `type`: float32
 /// data given for f16 or bf16 is rounded to nearest even (bf16 always comes

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Long fuzzing runs: each target (all of them by default, one after the
+# other) for --runs executions (default 1,000,000) or --time seconds,
+# whichever comes first, continuing past crashes, timeouts and
+# out-of-memory inputs. Prints executions, coverage and findings per target.
+#
+#   scripts/fuzz.sh [TARGET...] [--runs N] [--time SECONDS]
+#
+# TARGET: onnx onnx-proto torchscript mlir npy smp-config manifest.
+# The corpus of each target is kept between runs in
+# ~/.cache/moe-mlir/fuzz/<target>/corpus, its findings (crash-*, leak-*,
+# timeout-*, oom-*) in .../findings and its log in .../fuzz.log. The
+# targets are built in the sanitized tree (build-sanitize/, as
+# scripts/test.sh builds it). A finding is made a regression test by
+# copying it (minimized: moe-fuzz-<target> -minimize_crash=1 FILE) to
+# test/fuzz/Inputs/<target>/, which test/fuzz/regressions.test runs.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${MOE_SANITIZE_BUILD_DIR:-${MOE_BUILD_DIR:-$root/build}-sanitize}
+cache=${MOE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/moe-mlir}/fuzz
+all=(onnx onnx-proto torchscript mlir npy smp-config manifest)
+
+runs=1000000
+time_limit=0
+targets=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --runs) runs=$2; shift 2 ;;
+    --time) time_limit=$2; shift 2 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -*) echo "fuzz.sh: unknown option $1" >&2; exit 2 ;;
+    *)
+      if [[ " ${all[*]} " != *" $1 "* ]]; then
+        echo "fuzz.sh: unknown target $1 (${all[*]})" >&2
+        exit 2
+      fi
+      targets+=("$1"); shift ;;
+  esac
+done
+[ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
+
+mkdir -p "$cache"
+MOE_BUILD_DIR=$build \
+MOE_CMAKE_ARGS="-DMOE_SANITIZE=address;undefined -DMOE_ENABLE_FUZZERS=ON -DMOE_ENABLE_CUDA=OFF" \
+  "$root/scripts/build.sh" moe-fuzzers >"$cache/build.log" 2>&1 || {
+  tail -n 30 "$cache/build.log" >&2
+  echo "fuzz.sh: building the fuzz targets failed" >&2
+  exit 1
+}
+
+# Manifests compiled by whichever moe-compile there is.
+moe_compile=
+for tool in "$build/bin/moe-compile" "${MOE_BUILD_DIR:-$root/build}/bin/moe-compile"; do
+  if [ -x "$tool" ]; then moe_compile=$tool; break; fi
+done
+
+declare -A dict=([onnx]=onnx [onnx-proto]=onnx [torchscript]=onnx [mlir]=mlir
+                 [npy]=npy [smp-config]=json [manifest]=json)
+declare -A seeds=([onnx-proto]=onnx)
+summary=()
+for target in "${targets[@]}"; do
+  dir=$cache/$target
+  mkdir -p "$dir/corpus" "$dir/findings"
+  rm -rf "$dir/seeds"
+  /usr/bin/python3 "$root/fuzz/gather-seeds.py" "${seeds[$target]:-$target}" \
+    "$dir/seeds" ${moe_compile:+--moe-compile "$moe_compile"} >/dev/null
+  echo "fuzz.sh: $target: $runs runs$( [ "$time_limit" -gt 0 ] && echo " or $time_limit s"), corpus $dir/corpus"
+  start=$(date +%s)
+  # Fork mode with one job: a crash ends a child, not the run.
+  (cd "$dir" && "$build/bin/moe-fuzz-$target" "$dir/corpus" "$dir/seeds" \
+      -fork=1 -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1 \
+      -runs="$runs" -max_total_time="$time_limit" \
+      -rss_limit_mb=2048 -timeout=10 -dict="$root/fuzz/dicts/${dict[$target]}.dict" \
+      -artifact_prefix="$dir/findings/" >"$dir/fuzz.log" 2>&1) || true
+  seconds=$(( $(date +%s) - start ))
+  # Fork mode's progress lines, "#N: cov: C ft: F corp: K exec/s: E
+  # oom/timeout/crash: O/T/X time: S job: J ...", lag a job behind: the
+  # executions and findings come from the last, the coverage from one pass
+  # over the corpus as it is now.
+  last=$(grep -E '^#[0-9]+: cov:' "$dir/fuzz.log" | tail -n 1 || true)
+  execs=$(sed -E 's/^#([0-9]+):.*/\1/' <<<"$last")
+  otc=$(sed -nE 's|.* oom/timeout/crash: ([0-9/]+) .*|\1|p' <<<"$last")
+  (cd "$dir" && "$build/bin/moe-fuzz-$target" "$dir/corpus" -runs=0 \
+      -rss_limit_mb=2048 -timeout=10 >"$dir/coverage.log" 2>&1) || true
+  inited=$(grep -E 'INITED|DONE' "$dir/coverage.log" | tail -n 1 || true)
+  cov=$(sed -nE 's/.* cov: ([0-9]+) .*/\1/p' <<<"$inited")
+  ft=$(sed -nE 's/.* ft: ([0-9]+) .*/\1/p' <<<"$inited")
+  corp=$(sed -nE 's|.* corp: ([0-9]+)/.*|\1|p' <<<"$inited")
+  found=$(find "$dir/findings" -type f -newermt "@$start" | wc -l)
+  line=$(printf '%-12s %10s execs %6ss  cov %6s  ft %6s  corpus %5s  oom/timeout/crash %s  new files in findings/: %s' \
+    "$target" "${execs:-?}" "$seconds" "${cov:-?}" "${ft:-?}" "${corp:-?}" "${otc:-?}" "$found")
+  echo "$line"
+  summary+=("$line")
+done
+
+echo
+echo "fuzz.sh: summary (findings and logs under $cache/<target>/)"
+printf '%s\n' "${summary[@]}"
