@@ -9,13 +9,15 @@
 // libtorch itself is not instrumented: what the fuzzer learns comes from the
 // translation to ONNX and the ONNX import after it. Its loader, given
 // archives that a mutation broke, crashes often enough (libtorch 1.13 reads
-// uninitialized memory in ScriptTypeParser::parseClassConstant on an
-// archive whose local and central zip headers disagree on a file name) to
-// end every run within seconds: an input is loaded in a child process
-// first, and one that crashes libtorch there is skipped. Those crashes are
-// libtorch's; the importer survives them by loading in a child process
-// (ImportOptions::isolateTorchScript), which is off here so that the
-// translation runs where its coverage is counted.
+// uninitialized memory in ScriptTypeParser::parseClassConstant when one byte
+// of a code file's compressed data changes) to end every run within
+// seconds: an input is loaded in a child process first, and one that
+// crashes libtorch there is skipped. Those crashes are libtorch's; the
+// importer survives them by loading in a child process
+// (ImportOptions::isolateTorchScript;
+// test/fuzz/torchscript-libtorch-crash.test keeps the first one found),
+// which is off here so that the translation runs where its coverage is
+// counted.
 //
 //===----------------------------------------------------------------------===//
 

@@ -108,6 +108,12 @@ if config.moe_sanitize:
             ["print_stacktrace=1", "halt_on_error=1",
              "external_symbolizer_path=" + symbolizer])
 
+# `moe-tools`: the tools are built here (scripts/test.sh builds only the fuzz
+# targets of the sanitized tree, and runs test/fuzz in it).
+if all(os.path.exists(os.path.join(config.moe_tools_dir, t))
+       for t in ["moe-opt", "moe-translate", "moe-compile", "moe-run"]):
+    config.available_features.add("moe-tools")
+
 # `fuzzers`: this tree has the libFuzzer targets (MOE_ENABLE_FUZZERS), which
 # test/fuzz runs briefly over their seeds.
 fuzzers = ["onnx", "onnx-proto", "torchscript", "mlir", "npy", "smp-config",
