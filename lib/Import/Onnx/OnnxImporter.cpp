@@ -316,11 +316,35 @@ static LogicalResult reportInferenceError(const GraphProto &graph,
          << "ONNX shape inference failed: " << stripErrorTag(message.trim());
 }
 
+/// The most elements a tensor whose values shape inference follows may
+/// have: shapes and indices into them, never data.
+static constexpr int64_t kMaxPropagatedElements = 1024;
+
+/// Whether data propagation may follow the values of a tensor of `type`:
+/// typed, and small. ONNX turns each value into a dimension proto; a
+/// mutated or hostile model would have it do so for billions.
+static bool isPropagatable(const ::ONNX_NAMESPACE::TypeProto *type) {
+  if (!type || !type->has_tensor_type())
+    return false;
+  if (!type->tensor_type().has_shape())
+    return true;
+  int64_t elements = 1;
+  for (const auto &dim : type->tensor_type().shape().dim()) {
+    if (!dim.has_dim_value())
+      return false;
+    if (dim.dim_value() < 0 ||
+        llvm::MulOverflow(elements, dim.dim_value(), elements) ||
+        elements > kMaxPropagatedElements)
+      return false;
+  }
+  return true;
+}
+
 namespace {
 /// ONNX's schemas, with data propagation skipped for nodes that have an
-/// input without a type. ONNX 1.12's strict mode carries on after a node
-/// fails (and reports it at the end), and propagators such as Shape's then
-/// dereference the missing input type.
+/// input without a type (ONNX 1.12's strict mode carries on after a node
+/// fails, and propagators such as Shape's then dereference the missing
+/// input type) or one too large to be a shape.
 class GuardedSchemaRegistry : public ::ONNX_NAMESPACE::ISchemaRegistry {
 public:
   const ::ONNX_NAMESPACE::OpSchema *GetSchema(const std::string &key,
@@ -336,7 +360,7 @@ public:
           [propagate = schema->GetDataPropagationFunction()](
               ::ONNX_NAMESPACE::DataPropagationContext &ctx) {
             for (size_t i = 0, e = ctx.getNumInputs(); i < e; ++i)
-              if (!ctx.getInputType(i))
+              if (!isPropagatable(ctx.getInputType(i)))
                 return;
             propagate(ctx);
           });
