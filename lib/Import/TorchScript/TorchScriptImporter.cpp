@@ -23,6 +23,7 @@
 #include "llvm/Support/Path.h"
 
 #include <csignal>
+#include <fcntl.h>
 #include <cstring>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -582,6 +583,12 @@ static LogicalResult translateIsolated(llvm::MemoryBufferRef buffer,
   }
   if (child == 0) {
     ::close(fds[0]);
+    // What the child has to say goes through the pipe; a crash report of
+    // the signal handlers the tool installed would only add noise to the
+    // one error the parent prints.
+    int null = ::open("/dev/null", O_WRONLY);
+    ::dup2(null, STDOUT_FILENO);
+    ::dup2(null, STDERR_FILENO);
     std::string errors;
     bool translated = false;
     {
