@@ -321,7 +321,7 @@ static LogicalResult reportInferenceError(const GraphProto &graph,
 static constexpr int64_t kMaxPropagatedElements = 1024;
 
 /// Whether data propagation may follow the values of a tensor of `type`:
-/// typed, and small. ONNX turns each value into a dimension proto; a
+/// typed, and small (Shape and Size read only their input's type). ONNX turns each value into a dimension proto; a
 /// mutated or hostile model would have it do so for billions.
 static bool isPropagatable(const ::ONNX_NAMESPACE::TypeProto *type) {
   if (!type || !type->has_tensor_type())
@@ -357,10 +357,13 @@ public:
     auto [guarded, inserted] = schemas.try_emplace(schema, *schema);
     if (inserted)
       guarded->second.PartialDataPropagationFunction(
-          [propagate = schema->GetDataPropagationFunction()](
+          [propagate = schema->GetDataPropagationFunction(),
+           readsTypesOnly = schema->Name() == "Shape" ||
+                            schema->Name() == "Size"](
               ::ONNX_NAMESPACE::DataPropagationContext &ctx) {
             for (size_t i = 0, e = ctx.getNumInputs(); i < e; ++i)
-              if (!isPropagatable(ctx.getInputType(i)))
+              if (readsTypesOnly ? !ctx.getInputType(i)
+                                 : !isPropagatable(ctx.getInputType(i)))
                 return;
             propagate(ctx);
           });
