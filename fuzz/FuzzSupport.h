@@ -50,11 +50,14 @@ makeContext(const mlir::DialectRegistry &registry) {
 class TempFile {
 public:
   explicit TempFile(const char *suffix) {
-    // In memory where there is a tmpfs: rewriting a file on disk for every
-    // input costs milliseconds where a run takes microseconds.
+    // In memory where there is a tmpfs, whatever TMPDIR says (lit points it
+    // at the test's directory): rewriting a file on disk for every input
+    // costs milliseconds where a run takes microseconds.
     const char *dir = std::getenv("TMPDIR");
-    if (!dir || !*dir)
-      dir = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
+    if (access("/dev/shm", W_OK) == 0)
+      dir = "/dev/shm";
+    else if (!dir || !*dir)
+      dir = "/tmp";
     path = std::string(dir) + "/moe-fuzz-XXXXXX" + suffix;
     int fd = mkstemps(path.data(), static_cast<int>(std::string(suffix).size()));
     if (fd < 0) {

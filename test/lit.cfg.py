@@ -122,10 +122,13 @@ if config.moe_enable_fuzzers and all(
         os.path.exists(os.path.join(config.moe_tools_dir, "moe-fuzz-" + f))
         for f in fuzzers):
     config.available_features.add("fuzzers")
-# Where the seed gatherer and the dictionaries are, and the bounds of a
-# short run (scripts/fuzz.sh makes the long ones).
+# Where the seed gatherer and the dictionaries are, and the options of a
+# short run (scripts/fuzz.sh makes the long ones): a fixed seed, and a number
+# of runs that each test gives (some 10 seconds' worth), so that a run in CI
+# is the same run everywhere and what it finds reproduces; the time limit is
+# only a guard.
 config.substitutions.append(
     ("%fuzz_src", os.path.join(config.moe_src_root, "fuzz")))
 config.substitutions.append(
-    ("%fuzz_short", "-max_total_time=15 -rss_limit_mb=2048 -timeout=10 "
-                    "-print_final_stats=1"))
+    ("%fuzz_short", "-seed=1 -max_total_time=60 -rss_limit_mb=2048 "
+                    "-timeout=10 -print_final_stats=1"))
