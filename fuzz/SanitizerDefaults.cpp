@@ -1,8 +1,10 @@
 //===- SanitizerDefaults.cpp - Sanitizer options built into each target ---===//
 //
-// What test/lit.cfg.py sets for the sanitized tools, compiled into every
-// fuzz target so that one run by hand behaves as under lit and
-// scripts/fuzz.sh; ASAN_OPTIONS and LSAN_OPTIONS still override it.
+// The options every fuzz target runs with, by hand, under lit or under
+// scripts/fuzz.sh: those test/lit.cfg.py gives the sanitized tools, but with
+// leaks checked (the targets do not start Open MPI, whose leaks keep the
+// tools' checks off). ASAN_OPTIONS, LSAN_OPTIONS and UBSAN_OPTIONS still
+// override them, which is why test/fuzz sets detect_leaks=1 again.
 //
 //===----------------------------------------------------------------------===//
 
