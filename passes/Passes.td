@@ -37,6 +37,73 @@ def MoEDecomposePass : Pass<"moe-decompose"> {
   let dependentDialects = ["::mlir::arith::ArithDialect"];
 }
 
+def MoEAutodiffPass : Pass<"moe-autodiff", "::mlir::ModuleOp"> {
+  let summary = "Turn a raised program into its training step: loss and "
+                "gradients";
+  let description = [{
+    Reverse-mode differentiation of the module's public function, after
+    raising and decomposing (a traced expert loop is only valid for the
+    routing it was traced with; `moe.*` ops are valid for any). The function
+    becomes the training step: it keeps its inputs (plus `labels` or
+    `target` where the loss needs them) and returns the total loss (named
+    `loss`), the part of it that the MoE losses contribute (`aux_loss`,
+    coefficients included) and one gradient per trainable parameter, named
+    `grad:<parameter>` and marked `moe.param`.
+
+    * Parameters are the float weights the importer kept by name (each ONNX
+      initializer with at least two elements is a named resource), except
+      those matching `freeze` (buffers such as rotary frequencies and
+      DeepSeek's selection bias). A parameter the loss does not reach gets
+      no gradient (PyTorch leaves its `.grad` as None).
+    * `loss`: `model` differentiates the output named `loss-output`
+      (default `loss`); `causal-lm` takes `logits [B, S, V]` and `labels`
+      `[B, S]` (transformers' causal LM loss: labels shifted by one, -100
+      ignored, mean over the valid tokens, logits in f32); `cross-entropy`
+      the same without the shift; `mse` the mean squared error against
+      `target`.
+    * MoE losses (`load-balancing`): `aux_loss` adds every router's
+      load-balancing loss times `aux-loss-coeff`, in Megatron's form
+      (`moe.aux_loss`, per layer) or with `aux-loss-form=transformers` in
+      transformers' form (all layers' routing concatenated, no 1/k);
+      `balanced` adds the sequence-wise form (per sequence of the input's
+      second dimension, DeepSeek-V3's balance loss); `sinkhorn` routes with
+      Megatron's sinkhorn in training (indices without gradient, weights
+      from the softmax, or sigmoid for top-1, not renormalised) and adds no
+      aux loss; `none` adds none. `z-loss-coeff > 0` adds ST-MoE's z-loss
+      per router. With `from-plan`, these come from the module's `moe.plan`
+      (a SageMaker config).
+
+    The backward is emitted in onnx and moe ops after the forward; what a
+    rule needs from the forward is either the forward's value (kept) or
+    recomputed from it, which the IR shows (e.g. `moe.experts_grad`
+    recomputes each expert's activations from its rows).
+  }];
+  let options = [
+    Option<"loss", "loss", "std::string", "\"model\"",
+           "The loss: model, causal-lm, cross-entropy or mse">,
+    Option<"lossOutput", "loss-output", "std::string", "\"\"",
+           "The output the loss reads (default: loss, or logits for "
+           "causal-lm and cross-entropy, or the first output for mse)">,
+    Option<"loadBalancing", "load-balancing", "std::string", "\"none\"",
+           "MoE load balancing in training: aux_loss, balanced, sinkhorn or "
+           "none">,
+    Option<"auxLossForm", "aux-loss-form", "std::string", "\"megatron\"",
+           "Form of the aux loss: megatron or transformers">,
+    Option<"auxLossCoeff", "aux-loss-coeff", "double", "1.0e-2",
+           "Coefficient of the aux loss">,
+    Option<"zLossCoeff", "z-loss-coeff", "double", "0.0",
+           "Coefficient of the router z-loss">,
+    Option<"fromPlan", "from-plan", "bool", "false",
+           "Take load balancing and coefficients from the module's plan">,
+    Option<"freeze", "freeze", "std::string",
+           "\"inv_freq|rotary|e_score_correction_bias\"",
+           "Regular expression of weights that are not trained">
+  ];
+  let dependentDialects = ["::mlir::moe::MoEDialect",
+                           "::mlir::moe::onnx::ONNXDialect",
+                           "::mlir::arith::ArithDialect"];
+}
+
 def MoEEmitEntryPass : Pass<"moe-emit-entry", "::mlir::ModuleOp"> {
   let summary = "Add the `moe_entry(void **args)` wrapper that moe-run calls";
   let description = [{

@@ -47,7 +47,8 @@ struct MoEInstrumentLayersPass
         routers.push_back(router);
       else if (auto dispatch = dyn_cast<DispatchOp>(op))
         dispatches.push_back(dispatch);
-      else if (auto combine = dyn_cast<CombineOp>(op))
+      else if (auto combine = dyn_cast<CombineOp>(op);
+               combine && !combine->hasAttr(kBackwardAttrName))
         combines.push_back(combine);
     });
     if (routers.size() != dispatches.size() ||

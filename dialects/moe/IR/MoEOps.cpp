@@ -456,34 +456,78 @@ LogicalResult DispatchOp::verify() {
 // ExpertsOp / SharedExpertOp
 //===----------------------------------------------------------------------===//
 
-LogicalResult ExpertsOp::verify() {
-  RankedTensorType rows = getRows().getType();
-  int64_t E = getNumExperts();
-  int64_t G = getCounts().getType().getDimSize(0);
+/// Verifies the operands of moe.experts (and of its VJP) and returns the
+/// shape of the op's output rows.
+static FailureOr<SmallVector<int64_t>>
+verifyExpertsOperands(Operation *op, RankedTensorType rows, Value counts,
+                      const FFNWeights &weights, ActivationAttr activation) {
+  int64_t E = *weights.lead;
+  int64_t G = tensorType(counts).getDimSize(0);
   if (E < 1)
-    return emitOpError("fc1 must have at least one expert");
-  if (failed(verifyNumExperts(*this, E)))
+    return op->emitOpError("fc1 must have at least one expert");
+  if (failed(verifyNumExperts(op, E)))
     return failure();
   if (G % E != 0)
-    return emitOpError() << "counts has " << G
-                         << " groups, not a multiple of the " << E
-                         << " experts";
+    return op->emitOpError() << "counts has " << G
+                             << " groups, not a multiple of the " << E
+                             << " experts";
   if (rows.getRank() == 3 && rows.getDimSize(0) != G)
-    return emitOpError() << "capacity rows have " << rows.getDimSize(0)
-                         << " blocks for " << G << " groups";
-  FailureOr<int64_t> m =
-      verifyFFN(*this,
-                {getFc1Weight(), getFc1Bias(), getFc3Weight(), getFc3Bias(),
-                 getFc2Weight(), getFc2Bias(), E},
-                getActivation(), rows.getShape().back(), rows.getElementType());
+    return op->emitOpError() << "capacity rows have " << rows.getDimSize(0)
+                             << " blocks for " << G << " groups";
+  FailureOr<int64_t> m = verifyFFN(op, weights, activation,
+                                   rows.getShape().back(),
+                                   rows.getElementType());
   if (failed(m))
     return failure();
   SmallVector<int64_t> expected(rows.getShape());
   expected.back() = *m;
-  if (failed(expectShape(*this, getOutput(), "output", expected)) ||
+  return expected;
+}
+
+LogicalResult ExpertsOp::verify() {
+  RankedTensorType rows = getRows().getType();
+  FailureOr<SmallVector<int64_t>> expected = verifyExpertsOperands(
+      *this, rows, getCounts(),
+      {getFc1Weight(), getFc1Bias(), getFc3Weight(), getFc3Bias(),
+       getFc2Weight(), getFc2Bias(), getNumExperts()},
+      getActivation());
+  if (failed(expected) ||
+      failed(expectShape(*this, getOutput(), "output", *expected)) ||
       failed(expectElementType(*this, getOutput(), "output",
                                rows.getElementType())))
     return failure();
+  return success();
+}
+
+LogicalResult ExpertsGradOp::verify() {
+  RankedTensorType rows = getRows().getType();
+  FailureOr<SmallVector<int64_t>> expected = verifyExpertsOperands(
+      *this, rows, getCounts(),
+      {getFc1Weight(), getFc1Bias(), getFc3Weight(), getFc3Bias(),
+       getFc2Weight(), getFc2Bias(), getNumExperts()},
+      getActivation());
+  if (failed(expected) ||
+      failed(expectShape(*this, getDOutput(), "d_output", *expected)) ||
+      failed(expectElementType(*this, getDOutput(), "d_output",
+                               rows.getElementType())))
+    return failure();
+  for (auto [value, cotangent, name] :
+       {std::tuple{getRows(), getDRows(), "rows"},
+        {getFc1Weight(), getDFc1Weight(), "fc1"},
+        {getFc1Bias(), getDFc1Bias(), "fc1_bias"},
+        {getFc3Weight(), getDFc3Weight(), "fc3"},
+        {getFc3Bias(), getDFc3Bias(), "fc3_bias"},
+        {getFc2Weight(), getDFc2Weight(), "fc2"},
+        {getFc2Bias(), getDFc2Bias(), "fc2_bias"}}) {
+    if (!value != !cotangent)
+      return emitOpError() << "has " << (value ? "no" : "a")
+                           << " cotangent result for " << name
+                           << (value ? ", which is given" : ", which is not");
+    if (value && value.getType() != cotangent.getType())
+      return emitOpError() << "cotangent of " << name << " has type "
+                           << cotangent.getType() << ", expected "
+                           << value.getType();
+  }
   return success();
 }
 

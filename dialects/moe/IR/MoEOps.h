@@ -30,6 +30,11 @@ int64_t getGroupSize(Operation *op, FlatSymbolRefAttr grid,
 /// routers and dispatches: the grid axes over which ranks hold copies of the
 /// same data, so that statistics count each token once.
 inline constexpr StringLiteral kReplicasAttrName = "moe.replicas";
+
+/// Discardable unit attribute that moe-autodiff puts on the moe ops of a
+/// backward program that are not a layer's forward (the combine that sums
+/// a dispatch's cotangents), so that per-layer statistics skip them.
+inline constexpr StringLiteral kBackwardAttrName = "moe.backward";
 } // namespace mlir::moe
 
 #endif // MOE_DIALECTS_MOE_IR_MOEOPS_H

@@ -369,6 +369,71 @@ def MoE_ExpertsOp : MoE_Op<"experts", [Pure, AttrSizedOperandSegments]> {
   }];
 }
 
+def MoE_ExpertsGradOp : MoE_Op<"experts_grad",
+    [Pure, AttrSizedOperandSegments, AttrSizedResultSegments]> {
+  let summary = "the vector-Jacobian product of moe.experts";
+  let description = [{
+    Given the operands of a `moe.experts` and the cotangent `d_output` of its
+    result, returns the cotangents of its rows and of every weight and bias
+    it has (the optional results are present exactly for the optional
+    weights). What `moe-autodiff` emits: the forward keeps only the rows;
+    each group's projections and activation are recomputed here (Megatron's
+    activation recompute), then for expert e and its rows `X`:
+
+    `dW2_e = dY^T a`, `db2_e = sum_rows dY`, `da = dY W2_e`,
+    `dh = act'(h) * da`, `dW1_e = dh^T X`, `db1_e = sum_rows dh`,
+    `dX = dh W1_e (+ dh3 W3_e)`. Rows outside every group get zero
+    cotangents; an expert with no rows gets zero weight cotangents. Groups
+    of the same expert (`g mod E`) add up. The clamp of a limited SwiGLU
+    passes the gradient where the value lies within the limit, bounds
+    included (as `torch.clamp`).
+
+    ```mlir
+    %dx, %dw1, %dw3, %dw2 = moe.experts_grad %rows, %counts, %dy
+        fc1(%w1) fc3(%w3) fc2(%w2) activation <swiglu>
+        : (tensor<64x64xf32>, tensor<8xi32>, tensor<64x64xf32>,
+           tensor<8x128x64xf32>, tensor<8x128x64xf32>, tensor<8x64x128xf32>)
+       -> (tensor<64x64xf32>, tensor<8x128x64xf32>, tensor<8x128x64xf32>,
+           tensor<8x64x128xf32>)
+    ```
+
+    **Constraints:**
+    * the operands obey the constraints of `moe.experts`, and `d_output` has
+      the type of that op's result;
+    * `d_rows` has the type of `rows` and every weight cotangent the type of
+      its weight;
+    * a weight cotangent result is present exactly when its weight is.
+  }];
+  let arguments = (ins MoE_RowBuffer:$rows, MoE_CountVector:$counts,
+                       MoE_RowBuffer:$d_output,
+                       MoE_ExpertWeight:$fc1_weight,
+                       Optional<MoE_FloatMatrix>:$fc1_bias,
+                       Optional<MoE_ExpertWeight>:$fc3_weight,
+                       Optional<MoE_FloatMatrix>:$fc3_bias,
+                       MoE_ExpertWeight:$fc2_weight,
+                       Optional<MoE_FloatMatrix>:$fc2_bias,
+                       MoE_ActivationAttr:$activation);
+  let results = (outs MoE_RowBuffer:$d_rows, MoE_ExpertWeight:$d_fc1_weight,
+                      Optional<MoE_FloatMatrix>:$d_fc1_bias,
+                      Optional<MoE_ExpertWeight>:$d_fc3_weight,
+                      Optional<MoE_FloatMatrix>:$d_fc3_bias,
+                      MoE_ExpertWeight:$d_fc2_weight,
+                      Optional<MoE_FloatMatrix>:$d_fc2_bias);
+  let assemblyFormat = [{
+    $rows `,` $counts `,` $d_output
+    `fc1` `(` $fc1_weight (`,` $fc1_bias^)? `)`
+    (`fc3` `(` $fc3_weight^ `)`)? (`fc3_bias` `(` $fc3_bias^ `)`)?
+    `fc2` `(` $fc2_weight (`,` $fc2_bias^)? `)`
+    `activation` $activation attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    int64_t getNumExperts() {
+      return getFc1Weight().getType().getDimSize(0);
+    }
+  }];
+}
+
 def MoE_SharedExpertOp : MoE_Op<"shared_expert",
                                 [Pure, AttrSizedOperandSegments]> {
   let summary = "an always-on expert FFN, optionally behind a sigmoid gate";

@@ -25,11 +25,9 @@ struct FFNWeights {
 };
 } // namespace
 
-/// `x W^T + bias` for `x [n, in]`, `W [out, in]` and an optional `[out]`
-/// bias: a linalg.matmul that reads W transposed and accumulates onto the
-/// broadcast bias (or zeros).
-static Value linear(OpBuilder &b, Location loc, Value x, Value weight,
-                    Value bias) {
+// `x W^T + bias`: a linalg.matmul that reads W transposed and accumulates
+// onto the broadcast bias (or zeros).
+Value linear(OpBuilder &b, Location loc, Value x, Value weight, Value bias) {
   Type elementType = tensorType(x).getElementType();
   int64_t out = tensorType(weight).getDimSize(0);
   Value init = tensor::EmptyOp::create(
@@ -58,9 +56,7 @@ static Value linear(OpBuilder &b, Location loc, Value x, Value weight,
   return matmul.getResult(0);
 }
 
-/// The activation `kind` (not SwiGLU) of the scalar `x`.
-static Value activate(OpBuilder &b, Location loc, ActivationKind kind,
-                      Value x) {
+Value activate(OpBuilder &b, Location loc, ActivationKind kind, Value x) {
   Type type = x.getType();
   auto c = [&](double value) { return scalarConst(b, loc, type, value); };
   auto mul = [&](Value lhs, Value rhs) -> Value {
@@ -163,10 +159,7 @@ static Value buildFFN(OpBuilder &b, Location loc, Value x, const FFNWeights &w,
   return linear(b, loc, a, w.fc2, w.fc2Bias);
 }
 
-/// Expert `expert`'s slice `[out, in]` (or `[out]`) of a stacked weight
-/// `[E, out, in]` (or bias `[E, out]`); null for a null `stacked`.
-static Value expertSlice(OpBuilder &b, Location loc, Value stacked,
-                         Value expert) {
+Value expertSlice(OpBuilder &b, Location loc, Value stacked, Value expert) {
   if (!stacked)
     return Value();
   RankedTensorType type = tensorType(stacked);

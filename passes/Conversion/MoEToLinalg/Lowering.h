@@ -26,12 +26,22 @@ void populateRouterPatterns(RewritePatternSet &patterns);
 void populateDispatchPatterns(RewritePatternSet &patterns);
 void populateExpertsPatterns(RewritePatternSet &patterns);
 void populateLossPatterns(RewritePatternSet &patterns);
+void populateExpertsGradPatterns(RewritePatternSet &patterns);
 
 /// `act(h1 [, h3]) [n, F]` for moe.experts and moe.shared_expert: the
 /// activation of h1, gated by h3 when given, or the SwiGLU of the halves of
 /// h1 that the layout names.
 Value applyActivation(OpBuilder &b, Location loc, Value h1, Value h3,
                       ActivationAttr activation, int64_t width);
+
+/// `x W^T + bias` for `x [n, in]`, `W [out, in]` and an optional `[out]`
+/// bias (null for none): `[n, out]`.
+Value linear(OpBuilder &b, Location loc, Value x, Value weight, Value bias);
+/// The activation `kind` (not SwiGLU) of the scalar `x`.
+Value activate(OpBuilder &b, Location loc, ActivationKind kind, Value x);
+/// Expert `expert`'s slice `[out, in]` (or `[out]`) of a stacked weight
+/// `[E, out, in]` (or bias `[E, out]`); null for a null `stacked`.
+Value expertSlice(OpBuilder &b, Location loc, Value stacked, Value expert);
 
 /// For moe.dispatch's `probs` policy, how many pairs routed to the same
 /// expert outrank each pair of `ids [T, k]`, i32 `[T, k]`: those with a

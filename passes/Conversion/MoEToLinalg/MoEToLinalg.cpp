@@ -53,6 +53,7 @@ void populateMoEToLinalgPatterns(RewritePatternSet &patterns) {
   lowering::populateDispatchPatterns(patterns);
   lowering::populateExpertsPatterns(patterns);
   lowering::populateLossPatterns(patterns);
+  lowering::populateExpertsGradPatterns(patterns);
 }
 
 } // namespace mlir::moe

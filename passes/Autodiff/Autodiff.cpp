@@ -1,0 +1,205 @@
+//===- Autodiff.cpp - the moe-autodiff pass -------------------------------===//
+//
+// Turns the module's public function into its training step. In order:
+// the losses are appended to the forward (Losses.cpp), the parameters are
+// found (named float weights), activity analysis marks the values between
+// a parameter and the loss, and the ops are visited in reverse, each active
+// op's rule (OnnxRules.cpp, MoERules.cpp) emitting its operands' cotangents
+// from its results', summed where a value has several uses.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Autodiff/Losses.h"
+#include "passes/Autodiff/Rules.h"
+#include "passes/Passes.h"
+
+#include "dialects/moe/IR/MoEOps.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/Support/Regex.h"
+
+namespace mlir::moe {
+#define GEN_PASS_DEF_MOEAUTODIFFPASS
+#include "passes/Passes.h.inc"
+
+namespace {
+
+using autodiff::Emitter;
+using autodiff::tensorType;
+
+bool isFloatTensor(Value value) {
+  auto type = dyn_cast<RankedTensorType>(value.getType());
+  return type && isa<FloatType>(type.getElementType());
+}
+
+/// The name of a trainable weight, or none: a float constant the importer
+/// (or raising) kept as a named resource, with at least two elements.
+std::optional<StringRef> parameterName(arith::ConstantOp constant) {
+  auto resource = dyn_cast<DenseResourceElementsAttr>(constant.getValue());
+  if (!resource || !isa<FloatType>(resource.getElementType()) ||
+      resource.getNumElements() < 2)
+    return std::nullopt;
+  return resource.getRawHandle().getKey();
+}
+
+/// The cotangents of elementwise arith ops on tensors (the shared expert's
+/// sum after moe-decompose).
+LogicalResult buildArithVJP(Emitter &e, Operation *op, ArrayRef<Value> dResults,
+                            MutableArrayRef<Value> d) {
+  Value g = dResults[0];
+  if (isa<arith::AddFOp>(op)) {
+    d[0] = d[1] = g;
+  } else if (isa<arith::SubFOp>(op)) {
+    d[0] = g;
+    d[1] = e.neg(g);
+  } else if (isa<arith::MulFOp>(op)) {
+    d[0] = e.mul(g, op->getOperand(1));
+    d[1] = e.mul(g, op->getOperand(0));
+  } else if (isa<arith::NegFOp>(op)) {
+    d[0] = e.neg(g);
+  } else {
+    return op->emitError("moe-autodiff: no gradient rule for '")
+           << op->getName() << "'";
+  }
+  return success();
+}
+
+struct MoEAutodiffPass : public impl::MoEAutodiffPassBase<MoEAutodiffPass> {
+  using Base::Base;
+
+  void runOnOperation() override;
+  LogicalResult differentiate(func::FuncOp func);
+};
+
+LogicalResult MoEAutodiffPass::differentiate(func::FuncOp func) {
+  autodiff::LossOptions options;
+  options.kind = loss;
+  options.output = lossOutput;
+  options.loadBalancing = loadBalancing;
+  options.auxLossForm = auxLossForm;
+  options.auxLossCoeff = auxLossCoeff;
+  options.zLossCoeff = zLossCoeff;
+  if (fromPlan)
+    autodiff::takeLossesFromPlan(getOperation(), options);
+  FailureOr<autodiff::TrainingLosses> losses =
+      autodiff::buildLosses(func, options);
+  if (failed(losses))
+    return failure();
+
+  // Parameters, in program order.
+  llvm::Regex frozen(freeze);
+  std::string regexError;
+  if (!freeze.empty() && !frozen.isValid(regexError))
+    return func.emitError("moe-autodiff: --freeze '")
+           << freeze << "' is not a regular expression: " << regexError;
+  SmallVector<std::pair<Value, StringRef>> params;
+  llvm::DenseSet<Value> active;
+  func.walk([&](arith::ConstantOp constant) {
+    std::optional<StringRef> name = parameterName(constant);
+    if (!name || (!freeze.empty() && frozen.match(*name)))
+      return;
+    params.push_back({constant.getResult(), *name});
+    active.insert(constant.getResult());
+  });
+
+  // Activity: float results of ops with an active operand.
+  Block &body = func.getBody().front();
+  for (Operation &op : body.without_terminator()) {
+    if (llvm::none_of(op.getOperands(),
+                      [&](Value v) { return active.contains(v); }))
+      continue;
+    for (Value result : op.getResults())
+      if (isFloatTensor(result))
+        active.insert(result);
+  }
+  if (!active.contains(losses->total))
+    return func.emitError("moe-autodiff: the loss does not depend on any "
+                          "trainable weight");
+
+  auto terminator = cast<func::ReturnOp>(body.getTerminator());
+  OpBuilder builder(terminator);
+  Emitter e(builder, func.getLoc());
+  llvm::DenseMap<Value, Value> cotangents;
+  cotangents[losses->total] =
+      e.splat(tensorType(losses->total), 1.0);
+  auto accumulate = [&](Value value, Value cotangent) {
+    Value &slot = cotangents[value];
+    slot = slot ? e.add(slot, cotangent) : cotangent;
+  };
+
+  SmallVector<Operation *> forward;
+  for (Operation &op : body.without_terminator())
+    forward.push_back(&op);
+  for (Operation *op : llvm::reverse(forward)) {
+    SmallVector<Value> dResults;
+    bool any = false;
+    for (Value result : op->getResults()) {
+      Value cotangent = active.contains(result) ? cotangents.lookup(result)
+                                                : Value();
+      any |= static_cast<bool>(cotangent);
+      dResults.push_back(cotangent);
+    }
+    if (!any || isa<arith::ConstantOp>(op))
+      continue;
+    Emitter ruleEmitter(builder, op->getLoc());
+    SmallVector<Value> dOperands(op->getNumOperands());
+    Dialect *dialect = op->getDialect();
+    LogicalResult built = failure();
+    if (isa<onnx::ONNXDialect>(dialect))
+      built = autodiff::buildOnnxVJP(ruleEmitter, op, dResults, dOperands);
+    else if (isa<MoEDialect>(dialect))
+      built = autodiff::buildMoEVJP(ruleEmitter, op, dResults, dOperands);
+    else
+      built = buildArithVJP(ruleEmitter, op, dResults, dOperands);
+    if (failed(built))
+      return failure();
+    for (auto [operand, cotangent] : llvm::zip(op->getOperands(), dOperands))
+      if (cotangent && active.contains(operand))
+        accumulate(operand, cotangent);
+  }
+
+  // The step returns the losses, then one gradient per parameter reached.
+  MLIRContext *ctx = func.getContext();
+  SmallVector<Value> results{losses->total, losses->aux};
+  SmallVector<DictionaryAttr> resultAttrs{
+      DictionaryAttr::get(ctx, {builder.getNamedAttr(
+                                   "onnx.name", builder.getStringAttr("loss"))}),
+      DictionaryAttr::get(
+          ctx, {builder.getNamedAttr("onnx.name",
+                                     builder.getStringAttr("aux_loss"))})};
+  for (auto [value, name] : params) {
+    Value grad = cotangents.lookup(value);
+    if (!grad)
+      continue;
+    results.push_back(grad);
+    resultAttrs.push_back(DictionaryAttr::get(
+        ctx, {builder.getNamedAttr(
+                  "onnx.name", builder.getStringAttr("grad:" + name.str())),
+              builder.getNamedAttr("moe.param", builder.getStringAttr(name))}));
+  }
+  func::ReturnOp::create(builder, terminator.getLoc(), results);
+  terminator.erase();
+  func.setFunctionType(FunctionType::get(
+      ctx, func.getArgumentTypes(), ValueRange(results).getTypes()));
+  func.setAllResultAttrs(resultAttrs);
+  func->setAttr("moe.train_step", UnitAttr::get(ctx));
+  return success();
+}
+
+void MoEAutodiffPass::runOnOperation() {
+  SmallVector<func::FuncOp> entries;
+  for (auto func : getOperation().getOps<func::FuncOp>())
+    if (func.isPublic() && !func.isExternal())
+      entries.push_back(func);
+  if (entries.size() != 1) {
+    getOperation().emitError("moe-autodiff: expected one public function to "
+                             "differentiate, found ")
+        << entries.size();
+    return signalPassFailure();
+  }
+  if (failed(differentiate(entries.front())))
+    signalPassFailure();
+}
+
+} // namespace
+} // namespace mlir::moe

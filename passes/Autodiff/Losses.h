@@ -1,0 +1,45 @@
+//===- Losses.h - the losses a training step differentiates -----*- C++ -*-===//
+//
+// Internal to passes/Autodiff: appends to the forward program the loss that
+// moe-autodiff differentiates, the main loss plus the MoE losses.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOE_PASSES_AUTODIFF_LOSSES_H
+#define MOE_PASSES_AUTODIFF_LOSSES_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+
+#include <string>
+
+namespace mlir::moe::autodiff {
+
+struct LossOptions {
+  std::string kind = "model";
+  std::string output;
+  std::string loadBalancing = "none";
+  std::string auxLossForm = "megatron";
+  double auxLossCoeff = 1e-2;
+  double zLossCoeff = 0.0;
+};
+
+/// Load balancing and coefficients from the module's `moe.plan`, if any.
+void takeLossesFromPlan(ModuleOp module, LossOptions &options);
+
+struct TrainingLosses {
+  /// The scalar that is differentiated.
+  Value total;
+  /// The part of it from the MoE losses (0 without them).
+  Value aux;
+};
+
+/// Appends the losses to `func` (adding a `labels` or `target` argument
+/// where the loss needs one) and, for sinkhorn load balancing, makes the
+/// routers route with sinkhorn. Fails with an error naming what is missing.
+FailureOr<TrainingLosses> buildLosses(func::FuncOp func,
+                                      const LossOptions &options);
+
+} // namespace mlir::moe::autodiff
+
+#endif // MOE_PASSES_AUTODIFF_LOSSES_H

@@ -1,0 +1,497 @@
+//===- OnnxRules.cpp - vector-Jacobian products of onnx ops ---------------===//
+//
+// The rules of ONNX Runtime's gradient builder and PyTorch's
+// derivatives.yaml for the ops transformer exports use (moe-training.md
+// section 3). Broadcast operands get their cotangent summed back to their
+// shape; integer and boolean operands get none. Rules that need a forward
+// value read the forward's own result or operand (kept); none recomputes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Autodiff/Rules.h"
+
+#include "passes/Conversion/ONNXToLinalg/Lowering.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <cmath>
+
+namespace mlir::moe::autodiff {
+
+using onnx_lowering::axesOf;
+using onnx_lowering::floatAttr;
+using onnx_lowering::getConstantScalar;
+using onnx_lowering::intAttr;
+using onnx_lowering::intsAttr;
+using onnx_lowering::normalizeAxis;
+using onnx_lowering::optionalOperand;
+
+std::optional<Shape> constantInts(Value value) {
+  return onnx_lowering::getConstantInts(value);
+}
+
+namespace {
+
+Shape shapeOf(Value value) { return Shape(tensorType(value).getShape()); }
+bool isFloat(Value value) {
+  return isa<FloatType>(tensorType(value).getElementType());
+}
+Type elementOf(Value value) { return tensorType(value).getElementType(); }
+
+/// Zeros for a missing cotangent of a result that has one type.
+Value orZeros(Emitter &e, Value cotangent, Value like) {
+  return cotangent ? cotangent : e.splat(tensorType(like), 0.0);
+}
+
+/// The cotangent `g` of a keepdims=0 reduction of `x` over `axes`, made
+/// broadcastable against `x` again.
+Value keepReducedDims(Emitter &e, Value g, Value x, ArrayRef<int64_t> axes,
+                      bool keepdims) {
+  int64_t rank = tensorType(x).getRank();
+  Shape shape = shapeOf(x);
+  SmallVector<bool> reduced(rank, axes.empty());
+  for (int64_t axis : axes)
+    reduced[normalizeAxis(axis, rank)] = true;
+  for (int64_t i = 0; i < rank; ++i)
+    if (reduced[i])
+      shape[i] = 1;
+  (void)keepdims;
+  return e.reshape(g, shape);
+}
+
+/// The VJP of the onnx op `op`; `g` is the cotangent of result 0.
+struct OnnxRule {
+  Emitter &e;
+  Operation *op;
+  ArrayRef<Value> dResults;
+  MutableArrayRef<Value> d;
+
+  Value in(unsigned i) { return op->getOperand(i); }
+  Value out(unsigned i = 0) { return op->getResult(i); }
+  Value g() { return orZeros(e, dResults[0], out()); }
+  /// Sets operand i's cotangent, summed back to its shape, if it is float.
+  void set(unsigned i, Value cotangent) {
+    if (i < op->getNumOperands() && isFloat(in(i)))
+      d[i] = e.unbroadcast(cotangent, shapeOf(in(i)));
+  }
+  LogicalResult unsupported(const Twine &what) {
+    return op->emitError("moe-autodiff: ") << what;
+  }
+
+  LogicalResult build();
+  LogicalResult gemm();
+  LogicalResult gather();
+  LogicalResult slice();
+  LogicalResult layerNorm(bool rms);
+};
+
+LogicalResult OnnxRule::gemm() {
+  // Y = alpha op(A) op(B) + beta C
+  double alpha = floatAttr(op, "alpha", 1.0), beta = floatAttr(op, "beta", 1.0);
+  bool transA = intAttr(op, "transA", 0), transB = intAttr(op, "transB", 0);
+  Value a = in(0), bm = in(1);
+  Value opA = transA ? e.transposeLast(a) : a;
+  Value opB = transB ? e.transposeLast(bm) : bm;
+  Value scaled = alpha == 1.0 ? g() : e.mul(g(), e.scalar(elementOf(a), alpha));
+  Value dOpA = e.matmul(scaled, e.transposeLast(opB));
+  Value dOpB = e.matmul(e.transposeLast(opA), scaled);
+  set(0, transA ? e.transposeLast(dOpA) : dOpA);
+  set(1, transB ? e.transposeLast(dOpB) : dOpB);
+  if (Value c = optionalOperand(op, 2))
+    set(2, beta == 1.0 ? g() : e.mul(g(), e.scalar(elementOf(c), beta)));
+  return success();
+}
+
+LogicalResult OnnxRule::gather() {
+  // d data: the result rows added back at their indices (an embedding's
+  // gradient), as ScatterND with `add` onto zeros.
+  Value data = in(0), indices = in(1);
+  int64_t rank = tensorType(data).getRank();
+  int64_t axis = normalizeAxis(intAttr(op, "axis", 0), rank);
+  Shape dataShape = shapeOf(data), indexShape = shapeOf(indices);
+  int64_t count = 1;
+  for (int64_t dim : indexShape)
+    count *= dim;
+  int64_t indexRank = indexShape.size();
+  // The result is data[:axis] + indices + data[axis+1:]; bring the index
+  // dims first, then the axis first in data.
+  Value grad = g();
+  Shape perm;
+  for (int64_t i = 0; i < indexRank; ++i)
+    perm.push_back(axis + i);
+  for (int64_t i = 0; i < axis; ++i)
+    perm.push_back(i);
+  for (int64_t i = axis + indexRank; i < rank - 1 + indexRank; ++i)
+    perm.push_back(i);
+  bool moved = axis != 0;
+  if (moved)
+    grad = e.transpose(grad, perm);
+  Shape rest;
+  for (int64_t i = 0; i < rank; ++i)
+    if (i != axis)
+      rest.push_back(dataShape[i]);
+  Shape updatesShape{count};
+  updatesShape.append(rest);
+  grad = e.reshape(grad, updatesShape);
+  Value index = e.cast(indices, e.builder().getI64Type());
+  // Negative indices count from the end.
+  Value size = e.scalar(e.builder().getI64Type(), dataShape[axis]);
+  Value zero = e.scalar(e.builder().getI64Type(), 0);
+  index = e.where(e.compare<onnx::LessOp>(index, zero), e.add(index, size),
+                  index);
+  index = e.reshape(index, {count, 1});
+  Shape movedShape{dataShape[axis]};
+  movedShape.append(rest);
+  Value scattered = e.scatterNDAdd(
+      e.splat(RankedTensorType::get(movedShape, elementOf(data)), 0.0), index,
+      grad);
+  if (moved) {
+    // Inverse of [axis, 0..axis-1, axis+1..]
+    Shape back;
+    for (int64_t i = 0; i < rank; ++i)
+      back.push_back(i < axis ? i + 1 : (i == axis ? 0 : i));
+    scattered = e.transpose(scattered, back);
+  }
+  set(0, scattered);
+  return success();
+}
+
+LogicalResult OnnxRule::slice() {
+  // The cotangent padded with zeros back to the input's shape.
+  Shape shape = shapeOf(in(0));
+  std::optional<onnx_lowering::SliceParams> params =
+      onnx_lowering::sliceParams(op, shape);
+  if (!params)
+    return unsupported("a Slice with non-constant bounds has no gradient here");
+  Shape before, after;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (params->steps[i] != 1 && params->sizes[i] > 1)
+      return unsupported("a Slice with a step other than 1 has no gradient "
+                         "here");
+    before.push_back(params->starts[i]);
+    after.push_back(shape[i] - params->starts[i] - params->sizes[i]);
+  }
+  set(0, e.pad(g(), before, after));
+  return success();
+}
+
+LogicalResult OnnxRule::layerNorm(bool rms) {
+  // Recomputes the statistics from X (kept): x^ = (x - mu) r, then
+  // dx = r (g^ - mean(g^) - x^ mean(g^ x^)) with g^ = dY * scale; RMS has
+  // no mean: dx = r g^ - x r^3 mean(x g^).
+  Value x = in(0), scale = in(1);
+  int64_t rank = tensorType(x).getRank();
+  int64_t axis = normalizeAxis(intAttr(op, "axis", -1), rank);
+  double epsilon = floatAttr(op, "epsilon", 1e-5);
+  Shape axes;
+  int64_t n = 1;
+  for (int64_t i = axis; i < rank; ++i) {
+    axes.push_back(i);
+    n *= shapeOf(x)[i];
+  }
+  Type elt = elementOf(x);
+  Value inverseN = e.scalar(elt, 1.0 / static_cast<double>(n));
+  auto mean = [&](Value v) {
+    return e.mul(e.reduceSum(v, axes, /*keepdims=*/true), inverseN);
+  };
+  Value centered = rms ? x : e.sub(x, mean(x));
+  Value variance = mean(e.mul(centered, centered));
+  Value r = e.unary<onnx::ReciprocalOp>(e.unary<onnx::SqrtOp>(
+      e.add(variance, e.scalar(elt, epsilon))));
+  Value normalized = e.mul(centered, r);
+  Value grad = g();
+  set(1, e.mul(grad, normalized));
+  if (Value bias = optionalOperand(op, 2))
+    set(2, grad);
+  Value gHat = e.mul(grad, scale);
+  Value dx;
+  if (rms) {
+    dx = e.sub(e.mul(r, gHat),
+               e.mul(e.mul(x, e.mul(r, e.mul(r, r))), mean(e.mul(x, gHat))));
+  } else {
+    dx = e.mul(r, e.sub(e.sub(gHat, mean(gHat)),
+                        e.mul(normalized, mean(e.mul(gHat, normalized)))));
+  }
+  set(0, dx);
+  return success();
+}
+
+LogicalResult OnnxRule::build() {
+  for (unsigned i = 1; i < op->getNumResults(); ++i)
+    if (dResults[i] && !isa<onnx::LayerNormalizationOp>(op))
+      return unsupported("only the first result of this op is differentiable");
+  Type elt = isFloat(out()) ? elementOf(out()) : Type();
+  auto c = [&](double value) { return e.scalar(elt, value); };
+  return TypeSwitch<Operation *, LogicalResult>(op)
+      .Case([&](onnx::AddOp) {
+        set(0, g());
+        set(1, g());
+        return success();
+      })
+      .Case([&](onnx::SubOp) {
+        set(0, g());
+        set(1, e.neg(g()));
+        return success();
+      })
+      .Case([&](onnx::MulOp) {
+        set(0, e.mul(g(), in(1)));
+        set(1, e.mul(g(), in(0)));
+        return success();
+      })
+      .Case([&](onnx::DivOp) {
+        set(0, e.div(g(), in(1)));
+        // -g a / b^2 = -g y / b
+        set(1, e.neg(e.div(e.mul(g(), out()), in(1))));
+        return success();
+      })
+      .Case([&](onnx::NegOp) {
+        set(0, e.neg(g()));
+        return success();
+      })
+      .Case([&](onnx::PowOp) {
+        std::optional<double> exponent = getConstantScalar(in(1));
+        if (!exponent)
+          return unsupported("Pow has a gradient only for a constant "
+                             "scalar exponent");
+        Value derivative =
+            *exponent == 2.0
+                ? e.mul(in(0), c(2.0))
+                : e.mul(e.create<onnx::PowOp>(out().getType(),
+                                              {in(0), c(*exponent - 1.0)}),
+                        c(*exponent));
+        set(0, e.mul(g(), derivative));
+        return success();
+      })
+      .Case([&](onnx::SqrtOp) {
+        set(0, e.div(e.mul(g(), c(0.5)), out()));
+        return success();
+      })
+      .Case([&](onnx::ReciprocalOp) {
+        set(0, e.neg(e.mul(g(), e.mul(out(), out()))));
+        return success();
+      })
+      .Case([&](onnx::ExpOp) {
+        set(0, e.mul(g(), out()));
+        return success();
+      })
+      .Case([&](onnx::LogOp) {
+        set(0, e.div(g(), in(0)));
+        return success();
+      })
+      .Case([&](onnx::TanhOp) {
+        set(0, e.mul(g(), e.sub(c(1.0), e.mul(out(), out()))));
+        return success();
+      })
+      .Case([&](onnx::SigmoidOp) {
+        set(0, e.mul(g(), e.mul(out(), e.sub(c(1.0), out()))));
+        return success();
+      })
+      .Case([&](onnx::ErfOp) {
+        Value x = in(0);
+        Value gauss = e.unary<onnx::ExpOp>(e.neg(e.mul(x, x)));
+        set(0, e.mul(g(), e.mul(gauss, c(2.0 / std::sqrt(M_PI)))));
+        return success();
+      })
+      .Case([&](onnx::SinOp) {
+        set(0, e.mul(g(), e.unary<onnx::CosOp>(in(0))));
+        return success();
+      })
+      .Case([&](onnx::CosOp) {
+        set(0, e.neg(e.mul(g(), e.unary<onnx::SinOp>(in(0)))));
+        return success();
+      })
+      .Case([&](onnx::SoftplusOp) {
+        set(0, e.mul(g(), e.unary<onnx::SigmoidOp>(in(0))));
+        return success();
+      })
+      .Case([&](onnx::ReluOp) {
+        Value positive = e.compare<onnx::GreaterOp>(out(), c(0.0));
+        set(0, e.where(positive, g(), c(0.0)));
+        return success();
+      })
+      .Case([&](onnx::GeluOp) {
+        auto approximate = op->getAttrOfType<StringAttr>("approximate");
+        if (approximate && approximate.getValue() != "none")
+          return unsupported("only the erf form of Gelu has a gradient here");
+        // Phi(x) + x phi(x)
+        Value x = in(0);
+        Value cdf = e.mul(c(0.5), e.add(c(1.0), e.unary<onnx::ErfOp>(
+                                                    e.mul(x, c(M_SQRT1_2)))));
+        Value pdf = e.mul(c(0.39894228040143267794),
+                          e.unary<onnx::ExpOp>(e.mul(e.mul(x, x), c(-0.5))));
+        set(0, e.mul(g(), e.add(cdf, e.mul(x, pdf))));
+        return success();
+      })
+      .Case([&](onnx::SoftmaxOp) {
+        int64_t axis = intAttr(op, "axis", -1);
+        set(0, e.softmaxGrad(out(), g(), axis));
+        return success();
+      })
+      .Case([&](onnx::ReduceSumOp) -> LogicalResult {
+        std::optional<Shape> axes = axesOf(op, 1);
+        if (!axes)
+          return unsupported("ReduceSum axes must be constant");
+        if (axes->empty() && intAttr(op, "noop_with_empty_axes", 0)) {
+          set(0, g());
+          return success();
+        }
+        Value grad = keepReducedDims(e, g(), in(0), *axes, true);
+        set(0, e.expand(grad, shapeOf(in(0))));
+        return success();
+      })
+      .Case([&](onnx::ReduceMeanOp) -> LogicalResult {
+        std::optional<Shape> axes = axesOf(op, 1);
+        if (!axes)
+          return unsupported("ReduceMean axes must be constant");
+        int64_t in0 = tensorType(in(0)).getNumElements();
+        int64_t n = in0 / std::max<int64_t>(1, tensorType(out()).getNumElements());
+        Value grad = keepReducedDims(e, g(), in(0), *axes, true);
+        set(0, e.expand(e.mul(grad, c(1.0 / static_cast<double>(n))),
+                        shapeOf(in(0))));
+        return success();
+      })
+      .Case([&](onnx::ReduceLogSumExpOp) -> LogicalResult {
+        std::optional<Shape> axes = axesOf(op, 1);
+        if (!axes)
+          return unsupported("ReduceLogSumExp axes must be constant");
+        Value grad = keepReducedDims(e, g(), in(0), *axes, true);
+        Value y = keepReducedDims(e, out(), in(0), *axes, true);
+        set(0, e.mul(e.unary<onnx::ExpOp>(e.sub(in(0), y)), grad));
+        return success();
+      })
+      .Case([&](onnx::ReduceMaxOp) -> LogicalResult {
+        // PyTorch's amax: the cotangent split evenly among the ties.
+        std::optional<Shape> axes = axesOf(op, 1);
+        if (!axes)
+          return unsupported("ReduceMax axes must be constant");
+        Value y = keepReducedDims(e, out(), in(0), *axes, true);
+        Value hit = e.cast(e.compare<onnx::EqualOp>(in(0), y), elt);
+        Value ties = e.reduceSum(hit, *axes, /*keepdims=*/true);
+        Value grad = keepReducedDims(e, g(), in(0), *axes, true);
+        set(0, e.mul(hit, e.div(grad, ties)));
+        return success();
+      })
+      .Case([&](onnx::MatMulOp) -> LogicalResult {
+        if (tensorType(in(0)).getRank() < 2 || tensorType(in(1)).getRank() < 2)
+          return unsupported("MatMul of a vector has no gradient here");
+        set(0, e.matmul(g(), e.transposeLast(in(1))));
+        set(1, e.matmul(e.transposeLast(in(0)), g()));
+        return success();
+      })
+      .Case([&](onnx::GemmOp) { return gemm(); })
+      .Case<onnx::ReshapeOp, onnx::FlattenOp, onnx::SqueezeOp,
+            onnx::UnsqueezeOp, onnx::IdentityOp>([&](Operation *) {
+        set(0, e.reshape(g(), shapeOf(in(0))));
+        return success();
+      })
+      .Case([&](onnx::TransposeOp) {
+        int64_t rank = tensorType(in(0)).getRank();
+        Shape perm;
+        if (std::optional<Shape> given = intsAttr(op, "perm"))
+          perm = *given;
+        else
+          for (int64_t i = rank - 1; i >= 0; --i)
+            perm.push_back(i);
+        Shape inverse(rank);
+        for (int64_t i = 0; i < rank; ++i)
+          inverse[perm[i]] = i;
+        set(0, e.transpose(g(), inverse));
+        return success();
+      })
+      .Case([&](onnx::ConcatOp) {
+        int64_t rank = tensorType(out()).getRank();
+        int64_t axis = normalizeAxis(intAttr(op, "axis", 0), rank);
+        int64_t offset = 0;
+        for (unsigned i = 0; i < op->getNumOperands(); ++i) {
+          int64_t size = tensorType(in(i)).getDimSize(axis);
+          set(i, e.slice(g(), axis, offset, offset + size));
+          offset += size;
+        }
+        return success();
+      })
+      .Case([&](onnx::SplitOp) {
+        int64_t rank = tensorType(in(0)).getRank();
+        int64_t axis = normalizeAxis(intAttr(op, "axis", 0), rank);
+        SmallVector<Value> parts;
+        for (unsigned i = 0; i < op->getNumResults(); ++i)
+          parts.push_back(orZeros(e, dResults[i], out(i)));
+        set(0, e.concat(parts, axis));
+        return success();
+      })
+      .Case([&](onnx::SliceOp) { return slice(); })
+      .Case([&](onnx::ExpandOp) {
+        set(0, g());
+        return success();
+      })
+      .Case([&](onnx::GatherOp) { return gather(); })
+      .Case([&](onnx::GatherElementsOp) {
+        Value data = in(0);
+        int64_t rank = tensorType(data).getRank();
+        int64_t axis = normalizeAxis(intAttr(op, "axis", 0), rank);
+        Value index = e.cast(in(1), e.builder().getI64Type());
+        Value size = e.scalar(e.builder().getI64Type(),
+                              tensorType(data).getDimSize(axis));
+        Value zero = e.scalar(e.builder().getI64Type(), 0);
+        index = e.where(e.compare<onnx::LessOp>(index, zero),
+                        e.add(index, size), index);
+        set(0, e.scatterElementsAdd(e.splat(tensorType(data), 0.0), index,
+                                    g(), axis));
+        return success();
+      })
+      .Case([&](onnx::WhereOp) {
+        Value zero = c(0.0);
+        set(1, e.where(in(0), g(), zero));
+        set(2, e.where(in(0), zero, g()));
+        return success();
+      })
+      .Case([&](onnx::CastOp) {
+        if (isFloat(in(0)))
+          set(0, e.cast(g(), elementOf(in(0))));
+        return success();
+      })
+      .Case<onnx::MaxOp, onnx::MinOp>([&](Operation *) -> LogicalResult {
+        if (op->getNumOperands() != 2)
+          return unsupported("Max and Min have gradients for two operands");
+        // PyTorch's maximum/minimum: a tie gives each side half.
+        bool max = isa<onnx::MaxOp>(op);
+        Value a = in(0), bm = in(1);
+        Value wins = max ? e.compare<onnx::GreaterOp>(a, bm)
+                         : e.compare<onnx::LessOp>(a, bm);
+        Value ties = e.compare<onnx::EqualOp>(a, bm);
+        Value share = e.where(wins, c(1.0), e.where(ties, c(0.5), c(0.0)));
+        set(0, e.mul(g(), share));
+        set(1, e.mul(g(), e.sub(c(1.0), share)));
+        return success();
+      })
+      .Case([&](onnx::ClipOp) {
+        // torch.clamp: the bounds pass the gradient (inclusive).
+        Value x = in(0);
+        Value inside = e.splat(
+            RankedTensorType::get(shapeOf(x), e.builder().getI1Type()), 1.0);
+        if (Value low = optionalOperand(op, 1))
+          inside = e.create<onnx::AndOp>(
+              inside.getType(),
+              {inside, e.compare<onnx::GreaterOrEqualOp>(x, low)});
+        if (Value high = optionalOperand(op, 2))
+          inside = e.create<onnx::AndOp>(
+              inside.getType(),
+              {inside, e.compare<onnx::LessOrEqualOp>(x, high)});
+        set(0, e.where(inside, g(), c(0.0)));
+        return success();
+      })
+      .Case([&](onnx::LayerNormalizationOp) { return layerNorm(false); })
+      .Case([&](onnx::RMSNormalizationOp) { return layerNorm(true); })
+      .Default([&](Operation *) {
+        return unsupported("no gradient rule for '" +
+                           op->getName().getStringRef() +
+                           "' (the op lies between a parameter and the loss)");
+      });
+}
+
+} // namespace
+
+LogicalResult buildOnnxVJP(Emitter &e, Operation *op, ArrayRef<Value> dResults,
+                           MutableArrayRef<Value> dOperands) {
+  return OnnxRule{e, op, dResults, dOperands}.build();
+}
+
+} // namespace mlir::moe::autodiff

@@ -1,0 +1,33 @@
+//===- Rules.h - vector-Jacobian products of onnx and moe ops ---*- C++ -*-===//
+//
+// Internal to passes/Autodiff. One rule per op: given the cotangents of an
+// op's results, emit the cotangents of its operands, in the op's dialect
+// wherever the math allows (the backward program is readable and lowers
+// with the forward). Each rule says in a comment what it keeps from the
+// forward and what it recomputes.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOE_PASSES_AUTODIFF_RULES_H
+#define MOE_PASSES_AUTODIFF_RULES_H
+
+#include "passes/Autodiff/Emitter.h"
+
+namespace mlir::moe::autodiff {
+
+/// Sets `dOperands[i]` to the cotangent of operand i of `op` (null where the
+/// operand gets none: integer operands, shapes, routing ids) from the
+/// cotangents `dResults` of its results (null: zero). The emitter inserts
+/// after the op's forward. Fails with an error on `op` for an op without a
+/// rule, or a case of one that a rule does not cover.
+LogicalResult buildOnnxVJP(Emitter &e, Operation *op, ArrayRef<Value> dResults,
+                           MutableArrayRef<Value> dOperands);
+LogicalResult buildMoEVJP(Emitter &e, Operation *op, ArrayRef<Value> dResults,
+                          MutableArrayRef<Value> dOperands);
+
+/// The 1-d integer constant operand `value` (ONNX axes, shapes, pads).
+std::optional<Shape> constantInts(Value value);
+
+} // namespace mlir::moe::autodiff
+
+#endif // MOE_PASSES_AUTODIFF_RULES_H
