@@ -254,10 +254,15 @@ LogicalResult mlir::moe::packWeights(ModuleOp module, Bundle &bundle) {
       }
       offsets.push_back(it->second);
     }
-    weights.push_back(json::Object{{"symbol", global.getSymName()},
-                                   {"dtype", *dtype},
-                                   {"shape", shapeOf(type.getShape())},
-                                   {"offsets", std::move(offsets)}});
+    json::Object weight{{"symbol", global.getSymName()},
+                        {"dtype", *dtype},
+                        {"shape", shapeOf(type.getShape())},
+                        {"offsets", std::move(offsets)}};
+    // What moe-train updates: the weights its gradients are named after.
+    if (auto resource = dyn_cast<DenseResourceElementsAttr>(source);
+        resource && bundle.manifest.getObject("training"))
+      weight["param"] = resource.getRawHandle().getKey();
+    weights.push_back(std::move(weight));
     global->removeAttr("moe.weight_source");
     global->removeAttr("moe.weight_slices");
     global->removeAttr("moe.weight_grid");

@@ -6,6 +6,7 @@
 #include "NativeCode.h"
 
 #include "moe/InitAll.h"
+#include "dialects/moe/IR/MoEOps.h"
 #include "moe/Support/Input.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -125,8 +126,26 @@ LogicalResult mlir::moe::compileModel(MLIRContext &context,
   if (options.emit == EmitStage::MoE)
     return writeModule(module, out);
 
-  if (failed(runPipeline(module, "moe-static-shapes,moe-set-plan{" + options.planOptions +
-                                     "},moe-partition,canonicalize")))
+  if (failed(runPipeline(module, "moe-static-shapes,moe-set-plan{" +
+                                     options.planOptions + "}")))
+    return failure();
+  if (options.train) {
+    // One rank for now: the exchanges of a partitioned program have no VJP
+    // rules yet.
+    auto plan = module->getAttrOfType<PlanAttr>("moe.plan");
+    if (plan && plan.getWorldSize() != 1)
+      return module.emitError("moe-compile: --train compiles for one rank; "
+                              "the plan has ")
+             << plan.getWorldSize() << " ranks";
+    if (options.optimizer != "sgd" && options.optimizer != "adamw")
+      return module.emitError("moe-compile: unknown --optimizer '")
+             << options.optimizer << "' (sgd or adamw)";
+    if (failed(runPipeline(module, "moe-decompose,moe-autodiff{" +
+                                       options.autodiffOptions +
+                                       "},canonicalize")))
+      return failure();
+  }
+  if (failed(runPipeline(module, "moe-partition,canonicalize")))
     return failure();
   if (options.emit == EmitStage::SPMD)
     return writeModule(module, out);
@@ -140,7 +159,13 @@ LogicalResult mlir::moe::compileModel(MLIRContext &context,
     func.removeArgAttrsAttr();
     func.removeResAttrsAttr();
   }
-  if (failed(runPipeline(module, "moe-externalize-weights")) ||
+  if (options.train)
+    bundle->manifest["training"] = llvm::json::Object{
+        {"optimizer", options.optimizer}};
+  // A training step updates every parameter between calls, however small.
+  if (failed(runPipeline(module, options.train
+                                     ? "moe-externalize-weights{min-elements=2}"
+                                     : "moe-externalize-weights")) ||
       failed(packWeights(module, *bundle)))
     return failure();
   embedManifest(module, *bundle, options.cuda ? "cuda" : "cpu");

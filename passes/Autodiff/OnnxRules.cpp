@@ -156,21 +156,49 @@ LogicalResult OnnxRule::gather() {
 }
 
 LogicalResult OnnxRule::slice() {
-  // The cotangent padded with zeros back to the input's shape.
+  // Strided axes: the cotangent scattered back to its indices, one axis at
+  // a time; then the rest padded with zeros back to the input's shape.
   Shape shape = shapeOf(in(0));
   std::optional<onnx_lowering::SliceParams> params =
       onnx_lowering::sliceParams(op, shape);
   if (!params)
     return unsupported("a Slice with non-constant bounds has no gradient here");
+  Value grad = g();
   Shape before, after;
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (params->steps[i] != 1 && params->sizes[i] > 1)
-      return unsupported("a Slice with a step other than 1 has no gradient "
-                         "here");
-    before.push_back(params->starts[i]);
-    after.push_back(shape[i] - params->starts[i] - params->sizes[i]);
+  for (size_t axis = 0; axis < shape.size(); ++axis) {
+    int64_t start = params->starts[axis], step = params->steps[axis],
+            size = params->sizes[axis];
+    if (step == 1 || size <= 1) {
+      before.push_back(start);
+      after.push_back(shape[axis] - start - size);
+      continue;
+    }
+    Shape current = shapeOf(grad);
+    Shape full = current;
+    full[axis] = shape[axis];
+    SmallVector<int64_t> indices;
+    int64_t inner = 1;
+    for (size_t i = axis + 1; i < current.size(); ++i)
+      inner *= current[i];
+    int64_t total = tensorType(grad).getNumElements();
+    indices.reserve(total);
+    for (int64_t i = 0; i < total; ++i)
+      indices.push_back(start + ((i / inner) % current[axis]) * step);
+    auto indexType = RankedTensorType::get(current, e.builder().getI64Type());
+    Value index = arith::ConstantOp::create(
+        e.builder(), e.getLoc(), DenseIntElementsAttr::get(indexType, indices));
+    grad = e.create<onnx::ScatterElementsOp>(
+        RankedTensorType::get(full, elementOf(grad)),
+        {e.splat(RankedTensorType::get(full, elementOf(grad)), 0.0), index,
+         grad},
+        {e.intAttr("axis", axis)});
+    before.push_back(0);
+    after.push_back(0);
   }
-  set(0, e.pad(g(), before, after));
+  if (llvm::any_of(before, [](int64_t v) { return v != 0; }) ||
+      llvm::any_of(after, [](int64_t v) { return v != 0; }))
+    grad = e.pad(grad, before, after);
+  set(0, grad);
   return success();
 }
 
@@ -217,7 +245,7 @@ LogicalResult OnnxRule::layerNorm(bool rms) {
 
 LogicalResult OnnxRule::build() {
   for (unsigned i = 1; i < op->getNumResults(); ++i)
-    if (dResults[i] && !isa<onnx::LayerNormalizationOp>(op))
+    if (dResults[i] && !isa<onnx::LayerNormalizationOp, onnx::SplitOp>(op))
       return unsupported("only the first result of this op is differentiable");
   Type elt = isFloat(out()) ? elementOf(out()) : Type();
   auto c = [&](double value) { return e.scalar(elt, value); };
@@ -435,6 +463,23 @@ LogicalResult OnnxRule::build() {
                         e.add(index, size), index);
         set(0, e.scatterElementsAdd(e.splat(tensorType(data), 0.0), index,
                                     g(), axis));
+        return success();
+      })
+      .Case([&](onnx::ScatterNDOp) -> LogicalResult {
+        // d data: the cotangent where nothing was written over it;
+        // d updates: the cotangent read back where they went.
+        auto reduction = op->getAttrOfType<StringAttr>("reduction");
+        bool add = reduction && reduction.getValue() == "add";
+        if (reduction && !add && reduction.getValue() != "none")
+          return unsupported("ScatterND with reduction '" +
+                             reduction.getValue() + "' has no gradient here");
+        Value indices = e.cast(in(1), e.builder().getI64Type());
+        Value updates = in(2);
+        set(0, add ? g()
+                   : e.create<onnx::ScatterNDOp>(
+                         out().getType(),
+                         {g(), indices, e.splat(tensorType(updates), 0.0)}));
+        set(2, e.create<onnx::GatherNDOp>(updates.getType(), {g(), indices}));
         return success();
       })
       .Case([&](onnx::WhereOp) {

@@ -18,6 +18,8 @@
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cmath>
+
 using namespace mlir;
 namespace cl = llvm::cl;
 
@@ -90,6 +92,67 @@ static cl::opt<bool> gpuStreamOrder(
              "tell whether the order is at fault)"),
     cl::init(true), cl::cat(category));
 
+static cl::opt<bool> train("train",
+                           cl::desc("Compile the training step (loss and "
+                                    "gradients) that moe-train runs"),
+                           cl::cat(category));
+static cl::opt<std::string> loss(
+    "loss",
+    cl::desc("Training loss: model (the model's `loss` output), causal-lm, "
+             "cross-entropy or mse (default: model)"),
+    cl::init("model"), cl::cat(category));
+static cl::opt<std::string> lossOutput(
+    "loss-output", cl::desc("The model output the loss reads"),
+    cl::cat(category));
+static cl::opt<std::string> optimizer(
+    "optimizer", cl::desc("Optimizer moe-train runs: sgd or adamw"),
+    cl::init("adamw"), cl::cat(category));
+static cl::opt<std::string> loadBalancing(
+    "moe-load-balancing",
+    cl::desc("MoE load balancing in training: aux_loss, balanced, sinkhorn "
+             "or none (default: the --smp-config's, else none)"),
+    cl::cat(category));
+static cl::opt<std::string> auxLossForm(
+    "moe-aux-loss-form",
+    cl::desc("Aux loss form: megatron (per layer, SageMaker's) or "
+             "transformers (all layers concatenated)"),
+    cl::init("megatron"), cl::cat(category));
+static cl::opt<double> auxLossCoeff("moe-aux-loss-coeff",
+                                    cl::desc("Aux loss coefficient"),
+                                    cl::cat(category));
+static cl::opt<double> zLossCoeff("moe-z-loss-coeff",
+                                  cl::desc("Router z-loss coefficient"),
+                                  cl::cat(category));
+static cl::opt<std::string> freeze(
+    "freeze",
+    cl::desc("Regular expression of weights not to train (default: rotary "
+             "frequencies and selection biases)"),
+    cl::cat(category));
+
+/// moe-autodiff's options from the command line: an --smp-config gives
+/// the MoE losses unless the flags do.
+static std::string autodiffOptions() {
+  std::string result;
+  llvm::raw_string_ostream os(result);
+  os << "loss=" << loss << " aux-loss-form=" << auxLossForm;
+  if (!lossOutput.empty())
+    os << " loss-output=" << lossOutput;
+  bool fromPlan = !smpConfig.empty() && !loadBalancing.getNumOccurrences() &&
+                  !auxLossCoeff.getNumOccurrences() &&
+                  !zLossCoeff.getNumOccurrences();
+  if (fromPlan)
+    os << " from-plan=1";
+  if (loadBalancing.getNumOccurrences())
+    os << " load-balancing=" << loadBalancing;
+  if (auxLossCoeff.getNumOccurrences())
+    os << " aux-loss-coeff=" << auxLossCoeff;
+  if (zLossCoeff.getNumOccurrences())
+    os << " z-loss-coeff=" << zLossCoeff;
+  if (freeze.getNumOccurrences())
+    os << " freeze=" << freeze;
+  return result;
+}
+
 static cl::opt<unsigned> optLevel("O", cl::desc("LLVM optimization level"),
                                   cl::init(3), cl::Prefix, cl::cat(category));
 
@@ -149,6 +212,30 @@ int main(int argc, char **argv) {
   options.optLevel = optLevel;
   options.cuda = target == Target::CUDA;
   options.streamOrder = gpuStreamOrder;
+  options.train = train;
+  options.import.namedWeights = train;
+  options.optimizer = optimizer;
+  if (train)
+    options.autodiffOptions = autodiffOptions();
+  for (auto *option : {&loss, &lossOutput, &optimizer, &loadBalancing,
+                       &auxLossForm, &freeze})
+    if (option->getNumOccurrences() && !train) {
+      emitError(UnknownLoc::get(&context))
+          << "moe-compile: --" << option->ArgStr << " needs --train";
+      return 1;
+    }
+  for (auto *option : {&auxLossCoeff, &zLossCoeff})
+    if (option->getNumOccurrences() && !train) {
+      emitError(UnknownLoc::get(&context))
+          << "moe-compile: --" << option->ArgStr << " needs --train";
+      return 1;
+    } else if (option->getNumOccurrences() &&
+               !(*option >= 0 && std::isfinite(*option))) {
+      emitError(UnknownLoc::get(&context))
+          << "moe-compile: --" << option->ArgStr
+          << " must be a finite number >= 0";
+      return 1;
+    }
   for (const std::string &spec : inputShapes) {
     std::string error;
     if (failed(moe::addInputShape(spec, options.import, error))) {

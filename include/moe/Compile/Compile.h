@@ -41,6 +41,12 @@ struct CompileOptions {
   /// With cuda: GPU work in stream order (moe-gpu-stream-order); off, every
   /// kernel launch and free waits for the device.
   bool streamOrder = true;
+  /// Compile the training step instead of the forward: moe-autodiff's
+  /// options ("loss=causal-lm load-balancing=aux_loss ..."), and the
+  /// optimizer moe-train runs it with (sgd or adamw).
+  bool train = false;
+  std::string autodiffOptions;
+  std::string optimizer = "adamw";
 };
 
 /// Registers the dialects and translations that compileModel uses.

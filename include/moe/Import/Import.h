@@ -36,6 +36,9 @@ struct ImportOptions {
   /// malformed archive is an error, not the end of the tool. Off only where
   /// the caller must see the translation (a coverage-guided fuzzer).
   bool isolateTorchScript = true;
+  /// Every float initializer, however small, becomes a resource named after
+  /// it (training: the parameters keep their names and identities).
+  bool namedWeights = false;
 };
 
 /// Adds one `--input-shape` value, `NAME=D0xD1x...`, to `options`; on a

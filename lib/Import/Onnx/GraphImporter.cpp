@@ -130,7 +130,7 @@ LogicalResult GraphImporter::importInitializers(GraphProto &graph) {
   for (TensorProto &tensor : *graph.mutable_initializer()) {
     Location loc = NameLoc::get(builder.getStringAttr(tensor.name()), fileLoc);
     FailureOr<ElementsAttr> value =
-        tensors.importWeight(tensor, tensor.name(), loc);
+        tensors.importWeight(tensor, tensor.name(), loc, options.namedWeights);
     if (failed(value))
       return failure();
     values[tensor.name()] = createConstant(loc, *value);

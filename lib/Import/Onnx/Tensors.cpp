@@ -254,13 +254,17 @@ static std::string getResourceKey(StringRef name) {
 
 FailureOr<ElementsAttr> TensorImporter::importWeight(TensorProto &tensor,
                                                      StringRef name,
-                                                     Location loc) {
+                                                     Location loc,
+                                                     bool keepNamed) {
   FailureOr<std::pair<RankedTensorType, size_t>> typeAndSize =
       getTypeAndSize(context, tensor, name, loc);
   if (failed(typeAndSize))
     return failure();
   auto [type, size] = *typeAndSize;
-  bool small = size <= kMaxInlineBytes || type.getElementType().isInteger(1);
+  bool named = keepNamed && isa<FloatType>(type.getElementType()) &&
+               type.getNumElements() > 1;
+  bool small = (size <= kMaxInlineBytes && !named) ||
+               type.getElementType().isInteger(1);
   std::string *raw =
       !small && tensor.has_raw_data() ? tensor.mutable_raw_data() : nullptr;
   FailureOr<Bytes> bytes = readBytes(tensor, raw, type, size, name, loc);

@@ -44,10 +44,13 @@ public:
 
   /// An initializer or a Constant node's value: a dense resource named after
   /// `name` that takes `tensor`'s raw data (or maps its external data), or,
-  /// for small and boolean tensors, a DenseElementsAttr. Errors (at `loc`)
-  /// name the tensor.
+  /// for small and boolean tensors, a DenseElementsAttr (a named resource
+  /// still for a float tensor of two or more elements with `keepNamed`, which training needs: a
+  /// parameter keeps its name, and two equal ones stay two). Errors (at
+  /// `loc`) name the tensor.
   FailureOr<ElementsAttr> importWeight(::ONNX_NAMESPACE::TensorProto &tensor,
-                                       StringRef name, Location loc);
+                                       StringRef name, Location loc,
+                                       bool keepNamed = false);
 
   /// A tensor attribute, copied into a DenseElementsAttr.
   FailureOr<DenseElementsAttr> importInline(const ::ONNX_NAMESPACE::TensorProto &tensor,
