@@ -92,13 +92,18 @@ LogicalResult MoEAutodiffPass::differentiate(func::FuncOp func) {
   if (!freeze.empty() && !frozen.isValid(regexError))
     return func.emitError("moe-autodiff: --freeze '")
            << freeze << "' is not a regular expression: " << regexError;
-  SmallVector<std::pair<Value, StringRef>> params;
+  llvm::Regex trainable(params);
+  if (!trainable.isValid(regexError))
+    return func.emitError("moe-autodiff: --params '")
+           << params << "' is not a regular expression: " << regexError;
+  SmallVector<std::pair<Value, StringRef>> parameters;
   llvm::DenseSet<Value> active;
   func.walk([&](arith::ConstantOp constant) {
     std::optional<StringRef> name = parameterName(constant);
-    if (!name || (!freeze.empty() && frozen.match(*name)))
+    if (!name || !trainable.match(*name) ||
+        (!freeze.empty() && frozen.match(*name)))
       return;
-    params.push_back({constant.getResult(), *name});
+    parameters.push_back({constant.getResult(), *name});
     active.insert(constant.getResult());
   });
 
@@ -167,7 +172,7 @@ LogicalResult MoEAutodiffPass::differentiate(func::FuncOp func) {
       DictionaryAttr::get(
           ctx, {builder.getNamedAttr("onnx.name",
                                      builder.getStringAttr("aux_loss"))})};
-  for (auto [value, name] : params) {
+  for (auto [value, name] : parameters) {
     Value grad = cotangents.lookup(value);
     if (!grad)
       continue;

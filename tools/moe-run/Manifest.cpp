@@ -20,7 +20,8 @@ static bool mapTensor(const json::Value &v, TensorSpec &t, json::Path p,
   std::string dtype;
   if (!o || !(weight ? o.map("symbol", t.name) : o.map("name", t.name)) ||
       !o.map("dtype", dtype) || !o.map("shape", t.shape) ||
-      (weight && !o.map("offsets", t.offsets)))
+      (weight && (!o.map("offsets", t.offsets) ||
+                  !o.mapOptional("param", t.param))))
     return false;
   if (!(t.type = moert::findDType(dtype))) {
     p.field("dtype").report("expected f32, f64, i32, i64, i8, bool, f16 or bf16");
@@ -77,6 +78,15 @@ static bool fromJSON(const json::Value &v, Manifest &m, json::Path p) {
   }
   m.axes = std::move(grid.axes);
   m.gridShape = std::move(grid.shape);
+  if (const json::Value *training = v.getAsObject()->get("training")) {
+    json::ObjectMapper t(*training, p.field("training"));
+    if (!t || !t.map("optimizer", m.optimizer))
+      return false;
+    if (m.optimizer != "sgd" && m.optimizer != "adamw") {
+      p.field("training").field("optimizer").report("expected sgd or adamw");
+      return false;
+    }
+  }
   if (const json::Array *weights = v.getAsObject()->getArray("weights")) {
     json::Path weightsPath = p.field("weights");
     for (size_t i = 0; i < weights->size(); ++i)

@@ -28,6 +28,9 @@ struct TensorSpec {
   std::vector<int64_t> shape;
   /// Weights only: byte offset in the weights file of each rank's piece.
   std::vector<int64_t> offsets;
+  /// Weights of a training bundle only: the parameter the weight holds
+  /// (several weights may hold one), as its gradient output names it.
+  std::string param;
 
   int64_t bytes() const { return moert::numElements(shape) * type->size; }
 };
@@ -42,6 +45,9 @@ struct Manifest {
   std::vector<int64_t> gridShape;
   std::vector<TensorSpec> inputs, outputs;
   std::string weightsFile;
+  /// A training step's bundle (moe-compile --train): its optimizer, sgd or
+  /// adamw; empty for a forward bundle.
+  std::string optimizer;
   std::vector<TensorSpec> weights;
   /// Sizes and "xxh3:<hex>" digests of model.so and weights.bin.
   int64_t libraryBytes = 0, weightsBytes = 0;

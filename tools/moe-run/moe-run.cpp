@@ -18,6 +18,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Library.h"
 #include "Manifest.h"
 
 #include "moert/Npy.h"
@@ -107,8 +108,6 @@ static Options &options() {
 }
 
 namespace {
-using Entry = void (*)(void **);
-
 struct Session {
   Manifest manifest;
   /// The digest of model.json, which names the digests of the rest, and of
@@ -206,146 +205,18 @@ static Error prepareOutputs(Session &s) {
   return Error::success();
 }
 
-/// True when [addr, addr + bytes) lies in memory that stays writable:
-/// a writable PT_LOAD segment outside PT_GNU_RELRO.
-static bool isWritable(const void *addr, int64_t bytes) {
-  struct Query {
-    uintptr_t begin, end;
-    bool writable = false;
-  } query{reinterpret_cast<uintptr_t>(addr),
-          reinterpret_cast<uintptr_t>(addr) + bytes};
-  dl_iterate_phdr(
-      [](dl_phdr_info *info, size_t, void *data) {
-        auto *q = static_cast<Query *>(data);
-        bool inWritable = false, inRelro = false;
-        for (int i = 0; i < info->dlpi_phnum; ++i) {
-          const ElfW(Phdr) &ph = info->dlpi_phdr[i];
-          uintptr_t begin = info->dlpi_addr + ph.p_vaddr;
-          uintptr_t end = begin + ph.p_memsz;
-          if (ph.p_type == PT_LOAD && (ph.p_flags & PF_W) &&
-              q->begin >= begin && q->end <= end)
-            inWritable = true;
-          if (ph.p_type == PT_GNU_RELRO && q->begin < end && q->end > begin)
-            inRelro = true;
-        }
-        q->writable |= inWritable && !inRelro;
-        return 0;
-      },
-      &query);
-  return query.writable;
-}
-
-/// The contents of `path`, after checking that it has the size and (unless
-/// `digest` is empty) the digest that the manifest records.
-static Expected<std::unique_ptr<MemoryBuffer>>
-readChecked(const std::string &path, int64_t bytes, StringRef digest) {
-  auto buffer = MemoryBuffer::getFile(path, /*IsText=*/false,
-                                      /*RequiresNullTerminator=*/false);
-  if (!buffer)
-    return failure("cannot read " + path + ": " + buffer.getError().message());
-  int64_t size = (*buffer)->getBufferSize();
-  if (size != bytes)
-    return failure(formatv("{0} has {1} bytes, the manifest records {2}: the "
-                           "bundle is incomplete or was edited after "
-                           "compilation",
-                           path, size, bytes));
-  if (!digest.empty() && mlir::moe::contentDigest(arrayRefFromStringRef(
-                             (*buffer)->getBuffer())) != digest)
-    return failure(formatv("{0} does not have the digest that the manifest "
-                           "records ({1}): it was edited after compilation",
-                           path, digest));
-  return std::move(*buffer);
-}
-
-/// The size of the symbol at `symbol`, or -1 when it is not one.
-static int64_t symbolBytes(void *symbol) {
-  Dl_info info;
-  void *entry = nullptr;
-  if (!symbol || !dladdr1(symbol, &info, &entry, RTLD_DL_SYMENT) || !entry)
-    return -1;
-  return static_cast<const ElfW(Sym) *>(entry)->st_size;
-}
-
-/// Checks model.json against the library's description of itself.
-static Error compareWithLibrary(const Manifest &m, void *library) {
-  auto *text = static_cast<const char *>(dlsym(library, "moe_manifest"));
-  int64_t bytes = symbolBytes(const_cast<char *>(text));
-  if (bytes <= 0 || text[bytes - 1] != '\0')
-    return failure(formatv("{0} does not describe itself (no moe_manifest): "
-                           "recompile the bundle with this version's "
-                           "moe-compile",
-                           m.library));
-  std::string error = compareWithLibrary(m, StringRef(text, bytes - 1));
-  return error.empty() ? Error::success() : failure(error);
-}
-
-/// Copies this rank's piece of every weight into its symbol, after checking
-/// that the symbol has exactly the piece's size and may be written.
-static Error loadWeights(Session &s, void *library) {
-  const Manifest &m = s.manifest;
-  if (m.weights.empty())
-    return Error::success();
-  Expected<std::unique_ptr<MemoryBuffer>> file =
-      options().weights.empty()
-          ? readChecked(inBundle(m.weightsFile), m.weightsBytes,
-                        m.weightsDigest)
-          : readChecked(options().weights, m.weightsBytes, "");
-  if (!file)
-    return file.takeError();
-  if (!options().weights.empty())
-    s.weightsDigest = mlir::moe::contentDigest(
-        arrayRefFromStringRef((*file)->getBuffer()));
-  for (const TensorSpec &w : m.weights) {
-    // The manifest's check bounds every piece by the file's size.
-    int64_t bytes = w.bytes(), offset = w.offsets[moert::worldRank()];
-    void *symbol = dlsym(library, w.name.c_str());
-    int64_t size = symbolBytes(symbol);
-    if (size < 0)
-      return failure(
-          formatv("{0} has no weight symbol '{1}'", m.library, w.name));
-    if (size != bytes)
-      return failure(formatv("weight '{0}' of {1} has {2} bytes, its "
-                             "manifest shape {3} of {4} needs {5}",
-                             w.name, m.library, size,
-                             moert::shapeString(w.shape), w.type->name, bytes));
-    if (!isWritable(symbol, bytes))
-      return failure(
-          formatv("weight '{0}' of {1} is read-only data", w.name, m.library));
-    std::memcpy(symbol, (*file)->getBufferStart() + offset, bytes);
-  }
-  return Error::success();
-}
-
 static Error loadLibrary(Session &s) {
-  const Manifest &m = s.manifest;
-  // The device first: model.so's constructors load its GPU modules.
-  if (m.target == "cuda") {
-#ifdef MOE_RUN_HAVE_CUDA
-    moert_cuda_init();
-#else
-    return failure("the bundle was compiled with --target=cuda, but this "
-                   "moe-run was built without the CUDA backend (no CUDA "
-                   "toolkit or NCCL at build time)");
-#endif
-  }
-  // Optional: only programs that copy strided buffers call memrefCopy, and
-  // dlopen names it if one does and it is missing.
-  dlopen(MOE_RUN_C_RUNNER_UTILS, RTLD_NOW | RTLD_GLOBAL);
-  // Checked first: a truncated library would fault inside dlopen.
-  if (Expected<std::unique_ptr<MemoryBuffer>> code =
-          readChecked(inBundle(m.library), m.libraryBytes, m.libraryDigest);
-      !code)
-    return code.takeError();
-  // RTLD_NOW: a missing moert_* symbol is an error here, not mid-run.
-  void *library = dlopen(inBundle(m.library).c_str(), RTLD_NOW | RTLD_LOCAL);
+  Expected<LoadedLibrary> library =
+      moe_run::loadLibrary(s.manifest, options().bundleDir);
   if (!library)
-    return failure(Twine("cannot load the model: ") + dlerror());
-  if (Error error = compareWithLibrary(m, library))
-    return error;
-  s.entry = reinterpret_cast<Entry>(dlsym(library, m.entry.c_str()));
-  if (!s.entry)
-    return failure(formatv("{0} has no entry '{1}'", m.library, m.entry));
-  return loadWeights(s, library);
+    return library.takeError();
+  s.entry = library->entry;
+  Expected<std::vector<char *>> weights =
+      loadWeights(s.manifest, library->handle, options().bundleDir,
+                  options().weights, &s.weightsDigest);
+  if (!weights)
+    return weights.takeError();
+  return Error::success();
 }
 
 static Error setUp(Session &s) {

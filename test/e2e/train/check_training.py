@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+"""Compares a moe-train run with the PyTorch reference of Inputs/.
+
+    check_training.py MODEL OPT LOG.csv [WEIGHTS_DIR]
+
+MODEL.OPT.curve.npz holds PyTorch's per-step loss, aux loss (coefficient
+included), gradient norm before clipping and lr; MODEL.OPT.final.npz the
+parameters after the last step, by ONNX initializer name. The run must give
+the same curve (rtol 1e-5 in fp32, moe-training.md 10.3) and, where
+WEIGHTS_DIR is given, the same final weights: SGD to rtol 1e-5 atol 1e-6;
+AdamW elementwise to atol 2 lr per step whose update noise could flip
+(moe-training.md 10.4, pitfall 6), checked as a relative Frobenius error.
+Prints one line per check; exits 1 on the first failure.
+"""
+import csv
+import os
+import sys
+
+import numpy as np
+
+INPUTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "Inputs")
+
+
+def fail(message):
+    print("FAIL " + message)
+    sys.exit(1)
+
+
+def main():
+    model, opt, log = sys.argv[1:4]
+    weights = sys.argv[4] if len(sys.argv) > 4 else None
+    ref = np.load(os.path.join(INPUTS, f"{model}.{opt}.curve.npz"))
+    rows = list(csv.DictReader(open(log)))
+    if len(rows) != len(ref["loss"]):
+        fail(f"{log} has {len(rows)} steps, the reference {len(ref['loss'])}")
+    for column, key in [("loss", "loss"), ("aux_loss", "aux"),
+                        ("grad_norm", "grad_norm"), ("lr", "lr")]:
+        ours = np.array([float(r[column]) for r in rows])
+        theirs = np.asarray(ref[key], dtype=np.float64)
+        if not np.allclose(ours, theirs, rtol=1e-5, atol=1e-7):
+            step = int(np.argmax(~np.isclose(ours, theirs, rtol=1e-5, atol=1e-7)))
+            fail(f"{model} {opt} {column}: step {step + 1} gives {ours[step]!r}, "
+                 f"PyTorch {theirs[step]!r}")
+        print(f"ok {model} {opt} {column}: {len(rows)} steps within rtol 1e-5")
+    if not weights:
+        return
+    final = np.load(os.path.join(INPUTS, f"{model}.{opt}.final.npz"))
+    checked = 0
+    for name in final.files:
+        path = os.path.join(weights, name + ".npy")
+        if not os.path.exists(path):
+            continue
+        ours, theirs = np.load(path), final[name]
+        if opt == "sgd":
+            good = np.allclose(ours, theirs, rtol=1e-5, atol=1e-6)
+            error = np.max(np.abs(ours - theirs))
+        else:
+            error = np.linalg.norm(ours - theirs) / max(np.linalg.norm(theirs), 1e-30)
+            good = error <= 1e-5
+        if not good:
+            fail(f"{model} {opt} final '{name}': error {error:.3e}")
+        checked += 1
+    print(f"ok {model} {opt} final weights: {checked} of {len(final.files)} "
+          f"parameters compared")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,175 @@
+//===- Library.cpp - A bundle's model.so, checked and loaded --------------===//
+
+#include "Library.h"
+
+#include "moert/Runtime.h"
+#ifdef MOE_RUN_HAVE_CUDA
+#include "moert/moert_cuda.h"
+#endif
+
+#include "moe/Support/Input.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/Path.h"
+
+#include <cstring>
+#include <dlfcn.h>
+#include <link.h>
+
+using namespace llvm;
+using namespace moe_run;
+
+static Error failure(const Twine &message) {
+  return createStringError(message);
+}
+
+static std::string inBundle(StringRef bundleDir, StringRef file) {
+  SmallString<128> path(bundleDir);
+  sys::path::append(path, file);
+  return std::string(path);
+}
+
+/// True when [addr, addr + bytes) lies in memory that stays writable:
+/// a writable PT_LOAD segment outside PT_GNU_RELRO.
+static bool isWritable(const void *addr, int64_t bytes) {
+  struct Query {
+    uintptr_t begin, end;
+    bool writable = false;
+  } query{reinterpret_cast<uintptr_t>(addr),
+          reinterpret_cast<uintptr_t>(addr) + bytes};
+  dl_iterate_phdr(
+      [](dl_phdr_info *info, size_t, void *data) {
+        auto *q = static_cast<Query *>(data);
+        bool inWritable = false, inRelro = false;
+        for (int i = 0; i < info->dlpi_phnum; ++i) {
+          const ElfW(Phdr) &ph = info->dlpi_phdr[i];
+          uintptr_t begin = info->dlpi_addr + ph.p_vaddr;
+          uintptr_t end = begin + ph.p_memsz;
+          if (ph.p_type == PT_LOAD && (ph.p_flags & PF_W) &&
+              q->begin >= begin && q->end <= end)
+            inWritable = true;
+          if (ph.p_type == PT_GNU_RELRO && q->begin < end && q->end > begin)
+            inRelro = true;
+        }
+        q->writable |= inWritable && !inRelro;
+        return 0;
+      },
+      &query);
+  return query.writable;
+}
+
+Expected<std::unique_ptr<MemoryBuffer>>
+moe_run::readChecked(const std::string &path, int64_t bytes, StringRef digest) {
+  auto buffer = MemoryBuffer::getFile(path, /*IsText=*/false,
+                                      /*RequiresNullTerminator=*/false);
+  if (!buffer)
+    return failure("cannot read " + path + ": " + buffer.getError().message());
+  int64_t size = (*buffer)->getBufferSize();
+  if (size != bytes)
+    return failure(formatv("{0} has {1} bytes, the manifest records {2}: the "
+                           "bundle is incomplete or was edited after "
+                           "compilation",
+                           path, size, bytes));
+  if (!digest.empty() && mlir::moe::contentDigest(arrayRefFromStringRef(
+                             (*buffer)->getBuffer())) != digest)
+    return failure(formatv("{0} does not have the digest that the manifest "
+                           "records ({1}): it was edited after compilation",
+                           path, digest));
+  return std::move(*buffer);
+}
+
+/// The size of the symbol at `symbol`, or -1 when it is not one.
+static int64_t symbolBytes(void *symbol) {
+  Dl_info info;
+  void *entry = nullptr;
+  if (!symbol || !dladdr1(symbol, &info, &entry, RTLD_DL_SYMENT) || !entry)
+    return -1;
+  return static_cast<const ElfW(Sym) *>(entry)->st_size;
+}
+
+/// Checks model.json against the library's description of itself.
+static Error checkAgainstLibrary(const Manifest &m, void *library) {
+  auto *text = static_cast<const char *>(dlsym(library, "moe_manifest"));
+  int64_t bytes = symbolBytes(const_cast<char *>(text));
+  if (bytes <= 0 || text[bytes - 1] != '\0')
+    return failure(formatv("{0} does not describe itself (no moe_manifest): "
+                           "recompile the bundle with this version's "
+                           "moe-compile",
+                           m.library));
+  std::string error = compareWithLibrary(m, StringRef(text, bytes - 1));
+  return error.empty() ? Error::success() : failure(error);
+}
+
+/// Copies this rank's piece of every weight into its symbol, after checking
+/// that the symbol has exactly the piece's size and may be written.
+Expected<std::vector<char *>>
+moe_run::loadWeights(const Manifest &m, void *library, StringRef bundleDir,
+                     StringRef weightsOverride, std::string *overrideDigest) {
+  std::vector<char *> symbols;
+  if (m.weights.empty())
+    return symbols;
+  Expected<std::unique_ptr<MemoryBuffer>> file =
+      weightsOverride.empty()
+          ? readChecked(inBundle(bundleDir, m.weightsFile), m.weightsBytes,
+                        m.weightsDigest)
+          : readChecked(weightsOverride.str(), m.weightsBytes, "");
+  if (!file)
+    return file.takeError();
+  if (!weightsOverride.empty() && overrideDigest)
+    *overrideDigest = mlir::moe::contentDigest(
+        arrayRefFromStringRef((*file)->getBuffer()));
+  for (const TensorSpec &w : m.weights) {
+    // The manifest's check bounds every piece by the file's size.
+    int64_t bytes = w.bytes(), offset = w.offsets[moert::worldRank()];
+    void *symbol = dlsym(library, w.name.c_str());
+    int64_t size = symbolBytes(symbol);
+    if (size < 0)
+      return failure(
+          formatv("{0} has no weight symbol '{1}'", m.library, w.name));
+    if (size != bytes)
+      return failure(formatv("weight '{0}' of {1} has {2} bytes, its "
+                             "manifest shape {3} of {4} needs {5}",
+                             w.name, m.library, size,
+                             moert::shapeString(w.shape), w.type->name, bytes));
+    if (!isWritable(symbol, bytes))
+      return failure(
+          formatv("weight '{0}' of {1} is read-only data", w.name, m.library));
+    std::memcpy(symbol, (*file)->getBufferStart() + offset, bytes);
+    symbols.push_back(static_cast<char *>(symbol));
+  }
+  return symbols;
+}
+
+Expected<LoadedLibrary> moe_run::loadLibrary(const Manifest &m,
+                                             StringRef bundleDir) {
+  // The device first: model.so's constructors load its GPU modules.
+  if (m.target == "cuda") {
+#ifdef MOE_RUN_HAVE_CUDA
+    moert_cuda_init();
+#else
+    return failure("the bundle was compiled with --target=cuda, but this "
+                   "moe-run was built without the CUDA backend (no CUDA "
+                   "toolkit or NCCL at build time)");
+#endif
+  }
+  // Optional: only programs that copy strided buffers call memrefCopy, and
+  // dlopen names it if one does and it is missing.
+  dlopen(MOE_RUN_C_RUNNER_UTILS, RTLD_NOW | RTLD_GLOBAL);
+  // Checked first: a truncated library would fault inside dlopen.
+  if (Expected<std::unique_ptr<MemoryBuffer>> code =
+          readChecked(inBundle(bundleDir, m.library), m.libraryBytes, m.libraryDigest);
+      !code)
+    return code.takeError();
+  // RTLD_NOW: a missing moert_* symbol is an error here, not mid-run.
+  void *library = dlopen(inBundle(bundleDir, m.library).c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!library)
+    return failure(Twine("cannot load the model: ") + dlerror());
+  if (Error error = checkAgainstLibrary(m, library))
+    return std::move(error);
+  auto entry = reinterpret_cast<Entry>(dlsym(library, m.entry.c_str()));
+  if (!entry)
+    return failure(formatv("{0} has no entry '{1}'", m.library, m.entry));
+  return LoadedLibrary{library, entry};
+}
+

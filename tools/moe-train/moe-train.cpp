@@ -1,0 +1,539 @@
+//===- moe-train.cpp - Trains a compiled training step --------------------===//
+//
+// moe-train BUNDLE --input NAME=FILE.npy ... --steps N --batch-size B
+//           [--lr X --momentum X --dampening X --nesterov --betas B1,B2
+//            --eps X --weight-decay X --clip-grad-norm X --warmup-steps N
+//            --schedule constant|cosine|linear] [--log FILE.csv]
+//           [--checkpoint-dir DIR --checkpoint-every K] [--resume DIR]
+//           [--output-dir DIR]
+//
+// BUNDLE comes from moe-compile --train. Each input file holds the whole
+// data set, samples along its first dimension; step s (from 0) reads the
+// samples [s*B, (s+1)*B), wrapping around. Each step calls the compiled
+// step (loss and one gradient per parameter), clips the gradients, and
+// updates the fp32 master weights with the optimizer the bundle was
+// compiled for, exactly as PyTorch does (moert/Train.h); the weights the
+// program reads are then refreshed from the masters.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Library.h"
+#include "Manifest.h"
+
+#include "moert/Npy.h"
+#include "moert/Runtime.h"
+#include "moert/Train.h"
+
+#include "moe/Support/Input.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <unistd.h>
+
+using namespace llvm;
+using namespace moe_run;
+namespace train = moert::train;
+
+namespace {
+struct Options {
+  cl::OptionCategory category{"moe-train options"};
+  cl::opt<std::string> bundleDir{cl::Positional, cl::Required,
+                                 cl::desc("<bundle directory>"),
+                                 cl::cat(category)};
+  cl::list<std::string> inputs{
+      "input", cl::desc("NAME=FILE.npy: a whole data set (samples first)"),
+      cl::cat(category)};
+  cl::opt<int64_t> steps{"steps", cl::Required,
+                         cl::desc("Optimizer steps to run in all"),
+                         cl::cat(category)};
+  cl::opt<int64_t> batchSize{"batch-size", cl::Required,
+                             cl::desc("Samples per step (the compiled batch)"),
+                             cl::cat(category)};
+  cl::opt<double> lr{"lr", cl::desc("Learning rate (default 1e-3)"),
+                     cl::init(1e-3), cl::cat(category)};
+  cl::opt<double> momentum{"momentum", cl::desc("SGD momentum"), cl::init(0),
+                           cl::cat(category)};
+  cl::opt<double> dampening{"dampening", cl::desc("SGD dampening"),
+                            cl::init(0), cl::cat(category)};
+  cl::opt<bool> nesterov{"nesterov", cl::desc("SGD Nesterov momentum"),
+                         cl::cat(category)};
+  cl::opt<std::string> betas{"betas", cl::desc("AdamW B1,B2 (0.9,0.999)"),
+                             cl::init("0.9,0.999"), cl::cat(category)};
+  cl::opt<double> eps{"eps", cl::desc("AdamW epsilon (1e-8)"), cl::init(1e-8),
+                      cl::cat(category)};
+  cl::opt<double> weightDecay{
+      "weight-decay",
+      cl::desc("Weight decay (AdamW: decoupled, default 0.01; SGD: L2, 0)"),
+      cl::cat(category)};
+  cl::opt<double> clipGradNorm{
+      "clip-grad-norm",
+      cl::desc("Clip the global gradient norm to X (default: no clipping)"),
+      cl::init(0), cl::cat(category)};
+  cl::opt<int64_t> warmupSteps{"warmup-steps",
+                               cl::desc("Linear warm-up steps"), cl::init(0),
+                               cl::cat(category)};
+  cl::opt<std::string> schedule{
+      "schedule", cl::desc("constant, cosine or linear (decay to 0 at --steps)"),
+      cl::init("constant"), cl::cat(category)};
+  cl::opt<std::string> log{"log", cl::desc("CSV file: one row per step"),
+                           cl::cat(category)};
+  cl::opt<std::string> checkpointDir{
+      "checkpoint-dir", cl::desc("Where checkpoints go"), cl::cat(category)};
+  cl::opt<int64_t> checkpointEvery{
+      "checkpoint-every",
+      cl::desc("Steps between checkpoints (and one at the end)"), cl::init(0),
+      cl::cat(category)};
+  cl::opt<std::string> resume{"resume",
+                              cl::desc("Continue from this checkpoint"),
+                              cl::cat(category)};
+  cl::opt<std::string> outputDir{
+      "output-dir", cl::desc("Write the final weights there, one .npy each"),
+      cl::cat(category)};
+  cl::opt<int> threads{"threads", cl::desc("Threads (default: all cores)"),
+                       cl::init(0), cl::cat(category)};
+};
+
+Options &options() {
+  static Options *opts = [] {
+    if (cl::Option *o = cl::getRegisteredOptions().lookup("threads"))
+      o->setArgStr("llvm-threads");
+    return new Options;
+  }();
+  return *opts;
+}
+
+Error failure(const Twine &message) { return createStringError(message); }
+
+/// A parameter: its fp32 master weights, the symbols of model.so that hold
+/// copies of it, its optimizer state and the output with its gradient.
+struct Param {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::vector<float> master;
+  std::vector<char *> copies;
+  train::ParamState state;
+  int gradOutput = -1;
+};
+
+struct Trainer {
+  Manifest manifest;
+  Entry entry = nullptr;
+  std::vector<Param> params;
+  /// Per manifest input: the whole data set and the batch buffer.
+  std::vector<moert::Array> datasets;
+  std::vector<std::vector<char>> batches;
+  std::vector<moert::Buffer> outputs;
+  int lossOutput = -1, auxOutput = -1;
+  int64_t samples = 0;
+  train::OptimizerConfig config;
+  train::Schedule schedule;
+  int64_t firstStep = 0;
+};
+
+std::string inBundle(StringRef file) {
+  SmallString<128> path(options().bundleDir);
+  sys::path::append(path, file);
+  return std::string(path);
+}
+
+Error readDatasets(Trainer &t) {
+  const std::vector<TensorSpec> &specs = t.manifest.inputs;
+  t.datasets.resize(specs.size());
+  std::vector<bool> given(specs.size());
+  for (StringRef arg : options().inputs) {
+    StringRef name, file;
+    std::tie(name, file) = arg.split('=');
+    if (file.empty())
+      return failure("--input " + arg + ": expected NAME=FILE.npy");
+    auto spec = find_if(specs, [&](const TensorSpec &s) { return s.name == name; });
+    if (spec == specs.end()) {
+      std::vector<std::string> names;
+      for (const TensorSpec &s : specs)
+        names.push_back(s.name);
+      return failure(formatv("unknown input '{0}'; the step's inputs: {1}",
+                             name, join(names, ", ")));
+    }
+    size_t i = spec - specs.begin();
+    if (given[i])
+      return failure(formatv("input '{0}' given twice", name));
+    given[i] = true;
+    moert::Array &data = t.datasets[i];
+    if (std::string error = moert::readNpy(file.str(), data); !error.empty())
+      return failure(formatv("input '{0}': {1}", name, error));
+    if (!moert::convertToModelType(data, *spec->type))
+      return failure(formatv("input '{0}': {1} holds {2} data, the step "
+                             "expects {3}",
+                             name, file, data.descr, spec->type->name));
+  }
+  // transformers' causal LM: the labels are the input ids.
+  for (size_t i = 0; i < specs.size(); ++i)
+    if (!given[i] && specs[i].name == "labels")
+      for (size_t j = 0; j < specs.size(); ++j)
+        if (given[j] && specs[j].name == "input_ids" &&
+            specs[j].shape == specs[i].shape) {
+          moert::Array &labels = t.datasets[i];
+          labels.descr = t.datasets[j].descr;
+          labels.shape = t.datasets[j].shape;
+          labels.data = moert::Buffer(t.datasets[j].data.size());
+          std::memcpy(labels.data.data(), t.datasets[j].data.data(),
+                      labels.data.size());
+          given[i] = true;
+        }
+  for (size_t i = 0; i < specs.size(); ++i) {
+    if (!given[i])
+      return failure(formatv("missing input '{0}' (pass --input "
+                             "{0}=FILE.npy)",
+                             specs[i].name));
+    const std::vector<int64_t> &shape = t.datasets[i].shape;
+    std::vector<int64_t> sample(specs[i].shape.begin() + 1,
+                                specs[i].shape.end());
+    if (specs[i].shape.empty() || shape.size() != specs[i].shape.size() ||
+        !std::equal(sample.begin(), sample.end(), shape.begin() + 1) ||
+        shape[0] < 1)
+      return failure(formatv(
+          "input '{0}' has shape {1}; a data set of [N, {2}] samples is "
+          "expected (the step takes {3})",
+          specs[i].name, moert::shapeString(shape),
+          join(map_range(sample, [](int64_t d) { return std::to_string(d); }),
+               ", "),
+          moert::shapeString(specs[i].shape)));
+    if (specs[i].shape[0] != options().batchSize)
+      return failure(formatv("--batch-size {0}: the step was compiled for "
+                             "batches of {1} (input '{2}')",
+                             options().batchSize, specs[i].shape[0],
+                             specs[i].name));
+    if (t.samples && shape[0] != t.samples)
+      return failure(formatv("input '{0}' has {1} samples, another input {2}",
+                             specs[i].name, shape[0], t.samples));
+    t.samples = shape[0];
+    t.batches.emplace_back(specs[i].bytes());
+  }
+  return Error::success();
+}
+
+Error findParams(Trainer &t, const std::vector<char *> &symbols) {
+  const Manifest &m = t.manifest;
+  std::map<std::string, size_t> byName;
+  for (auto [spec, symbol] : zip_equal(m.weights, symbols)) {
+    if (spec.param.empty())
+      continue;
+    if (spec.type->name != std::string("f32"))
+      return failure(formatv("parameter '{0}' is {1}; moe-train updates f32 "
+                             "weights",
+                             spec.param, spec.type->name));
+    auto [it, inserted] = byName.try_emplace(spec.param, t.params.size());
+    if (inserted) {
+      Param &p = t.params.emplace_back();
+      p.name = spec.param;
+      p.shape = spec.shape;
+      p.master.assign(reinterpret_cast<float *>(symbol),
+                      reinterpret_cast<float *>(symbol) +
+                          moert::numElements(spec.shape));
+    } else if (t.params[it->second].shape != spec.shape) {
+      return failure(formatv("two weights of parameter '{0}' differ in shape",
+                             spec.param));
+    }
+    t.params[it->second].copies.push_back(symbol);
+  }
+  for (auto [i, spec] : enumerate(m.outputs)) {
+    if (spec.type->name != std::string("f32"))
+      return failure(formatv("output '{0}' is not f32", spec.name));
+    t.outputs.emplace_back(spec.bytes());
+    StringRef name = spec.name;
+    if (name == "loss")
+      t.lossOutput = i;
+    else if (name == "aux_loss")
+      t.auxOutput = i;
+    else if (name.consume_front("grad:")) {
+      auto it = byName.find(name.str());
+      if (it == byName.end())
+        return failure(formatv("output '{0}' is the gradient of no weight",
+                               spec.name));
+      if (spec.shape != t.params[it->second].shape)
+        return failure(formatv("gradient '{0}' has the shape {1}, its weight "
+                               "{2}",
+                               spec.name, moert::shapeString(spec.shape),
+                               moert::shapeString(t.params[it->second].shape)));
+      t.params[it->second].gradOutput = i;
+    }
+  }
+  if (t.lossOutput < 0 || t.auxOutput < 0)
+    return failure("the bundle's step returns no 'loss' and 'aux_loss': "
+                   "compile it with moe-compile --train");
+  return Error::success();
+}
+
+Error configure(Trainer &t) {
+  Options &o = options();
+  train::OptimizerConfig &c = t.config;
+  train::parse(t.manifest.optimizer, c.kind);
+  c.lr = o.lr;
+  c.momentum = o.momentum;
+  c.dampening = o.dampening;
+  c.nesterov = o.nesterov;
+  c.eps = o.eps;
+  bool adamw = c.kind == train::OptimizerKind::AdamW;
+  c.weightDecay = o.weightDecay.getNumOccurrences() ? o.weightDecay
+                                                     : (adamw ? 0.01 : 0.0);
+  auto [b1, b2] = StringRef(o.betas).split(',');
+  if (b1.trim().getAsDouble(c.beta1) || b2.trim().getAsDouble(c.beta2))
+    return failure("--betas " + o.betas + ": expected B1,B2");
+  if (!adamw)
+    for (cl::Option *opt : {(cl::Option *)&o.betas, (cl::Option *)&o.eps})
+      if (opt->getNumOccurrences())
+        return failure(formatv("--{0} is an AdamW option; the bundle was "
+                               "compiled with --optimizer=sgd",
+                               opt->ArgStr));
+  if (adamw)
+    for (cl::Option *opt : {(cl::Option *)&o.momentum,
+                            (cl::Option *)&o.dampening,
+                            (cl::Option *)&o.nesterov})
+      if (opt->getNumOccurrences())
+        return failure(formatv("--{0} is an SGD option; the bundle was "
+                               "compiled with --optimizer=adamw",
+                               opt->ArgStr));
+  if (std::string error = train::validate(c); !error.empty())
+    return failure(error);
+  if (!train::parse(o.schedule, t.schedule.kind))
+    return failure("--schedule " + o.schedule +
+                   ": expected constant, cosine or linear");
+  t.schedule.warmupSteps = o.warmupSteps;
+  t.schedule.totalSteps = o.steps;
+  if (std::string error = train::validate(t.schedule); !error.empty())
+    return failure(error);
+  if (o.steps < 1)
+    return failure("--steps must be at least 1");
+  if (!(o.clipGradNorm >= 0) || std::isnan(o.clipGradNorm))
+    return failure("--clip-grad-norm must be a number >= 0");
+  if (o.checkpointEvery < 0 ||
+      (o.checkpointEvery > 0 && o.checkpointDir.empty()))
+    return failure("--checkpoint-every needs a positive K and "
+                   "--checkpoint-dir DIR");
+  return Error::success();
+}
+
+Error resumeFrom(Trainer &t, const std::string &dir) {
+  train::LoadedCheckpoint ckpt;
+  if (std::string error = train::loadCheckpoint(dir, ckpt); !error.empty())
+    return failure(error);
+  if (ckpt.names.size() != t.params.size())
+    return failure(formatv("checkpoint {0} holds {1} parameters, the bundle "
+                           "{2}",
+                           dir, ckpt.names.size(), t.params.size()));
+  for (size_t i = 0; i < t.params.size(); ++i) {
+    Param &p = t.params[i];
+    if (ckpt.names[i] != p.name || ckpt.shapes[i] != p.shape)
+      return failure(formatv("checkpoint {0} holds '{1}' {2} where the "
+                             "bundle has '{3}' {4}",
+                             dir, ckpt.names[i],
+                             moert::shapeString(ckpt.shapes[i]), p.name,
+                             moert::shapeString(p.shape)));
+    p.master = std::move(ckpt.params[i]);
+    p.state = std::move(ckpt.states[i]);
+  }
+  if (ckpt.config.kind != t.config.kind)
+    return failure(formatv("checkpoint {0} was written by {1}, the bundle "
+                           "trains with {2}",
+                           dir, train::name(ckpt.config.kind),
+                           train::name(t.config.kind)));
+  t.firstStep = ckpt.step;
+  if (t.firstStep >= options().steps)
+    return failure(formatv("checkpoint {0} is at step {1}; --steps {2} "
+                           "leaves nothing to run",
+                           dir, ckpt.step, options().steps.getValue()));
+  return Error::success();
+}
+
+/// Refreshes the weights model.so reads from the masters.
+void publish(Trainer &t) {
+  for (Param &p : t.params)
+    for (char *copy : p.copies)
+      std::memcpy(copy, p.master.data(), p.master.size() * sizeof(float));
+}
+
+/// The samples of step `step` into the batch buffers.
+void fillBatch(Trainer &t, int64_t step) {
+  int64_t b = options().batchSize;
+  for (size_t i = 0; i < t.datasets.size(); ++i) {
+    int64_t sampleBytes = t.batches[i].size() / b;
+    for (int64_t row = 0; row < b; ++row) {
+      int64_t sample = (step * b + row) % t.samples;
+      std::memcpy(t.batches[i].data() + row * sampleBytes,
+                  t.datasets[i].data.data() + sample * sampleBytes,
+                  sampleBytes);
+    }
+  }
+}
+
+Error save(Trainer &t, int64_t stepsDone) {
+  std::vector<train::CheckpointParam> saved;
+  for (Param &p : t.params)
+    saved.push_back({p.name, p.shape, p.master.data(), &p.state});
+  if (std::string error = train::saveCheckpoint(
+          options().checkpointDir, stepsDone, stepsDone * options().batchSize,
+          t.config, t.schedule, saved);
+      !error.empty())
+    return failure(error);
+  return Error::success();
+}
+
+std::string formatTime(double seconds) {
+  int64_t s = static_cast<int64_t>(seconds + 0.5);
+  return formatv("{0}:{1:2}", s / 60, s % 60).str();
+}
+
+Error run(Trainer &t) {
+  Options &o = options();
+  std::unique_ptr<raw_fd_ostream> log;
+  if (!o.log.empty()) {
+    std::error_code ec;
+    log = std::make_unique<raw_fd_ostream>(
+        o.log, ec, t.firstStep ? sys::fs::OF_Append : sys::fs::OF_None);
+    if (ec)
+      return failure("cannot write " + o.log + ": " + ec.message());
+    if (!t.firstStep)
+      *log << "step,loss,aux_loss,grad_norm,lr\n";
+  }
+  std::vector<void *> args;
+  for (std::vector<char> &batch : t.batches)
+    args.push_back(batch.data());
+  for (moert::Buffer &out : t.outputs)
+    args.push_back(out.data());
+  int64_t tokens = t.manifest.inputs.empty()
+                       ? 0
+                       : moert::numElements(t.manifest.inputs[0].shape);
+  bool terminal = isatty(STDERR_FILENO);
+  auto start = std::chrono::steady_clock::now();
+  publish(t);
+  for (int64_t step = t.firstStep; step < o.steps; ++step) {
+    auto begin = std::chrono::steady_clock::now();
+    fillBatch(t, step);
+    moert::beginRun();
+    t.entry(args.data());
+    moert::endRun();
+    auto scalar = [&](int index) {
+      return *reinterpret_cast<const float *>(t.outputs[index].data());
+    };
+    float loss = scalar(t.lossOutput), aux = scalar(t.auxOutput);
+    if (!std::isfinite(loss))
+      return failure(formatv("step {0}: the loss is {1}", step + 1, loss));
+    std::vector<std::pair<float *, size_t>> grads;
+    for (Param &p : t.params)
+      if (p.gradOutput >= 0)
+        grads.push_back({reinterpret_cast<float *>(
+                             t.outputs[p.gradOutput].data()),
+                         p.master.size()});
+    double norm = train::clipGradNorm(grads, o.clipGradNorm);
+    double lr = t.schedule.lrAt(t.config.lr, step);
+    for (Param &p : t.params)
+      if (p.gradOutput >= 0)
+        train::optimizerStep(
+            t.config, lr, p.master.data(),
+            reinterpret_cast<const float *>(t.outputs[p.gradOutput].data()),
+            p.master.size(), p.state);
+    publish(t);
+    auto end = std::chrono::steady_clock::now();
+    double seconds = std::chrono::duration<double>(end - begin).count();
+    double elapsed = std::chrono::duration<double>(end - start).count();
+    if (log)
+      *log << formatv("{0},{1},{2},{3},{4}\n", step + 1,
+                      formatv("{0:e8}", loss), formatv("{0:e8}", aux),
+                      formatv("{0:e8}", norm), formatv("{0:e8}", lr));
+    if (terminal) {
+      double left = elapsed / (step + 1 - t.firstStep) * (o.steps - step - 1);
+      errs() << formatv("step {0}/{1}  loss {2:f4}  aux {3:f4}  grad norm "
+                        "{4:f3}  {5:f0} tok/s  {6} left\n",
+                        step + 1, o.steps.getValue(), loss, aux, norm,
+                        tokens / seconds, formatTime(left));
+    }
+    bool last = step + 1 == o.steps;
+    if (!o.checkpointDir.empty() &&
+        (last || (o.checkpointEvery > 0 && (step + 1) % o.checkpointEvery == 0)))
+      if (Error error = save(t, step + 1))
+        return error;
+  }
+  if (!o.outputDir.empty()) {
+    if (std::error_code ec = sys::fs::create_directories(o.outputDir))
+      return failure("cannot create " + o.outputDir + ": " + ec.message());
+    for (Param &p : t.params) {
+      SmallString<128> path(o.outputDir);
+      sys::path::append(path, p.name + ".npy");
+      if (std::string error = moert::writeNpy(
+              std::string(path), *moert::findDType("f32"), p.shape,
+              reinterpret_cast<const char *>(p.master.data()));
+          !error.empty())
+        return failure(error);
+    }
+  }
+  return Error::success();
+}
+
+Error setUp(Trainer &t) {
+  auto text = mlir::moe::readInputFile(inBundle("model.json"), 1u << 30);
+  if (!text)
+    return text.takeError();
+  Expected<Manifest> manifest =
+      parseManifest((*text)->getBuffer(), inBundle("model.json"));
+  if (!manifest)
+    return manifest.takeError();
+  t.manifest = std::move(*manifest);
+  if (t.manifest.optimizer.empty())
+    return failure(options().bundleDir +
+                   " holds a forward program; compile the model with "
+                   "moe-compile --train for moe-train");
+  if (t.manifest.worldSize != 1 || moert::worldSize() != 1)
+    return failure("moe-train runs one process (one rank) for now");
+  if (Error error = configure(t))
+    return error;
+  if (Error error = readDatasets(t))
+    return error;
+  Expected<LoadedLibrary> library =
+      loadLibrary(t.manifest, options().bundleDir);
+  if (!library)
+    return library.takeError();
+  t.entry = library->entry;
+  Expected<std::vector<char *>> symbols =
+      loadWeights(t.manifest, library->handle, options().bundleDir, "",
+                  nullptr);
+  if (!symbols)
+    return symbols.takeError();
+  if (Error error = findParams(t, *symbols))
+    return error;
+  if (!options().resume.empty())
+    return resumeFrom(t, options().resume);
+  return Error::success();
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  moert::init(argc, argv);
+  Options &opts = options();
+  cl::HideUnrelatedOptions(opts.category);
+  std::string parseErrors;
+  raw_string_ostream errors(parseErrors);
+  bool parsed = cl::ParseCommandLineOptions(
+      argc, argv, "trains a bundle written by moe-compile --train\n", &errors);
+  StringRef message = StringRef(parseErrors).trim();
+  message.consume_front(sys::path::filename(argv[0]).str() + ": ");
+  if (!parsed && message.empty())
+    message = "invalid command line (see moe-train --help)";
+  moert::failIfAnyRank(parsed ? "" : message.str());
+
+  Trainer t;
+  moert::failIfAnyRank(toString(setUp(t)));
+  moert::setGrid(t.manifest.gridShape, t.manifest.axes);
+  moert::setThreads(opts.threads);
+  moert::failIfAnyRank(toString(run(t)));
+  moert::finalize();
+  return 0;
+}
