@@ -503,6 +503,11 @@ def MoEStaticShapesPass : Pass<"moe-static-shapes", "::mlir::ModuleOp"> {
     `moe-partition`, so that pipeline stages and the compiled entry point
     have static shapes.
   }];
+  let options = [
+    Option<"keepWeights", "keep-weights", "bool", "false",
+           "Fold no op that reads a named weight (training: parameters stay "
+           "parameters)">
+  ];
   let dependentDialects = ["::mlir::tensor::TensorDialect"];
 }
 

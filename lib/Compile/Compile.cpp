@@ -126,8 +126,11 @@ LogicalResult mlir::moe::compileModel(MLIRContext &context,
   if (options.emit == EmitStage::MoE)
     return writeModule(module, out);
 
-  if (failed(runPipeline(module, "moe-static-shapes,moe-set-plan{" +
-                                     options.planOptions + "}")))
+  if (failed(runPipeline(module, std::string(options.train
+                                                 ? "moe-static-shapes{keep-weights=1}"
+                                                 : "moe-static-shapes") +
+                                     ",moe-set-plan{" + options.planOptions +
+                                     "}")))
     return failure();
   if (options.train) {
     // One rank for now: the exchanges of a partitioned program have no VJP

@@ -4,8 +4,8 @@
 //           [--lr X --momentum X --dampening X --nesterov --betas B1,B2
 //            --eps X --weight-decay X --clip-grad-norm X --warmup-steps N
 //            --schedule constant|cosine|linear] [--log FILE.csv]
-//           [--checkpoint-dir DIR --checkpoint-every K] [--resume DIR]
-//           [--output-dir DIR]
+//           [--checkpoint-dir DIR --checkpoint-every K] [--stop-after K]
+//           [--resume DIR] [--output-dir DIR]
 //
 // BUNDLE comes from moe-compile --train. Each input file holds the whole
 // data set, samples along its first dimension; step s (from 0) reads the
@@ -92,6 +92,11 @@ struct Options {
       "checkpoint-every",
       cl::desc("Steps between checkpoints (and one at the end)"), cl::init(0),
       cl::cat(category)};
+  cl::opt<int64_t> stopAfter{
+      "stop-after",
+      cl::desc("Stop after this many steps of the --steps run (checkpoint "
+               "written), to be resumed later"),
+      cl::init(0), cl::cat(category)};
   cl::opt<std::string> resume{"resume",
                               cl::desc("Continue from this checkpoint"),
                               cl::cat(category)};
@@ -131,6 +136,8 @@ struct Trainer {
   /// Per manifest input: the whole data set and the batch buffer.
   std::vector<moert::Array> datasets;
   std::vector<std::vector<char>> batches;
+  /// Per input: whether a step reads one whole sample (no batch dimension).
+  std::vector<bool> wholeSamples;
   std::vector<moert::Buffer> outputs;
   int lossOutput = -1, auxOutput = -1;
   int64_t samples = 0;
@@ -194,11 +201,22 @@ Error readDatasets(Trainer &t) {
                              "{0}=FILE.npy)",
                              specs[i].name));
     const std::vector<int64_t> &shape = t.datasets[i].shape;
-    std::vector<int64_t> sample(specs[i].shape.begin() + 1,
+    // A step input without a batch dimension (a block's [T, H]) takes one
+    // sample of a data set [N, T, H] per step.
+    bool whole = shape.size() == specs[i].shape.size() + 1 &&
+                 std::equal(specs[i].shape.begin(), specs[i].shape.end(),
+                            shape.begin() + 1);
+    t.wholeSamples.push_back(whole);
+    if (whole && options().batchSize != 1)
+      return failure(formatv("input '{0}' takes one sample of {1} per step: "
+                             "--batch-size must be 1",
+                             specs[i].name, moert::shapeString(shape)));
+    std::vector<int64_t> sample(specs[i].shape.begin() + (whole ? 0 : 1),
                                 specs[i].shape.end());
-    if (specs[i].shape.empty() || shape.size() != specs[i].shape.size() ||
-        !std::equal(sample.begin(), sample.end(), shape.begin() + 1) ||
-        shape[0] < 1)
+    if (!whole &&
+        (specs[i].shape.empty() || shape.size() != specs[i].shape.size() ||
+         !std::equal(sample.begin(), sample.end(), shape.begin() + 1) ||
+         shape[0] < 1))
       return failure(formatv(
           "input '{0}' has shape {1}; a data set of [N, {2}] samples is "
           "expected (the step takes {3})",
@@ -206,7 +224,7 @@ Error readDatasets(Trainer &t) {
           join(map_range(sample, [](int64_t d) { return std::to_string(d); }),
                ", "),
           moert::shapeString(specs[i].shape)));
-    if (specs[i].shape[0] != options().batchSize)
+    if (!whole && specs[i].shape[0] != options().batchSize)
       return failure(formatv("--batch-size {0}: the step was compiled for "
                              "batches of {1} (input '{2}')",
                              options().batchSize, specs[i].shape[0],
@@ -312,6 +330,9 @@ Error configure(Trainer &t) {
     return failure(error);
   if (o.steps < 1)
     return failure("--steps must be at least 1");
+  if (o.stopAfter < 0 || (o.stopAfter > 0 && o.checkpointDir.empty()))
+    return failure("--stop-after needs a positive step count and "
+                   "--checkpoint-dir DIR to resume from");
   if (!(o.clipGradNorm >= 0) || std::isnan(o.clipGradNorm))
     return failure("--clip-grad-norm must be a number >= 0");
   if (o.checkpointEvery < 0 ||
@@ -362,8 +383,8 @@ void publish(Trainer &t) {
 
 /// The samples of step `step` into the batch buffers.
 void fillBatch(Trainer &t, int64_t step) {
-  int64_t b = options().batchSize;
   for (size_t i = 0; i < t.datasets.size(); ++i) {
+    int64_t b = t.wholeSamples[i] ? 1 : options().batchSize.getValue();
     int64_t sampleBytes = t.batches[i].size() / b;
     for (int64_t row = 0; row < b; ++row) {
       int64_t sample = (step * b + row) % t.samples;
@@ -414,7 +435,9 @@ Error run(Trainer &t) {
   bool terminal = isatty(STDERR_FILENO);
   auto start = std::chrono::steady_clock::now();
   publish(t);
-  for (int64_t step = t.firstStep; step < o.steps; ++step) {
+  int64_t end = o.stopAfter > 0 ? std::min<int64_t>(o.stopAfter, o.steps)
+                                 : o.steps;
+  for (int64_t step = t.firstStep; step < end; ++step) {
     auto begin = std::chrono::steady_clock::now();
     fillBatch(t, step);
     moert::beginRun();
@@ -441,9 +464,9 @@ Error run(Trainer &t) {
             reinterpret_cast<const float *>(t.outputs[p.gradOutput].data()),
             p.master.size(), p.state);
     publish(t);
-    auto end = std::chrono::steady_clock::now();
-    double seconds = std::chrono::duration<double>(end - begin).count();
-    double elapsed = std::chrono::duration<double>(end - start).count();
+    auto now = std::chrono::steady_clock::now();
+    double seconds = std::chrono::duration<double>(now - begin).count();
+    double elapsed = std::chrono::duration<double>(now - start).count();
     if (log)
       *log << formatv("{0},{1},{2},{3},{4}\n", step + 1,
                       formatv("{0:e8}", loss), formatv("{0:e8}", aux),
@@ -455,7 +478,7 @@ Error run(Trainer &t) {
                         step + 1, o.steps.getValue(), loss, aux, norm,
                         tokens / seconds, formatTime(left));
     }
-    bool last = step + 1 == o.steps;
+    bool last = step + 1 == end;
     if (!o.checkpointDir.empty() &&
         (last || (o.checkpointEvery > 0 && (step + 1) % o.checkpointEvery == 0)))
       if (Error error = save(t, step + 1))

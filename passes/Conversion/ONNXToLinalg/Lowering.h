@@ -59,7 +59,9 @@ LogicalResult cannotLower(RewriterBase &rewriter, Operation *op,
 /// Then checks that every onnx op left has static operands and results;
 /// where one does not, emits an error at the op that loses the static shape
 /// and fails.
-LogicalResult makeShapesStatic(Operation *root);
+/// With `keepWeights`, an op that reads a named weight (a float resource, a
+/// parameter in training) is not folded, so that the weight stays one.
+LogicalResult makeShapesStatic(Operation *root, bool keepWeights = false);
 
 /// The result shapes of `op` from its operand shapes and constant operands.
 /// Fails with the reason in `why` where they are not determined statically.

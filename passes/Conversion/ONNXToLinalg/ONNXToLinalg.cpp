@@ -47,7 +47,7 @@ struct MoEStaticShapesPass
   using Base::Base;
 
   void runOnOperation() override {
-    if (failed(onnx_lowering::makeShapesStatic(getOperation())))
+    if (failed(onnx_lowering::makeShapesStatic(getOperation(), keepWeights)))
       return signalPassFailure();
     refinePublicResults(getOperation());
   }

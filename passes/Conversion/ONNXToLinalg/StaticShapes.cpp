@@ -152,7 +152,18 @@ checkStatic(Operation *op, const DenseMap<Operation *, std::string> &why) {
   return success();
 }
 
-LogicalResult makeShapesStatic(Operation *root) {
+/// Whether `op` reads a float constant kept by name (a weight).
+static bool readsNamedWeight(Operation *op) {
+  return llvm::any_of(op->getOperands(), [](Value operand) {
+    auto constant = operand.getDefiningOp<arith::ConstantOp>();
+    auto resource =
+        constant ? dyn_cast<DenseResourceElementsAttr>(constant.getValue())
+                 : nullptr;
+    return resource && isa<FloatType>(resource.getElementType());
+  });
+}
+
+LogicalResult makeShapesStatic(Operation *root, bool keepWeights) {
   SmallVector<Operation *> ops;
   root->walk([&](Operation *op) {
     if (isa<onnx::ONNXDialect>(op->getDialect()) && !isa<onnx::NoneOp>(op))
@@ -162,7 +173,7 @@ LogicalResult makeShapesStatic(Operation *root) {
   DenseMap<Operation *, std::string> why;
   SmallVector<Operation *> remaining;
   for (Operation *op : ops) {
-    if (op->getNumResults() == 1) {
+    if (op->getNumResults() == 1 && !(keepWeights && readsNamedWeight(op))) {
       if (Value constant = foldToConstant(b, op)) {
         useRefined(b, op->getResult(0), op->getResult(0).getType(), constant);
         op->erase();

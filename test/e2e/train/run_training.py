@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""Compiles and trains the models of Inputs/ as a user would, then checks
+each run against PyTorch with check_training.py.
+
+    run_training.py --bin DIR --work DIR MODEL...
+
+One line per check ("ok ..." or "FAIL ..."). For mixtral it also stops the
+AdamW run at step 10 and resumes it from the checkpoint: the log and the
+final weights must equal the uninterrupted run's byte for byte.
+"""
+import argparse
+import filecmp
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+INPUTS = os.path.join(HERE, "Inputs")
+OPTIMIZERS = {
+    "sgd": ["--lr", "0.05", "--momentum", "0.9"],
+    "adamw": ["--lr", "1e-3", "--betas", "0.9,0.95", "--eps", "1e-8",
+              "--weight-decay", "0.1", "--clip-grad-norm", "1.0",
+              "--warmup-steps", "2", "--schedule", "cosine"],
+}
+
+
+def run(command):
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode != 0:
+        print("FAIL " + " ".join(command) + "\n" + result.stderr)
+        sys.exit(1)
+
+
+def compile_args(model, optimizer):
+    args = ["--train", "--optimizer=" + optimizer]
+    if model == "switch":
+        return args + ["--loss=mse"]
+    args.append("--loss=causal-lm")
+    if model != "deepseek_v3":
+        args += ["--moe-load-balancing=aux_loss", "--moe-aux-loss-form=transformers",
+                 "--moe-aux-loss-coeff=0.02"]
+    return args
+
+
+def data_args(model):
+    if model == "switch":
+        return ["--input", "hidden_states=" + os.path.join(INPUTS, "block_x.npy"),
+                "--input", "target=" + os.path.join(INPUTS, "block_target.npy"),
+                "--batch-size", "1"]
+    return [arg for name in ["input_ids", "attention_mask", "labels"]
+            for arg in ["--input", f"{name}={os.path.join(INPUTS, name)}.npy"]] + \
+        ["--batch-size", "4"]
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bin", required=True)
+    parser.add_argument("--work", required=True)
+    parser.add_argument("models", nargs="+")
+    args = parser.parse_args()
+    tool = lambda name: os.path.join(args.bin, name)
+    for model in args.models:
+        for optimizer, flags in OPTIMIZERS.items():
+            base = os.path.join(args.work, f"{model}.{optimizer}")
+            run([tool("moe-compile"), os.path.join(INPUTS, model + ".onnx"),
+                 *compile_args(model, optimizer), "-o", base])
+            train = [tool("moe-train"), base, *data_args(model), "--steps", "20",
+                     *flags]
+            run(train + ["--log", base + ".csv", "--output-dir", base + ".weights"])
+            sys.stdout.flush()
+            subprocess.run([sys.executable, os.path.join(HERE, "check_training.py"),
+                            model, optimizer, base + ".csv", base + ".weights"],
+                           check=False)
+            sys.stdout.flush()
+            if model == "mixtral" and optimizer == "adamw":
+                resumed = base + ".resumed"
+                run(train + ["--log", resumed + ".csv", "--checkpoint-dir",
+                             resumed + ".ckpt", "--stop-after", "10"])
+                run(train + ["--log", resumed + ".csv", "--resume", resumed + ".ckpt",
+                             "--output-dir", resumed + ".weights"])
+                same = filecmp.cmp(base + ".csv", resumed + ".csv", shallow=False)
+                names = sorted(os.listdir(base + ".weights"))
+                same = same and names == sorted(os.listdir(resumed + ".weights")) and all(
+                    filecmp.cmp(os.path.join(base + ".weights", n),
+                                os.path.join(resumed + ".weights", n), shallow=False)
+                    for n in names)
+                print(("ok" if same else "FAIL") + f" {model} {optimizer} resumed at "
+                      "step 10: the same 20 steps and weights, bit for bit")
+
+
+if __name__ == "__main__":
+    main()
