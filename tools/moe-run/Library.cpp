@@ -173,3 +173,42 @@ Expected<LoadedLibrary> moe_run::loadLibrary(const Manifest &m,
   return LoadedLibrary{library, entry};
 }
 
+
+CallArguments::~CallArguments() {
+#ifdef MOE_RUN_HAVE_CUDA
+  for (size_t i = 0; i < pointers.size(); ++i)
+    if (pointers[i] != hosts[i].data)
+      mgpuMemFree(pointers[i], nullptr);
+#endif
+}
+
+void CallArguments::add(char *data, int64_t bytes, bool isOutput) {
+  hosts.push_back({data, bytes, isOutput});
+  void *pointer = data;
+#ifdef MOE_RUN_HAVE_CUDA
+  if (device && bytes > 0) {
+    pointer = mgpuMemAlloc(bytes, nullptr, /*isHostShared=*/true);
+    std::memcpy(pointer, data, bytes);
+  }
+#endif
+  pointers.push_back(pointer);
+}
+
+void CallArguments::copyInputsIn() const {
+  for (size_t i = 0; i < pointers.size(); ++i)
+    if (!hosts[i].isOutput && pointers[i] != hosts[i].data)
+      std::memcpy(pointers[i], hosts[i].data, hosts[i].bytes);
+}
+
+void CallArguments::finishRun() const {
+#ifdef MOE_RUN_HAVE_CUDA
+  if (device)
+    mgpuStreamSynchronize(moert_cuda_stream());
+#endif
+}
+
+void CallArguments::copyOutputsBack() const {
+  for (size_t i = 0; i < pointers.size(); ++i)
+    if (hosts[i].isOutput && pointers[i] != hosts[i].data)
+      std::memcpy(hosts[i].data, pointers[i], hosts[i].bytes);
+}

@@ -47,6 +47,38 @@ llvm::Expected<std::vector<char *>>
 loadWeights(const Manifest &m, void *library, llvm::StringRef bundleDir,
             llvm::StringRef weightsOverride, std::string *overrideDigest);
 
+/// The buffers the entry is called with: inputs, then outputs. A CUDA
+/// bundle's kernels read the inputs and write the outputs, so those live in
+/// managed memory during the calls: the host buffers are copied in (the
+/// outputs' zeros too) and the outputs copied back when asked.
+class CallArguments {
+public:
+  explicit CallArguments(bool device) : device(device) {}
+  CallArguments(const CallArguments &) = delete;
+  ~CallArguments();
+
+  /// Adds the host buffer `data` of `bytes` bytes.
+  void add(char *data, int64_t bytes, bool isOutput);
+  void **data() { return pointers.data(); }
+  /// Copies the host inputs to where the call reads them (after the host
+  /// changed them; a CPU call reads the host buffers themselves).
+  void copyInputsIn() const;
+  /// Waits for the device after a call, so that its time is counted.
+  void finishRun() const;
+  /// Copies the outputs back to the host buffers.
+  void copyOutputsBack() const;
+
+private:
+  struct Host {
+    char *data;
+    int64_t bytes;
+    bool isOutput;
+  };
+  bool device;
+  std::vector<Host> hosts;
+  std::vector<void *> pointers;
+};
+
 } // namespace moe_run
 
 #endif // MOE_RUN_LIBRARY_H

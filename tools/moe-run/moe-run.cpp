@@ -286,69 +286,6 @@ static std::string writeOutputs(const Session &s) {
   return "";
 }
 
-namespace {
-/// The buffers the program is called with. With --target=cuda its kernels
-/// read the inputs and write the outputs, so those live in managed memory
-/// during the runs: copied in first (the outputs' zeros too), the outputs
-/// copied back at the end.
-class Arguments {
-public:
-  explicit Arguments(Session &s) : device(s.manifest.target == "cuda") {
-    for (moert::Array &input : s.inputs)
-      add(input.data.data(), input.data.size(), /*isOutput=*/false);
-    for (moert::Buffer &output : s.outputs)
-      add(output.data(), output.size(), /*isOutput=*/true);
-  }
-  Arguments(const Arguments &) = delete;
-  ~Arguments() {
-#ifdef MOE_RUN_HAVE_CUDA
-    for (size_t i = 0; i < pointers.size(); ++i)
-      if (pointers[i] != hosts[i].data)
-        mgpuMemFree(pointers[i], nullptr);
-#endif
-  }
-
-  void **data() { return pointers.data(); }
-
-  /// Waits for the device after a run, so that its time is counted.
-  void finishRun() const {
-#ifdef MOE_RUN_HAVE_CUDA
-    if (device)
-      mgpuStreamSynchronize(moert_cuda_stream());
-#endif
-  }
-
-  /// Copies the outputs back to the host buffers after the last run.
-  void copyOutputsBack() const {
-    for (size_t i = 0; i < pointers.size(); ++i)
-      if (hosts[i].isOutput && pointers[i] != hosts[i].data)
-        std::memcpy(hosts[i].data, pointers[i], hosts[i].bytes);
-  }
-
-private:
-  struct Host {
-    char *data;
-    int64_t bytes;
-    bool isOutput;
-  };
-
-  void add(char *data, int64_t bytes, bool isOutput) {
-    hosts.push_back({data, bytes, isOutput});
-    void *pointer = data;
-#ifdef MOE_RUN_HAVE_CUDA
-    if (device && bytes > 0) {
-      pointer = mgpuMemAlloc(bytes, nullptr, /*isHostShared=*/true);
-      std::memcpy(pointer, data, bytes);
-    }
-#endif
-    pointers.push_back(pointer);
-  }
-
-  bool device;
-  std::vector<Host> hosts;
-  std::vector<void *> pointers;
-};
-} // namespace
 
 int main(int argc, char **argv) {
   moert::init(argc, argv);
@@ -375,7 +312,11 @@ int main(int argc, char **argv) {
 
   {
     // Freed before the runtime finishes.
-    Arguments args(s);
+    CallArguments args(s.manifest.target == "cuda");
+    for (moert::Array &input : s.inputs)
+      args.add(input.data.data(), input.data.size(), /*isOutput=*/false);
+    for (moert::Buffer &output : s.outputs)
+      args.add(output.data(), output.size(), /*isOutput=*/true);
     // The warm-up calls (first loads, handle creation, ...) run as the
     // others do; the statistics then start afresh.
     uint64_t calls = uint64_t(opts.warmup) + opts.repeat;

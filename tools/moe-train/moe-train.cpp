@@ -23,6 +23,9 @@
 #include "moert/Npy.h"
 #include "moert/Runtime.h"
 #include "moert/Train.h"
+#ifdef MOE_RUN_HAVE_CUDA
+#include "moert/moert_cuda.h"
+#endif
 
 #include "moe/Support/Input.h"
 
@@ -374,11 +377,18 @@ Error resumeFrom(Trainer &t, const std::string &dir) {
   return Error::success();
 }
 
-/// Refreshes the weights model.so reads from the masters.
+/// Refreshes the weights model.so reads from the masters (and, for a CUDA
+/// bundle, the device's copies of them).
 void publish(Trainer &t) {
   for (Param &p : t.params)
-    for (char *copy : p.copies)
-      std::memcpy(copy, p.master.data(), p.master.size() * sizeof(float));
+    for (char *copy : p.copies) {
+      int64_t bytes = p.master.size() * sizeof(float);
+      std::memcpy(copy, p.master.data(), bytes);
+#ifdef MOE_RUN_HAVE_CUDA
+      if (t.manifest.target == "cuda")
+        moert_cuda_update_global(copy, bytes);
+#endif
+    }
 }
 
 /// The samples of step `step` into the batch buffers.
@@ -424,11 +434,11 @@ Error run(Trainer &t) {
     if (!t.firstStep)
       *log << "step,loss,aux_loss,grad_norm,lr\n";
   }
-  std::vector<void *> args;
+  CallArguments args(t.manifest.target == "cuda");
   for (std::vector<char> &batch : t.batches)
-    args.push_back(batch.data());
+    args.add(batch.data(), batch.size(), /*isOutput=*/false);
   for (moert::Buffer &out : t.outputs)
-    args.push_back(out.data());
+    args.add(out.data(), out.size(), /*isOutput=*/true);
   int64_t tokens = t.manifest.inputs.empty()
                        ? 0
                        : moert::numElements(t.manifest.inputs[0].shape);
@@ -440,9 +450,12 @@ Error run(Trainer &t) {
   for (int64_t step = t.firstStep; step < end; ++step) {
     auto begin = std::chrono::steady_clock::now();
     fillBatch(t, step);
+    args.copyInputsIn();
     moert::beginRun();
     t.entry(args.data());
+    args.finishRun();
     moert::endRun();
+    args.copyOutputsBack();
     auto scalar = [&](int index) {
       return *reinterpret_cast<const float *>(t.outputs[index].data());
     };

@@ -230,6 +230,10 @@ void *moert_cuda_global(const void *host, int64_t bytes);
  * device memory, made on the runtime's stream. */
 void *moert_cuda_device_global(const void *host, int64_t bytes);
 
+/* Copies the `bytes` at `host` into that global's copy, if one was made:
+ * moe-train's updated weights reach the device before the next step. */
+void moert_cuda_update_global(const void *host, int64_t bytes);
+
 /* The functions MLIR's gpu-to-llvm lowering calls. */
 void *mgpuStreamCreate(void);
 void mgpuStreamDestroy(void *stream);

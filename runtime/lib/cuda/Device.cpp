@@ -264,12 +264,17 @@ void mgpuMemFree(void *ptr, void *stream) {
     check(cudaFreeAsync(ptr, streamOr(stream)), "cudaFreeAsync");
 }
 
+/// The device copies of the globals, by host address.
+static std::unordered_map<const void *, void *> &globalCopies() {
+  static std::unordered_map<const void *, void *> copies;
+  return copies;
+}
+
 /// The copy of the global at `host`, made by `copy` on the first call for
 /// that address; later calls find it by the address.
 template <typename CopyFn>
 static void *globalCopy(const void *host, int64_t bytes, CopyFn copy) {
-  static std::unordered_map<const void *, void *> copies;
-  auto [it, inserted] = copies.try_emplace(host, nullptr);
+  auto [it, inserted] = globalCopies().try_emplace(host, nullptr);
   if (!inserted)
     return it->second;
   if (bytes <= 0)
@@ -306,6 +311,17 @@ void *moert_cuda_device_global(const void *host, int64_t bytes) {
           "cudaMemcpyAsync");
     return copy;
   });
+}
+
+void moert_cuda_update_global(const void *host, int64_t bytes) {
+  auto it = globalCopies().find(host);
+  if (it == globalCopies().end() || it->second == host || bytes <= 0)
+    return;
+  // Ordered on the stream before the next call's kernels read it.
+  check(cudaMemcpyAsync(it->second, host, static_cast<size_t>(bytes),
+                        cudaMemcpyDefault, device().stream),
+        "cudaMemcpyAsync");
+  check(cudaStreamSynchronize(device().stream), "cudaStreamSynchronize");
 }
 
 void mgpuMemcpy(void *dst, void *src, size_t bytes, void *stream) {

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Compares a moe-train run with the PyTorch reference of Inputs/.
 
-    check_training.py MODEL OPT LOG.csv [WEIGHTS_DIR]
+    check_training.py MODEL OPT LOG.csv [WEIGHTS_DIR] [--rtol R]
 
 MODEL.OPT.curve.npz holds PyTorch's per-step loss, aux loss (coefficient
 included), gradient norm before clipping and lr; MODEL.OPT.final.npz the
@@ -10,7 +10,8 @@ the same curve (rtol 1e-5 in fp32, moe-training.md 10.3) and, where
 WEIGHTS_DIR is given, the same final weights: SGD to rtol 1e-5 atol 1e-6;
 AdamW elementwise to atol 2 lr per step whose update noise could flip
 (moe-training.md 10.4, pitfall 6), checked as a relative Frobenius error.
-Prints one line per check; exits 1 on the first failure.
+Prints one line per check; exits 1 on the first failure. `--rtol` loosens
+the curve's tolerance (a GPU's GEMMs sum in another order).
 """
 import csv
 import os
@@ -27,8 +28,14 @@ def fail(message):
 
 
 def main():
-    model, opt, log = sys.argv[1:4]
-    weights = sys.argv[4] if len(sys.argv) > 4 else None
+    args = sys.argv[1:]
+    rtol = 1e-5
+    if "--rtol" in args:
+        at = args.index("--rtol")
+        rtol = float(args[at + 1])
+        del args[at:at + 2]
+    model, opt, log = args[:3]
+    weights = args[3] if len(args) > 3 else None
     ref = np.load(os.path.join(INPUTS, f"{model}.{opt}.curve.npz"))
     rows = list(csv.DictReader(open(log)))
     if len(rows) != len(ref["loss"]):
@@ -39,11 +46,11 @@ def main():
             continue
         ours = np.array([float(r[column]) for r in rows])
         theirs = np.asarray(ref[key], dtype=np.float64)
-        if not np.allclose(ours, theirs, rtol=1e-5, atol=1e-7):
-            step = int(np.argmax(~np.isclose(ours, theirs, rtol=1e-5, atol=1e-7)))
+        if not np.allclose(ours, theirs, rtol=rtol, atol=1e-7):
+            step = int(np.argmax(~np.isclose(ours, theirs, rtol=rtol, atol=1e-7)))
             fail(f"{model} {opt} {column}: step {step + 1} gives {ours[step]!r}, "
                  f"PyTorch {theirs[step]!r}")
-        print(f"ok {model} {opt} {column}: {len(rows)} steps within rtol 1e-5")
+        print(f"ok {model} {opt} {column}: {len(rows)} steps within rtol {rtol:g}")
     if not weights:
         return
     final = np.load(os.path.join(INPUTS, f"{model}.{opt}.final.npz"))
