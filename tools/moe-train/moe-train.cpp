@@ -36,6 +36,7 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -443,6 +444,8 @@ Error run(Trainer &t) {
                        ? 0
                        : moert::numElements(t.manifest.inputs[0].shape);
   bool terminal = isatty(STDERR_FILENO);
+  std::vector<double> stepSeconds;
+  float lastLoss = 0;
   auto start = std::chrono::steady_clock::now();
   publish(t);
   int64_t end = o.stopAfter > 0 ? std::min<int64_t>(o.stopAfter, o.steps)
@@ -479,6 +482,8 @@ Error run(Trainer &t) {
     publish(t);
     auto now = std::chrono::steady_clock::now();
     double seconds = std::chrono::duration<double>(now - begin).count();
+    stepSeconds.push_back(seconds);
+    lastLoss = loss;
     double elapsed = std::chrono::duration<double>(now - start).count();
     if (log)
       *log << formatv("{0},{1},{2},{3},{4}\n", step + 1,
@@ -496,6 +501,17 @@ Error run(Trainer &t) {
         (last || (o.checkpointEvery > 0 && (step + 1) % o.checkpointEvery == 0)))
       if (Error error = save(t, step + 1))
         return error;
+  }
+  // The summary: the median step (optimizer included), which the
+  // benchmarks read.
+  if (!stepSeconds.empty()) {
+    std::vector<double> sorted = stepSeconds;
+    std::sort(sorted.begin(), sorted.end());
+    double median = sorted[sorted.size() / 2];
+    outs() << formatv("trained steps {0} to {1}: loss {2:f6}; median step "
+                      "{3:f2} ms, {4:f0} tokens/s\n",
+                      t.firstStep + 1, t.firstStep + stepSeconds.size(),
+                      lastLoss, median * 1e3, tokens / median);
   }
   if (!o.outputDir.empty()) {
     if (std::error_code ec = sys::fs::create_directories(o.outputDir))
