@@ -482,6 +482,19 @@ LogicalResult OnnxRule::build() {
         set(2, e.create<onnx::GatherNDOp>(updates.getType(), {g(), indices}));
         return success();
       })
+      .Case([&](onnx::TopKOp) {
+        // The values' cotangent back at their indices (the indices get
+        // none): torch's value_selecting_reduction_backward.
+        if (!dResults[0])
+          return success();
+        Value data = in(0);
+        int64_t rank = tensorType(data).getRank();
+        int64_t axis = normalizeAxis(intAttr(op, "axis", -1), rank);
+        Value index = e.cast(out(1), e.builder().getI64Type());
+        set(0, e.scatterElementsAdd(e.splat(tensorType(data), 0.0), index,
+                                    dResults[0], axis));
+        return success();
+      })
       .Case([&](onnx::WhereOp) {
         Value zero = c(0.0);
         set(1, e.where(in(0), g(), zero));
