@@ -5,7 +5,7 @@
 //            --eps X --weight-decay X --clip-grad-norm X --warmup-steps N
 //            --schedule constant|cosine|linear] [--log FILE.csv]
 //           [--checkpoint-dir DIR --checkpoint-every K] [--stop-after K]
-//           [--resume DIR] [--output-dir DIR]
+//           [--resume DIR] [--output-dir DIR] [--stats]
 //
 // BUNDLE comes from moe-compile --train. Each input file holds the whole
 // data set, samples along its first dimension; step s (from 0) reads the
@@ -107,14 +107,22 @@ struct Options {
   cl::opt<std::string> outputDir{
       "output-dir", cl::desc("Write the final weights there, one .npy each"),
       cl::cat(category)};
+  cl::opt<bool> stats{
+      "stats",
+      cl::desc("At the end, print each MoE layer's tokens per expert, "
+               "dropped tokens and time over the run"),
+      cl::cat(category)};
   cl::opt<int> threads{"threads", cl::desc("Threads (default: all cores)"),
                        cl::init(0), cl::cat(category)};
 };
 
 Options &options() {
   static Options *opts = [] {
-    if (cl::Option *o = cl::getRegisteredOptions().lookup("threads"))
-      o->setArgStr("llvm-threads");
+    // LLVM's own options of these names step aside.
+    for (auto [name, aside] : {std::pair{"stats", "llvm-stats"},
+                               std::pair{"threads", "llvm-threads"}})
+      if (cl::Option *o = cl::getRegisteredOptions().lookup(name))
+        o->setArgStr(aside);
     return new Options;
   }();
   return *opts;
@@ -586,6 +594,8 @@ int main(int argc, char **argv) {
   moert::setGrid(t.manifest.gridShape, t.manifest.axes);
   moert::setThreads(opts.threads);
   moert::failIfAnyRank(toString(run(t)));
+  if (opts.stats)
+    moert::printStats();
   moert::finalize();
   return 0;
 }

@@ -27,6 +27,22 @@ def fail(message):
     sys.exit(1)
 
 
+def tie_diagnosis(ref, step):
+    """Why a curve may part at `step` (moe-training.md 10.4, pitfall 1):
+    a router whose k-th and (k+1)-th probabilities were within 1e-6 of each
+    other at or before that step may have chosen another expert on a
+    last-ulp difference, which is not a numerics failure."""
+    gaps = [(key, float(np.min(ref[key][:step + 1]))) for key in ref.files
+            if key == "gap" or key.startswith("gap.")]
+    ties = [f"{key} {gap:.2e}" for key, gap in gaps if gap < 1e-6]
+    if ties:
+        return " (a routing tie, not numerics: k-th/(k+1)-th gap " + \
+            ", ".join(ties) + ")"
+    if gaps:
+        return f" (no routing tie: smallest gap {min(g for _, g in gaps):.2e})"
+    return ""
+
+
 def main():
     args = sys.argv[1:]
     rtol = 1e-5
@@ -49,7 +65,7 @@ def main():
         if not np.allclose(ours, theirs, rtol=rtol, atol=1e-7):
             step = int(np.argmax(~np.isclose(ours, theirs, rtol=rtol, atol=1e-7)))
             fail(f"{model} {opt} {column}: step {step + 1} gives {ours[step]!r}, "
-                 f"PyTorch {theirs[step]!r}")
+                 f"PyTorch {theirs[step]!r}" + tie_diagnosis(ref, step))
         print(f"ok {model} {opt} {column}: {len(rows)} steps within rtol {rtol:g}")
     if not weights:
         return
