@@ -342,9 +342,25 @@ LogicalResult MoERule::build() {
         return success();
       })
       .Case([&](GatherRowsOp gather) { return gatherRows(gather); })
-      .Case<AllToAllOp, PrefixSumOp>([&](Operation *) {
-        return unsupported("exchanges between ranks are not differentiated "
-                           "yet: compile the training step for one rank");
+      .Case([&](AllToAllOp exchange) {
+        // The reverse exchange with the forward's counts (no new count
+        // exchange): rows go back to the ranks that sent them, in the
+        // layout they were sent from. A uniform exchange is its own
+        // transpose.
+        Value dOutput = dResults[0];
+        if (!dOutput)
+          return success();
+        SmallVector<Type> types{exchange.getInput().getType()};
+        Value counts;
+        if (exchange.isRagged()) {
+          counts = exchange.getOutputCounts();
+          types.push_back(exchange.getCounts().getType());
+        }
+        auto back = AllToAllOp::create(e.builder(), e.getLoc(), types, dOutput,
+                                       counts, exchange.getGridAttr(),
+                                       exchange.getGridAxesAttr());
+        setODS(exchange, 0, back.getOutput());
+        return success();
       })
       .Case([&](LayerOp) {
         return unsupported("decompose moe.layer before differentiating "
