@@ -263,7 +263,7 @@ LogicalResult MoERule::auxLoss(AuxLossOp aux) {
       shape);
   ScoringFunction scoring = aux.getScoring();
   if (scoring == ScoringFunction::Softmax) {
-    setODS(aux, 1, e.softmaxGrad(e.softmax(logits, 1), dScores, 1));
+    setODS(aux, 0, e.softmaxGrad(e.softmax(logits, 1), dScores, 1));
     return success();
   }
   // P = sigmoid(l) / sum_e sigmoid(l)
@@ -271,7 +271,7 @@ LogicalResult MoERule::auxLoss(AuxLossOp aux) {
   Value norm = e.reduceSum(s, {1}, true);
   Value dot = e.reduceSum(e.mul(dScores, s), {1}, true);
   Value ds = e.sub(e.div(dScores, norm), e.div(dot, e.mul(norm, norm)));
-  setODS(aux, 1, scoresGrad(e, s, ds, ScoringFunction::Sigmoid));
+  setODS(aux, 0, scoresGrad(e, s, ds, ScoringFunction::Sigmoid));
   return success();
 }
 

@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""The MoE losses and the plain cross-entropy, written out in PyTorch, on
+the tiny Mixtral of make_train_reference.py and its first batch.
+
+    V=${XDG_CACHE_HOME:-$HOME/.cache}/moe-mlir/corpus-venv
+    "$V/bin/python" test/e2e/train/Inputs/make_loss_reference.py
+
+transformers computes only its own aux loss, so the forms moe-compile
+offers besides it are written here after their sources
+(moe-training.md 4.2, 4.3): Megatron's switch load-balancing loss per layer
+(`c E / (k T^2) sum_e n_e sum_t P[t, e]`, counts from the top-k of the
+softmax), the same per sequence of S tokens averaged over the sequences
+(`balanced`), and ST-MoE's z-loss (`c_z mean_t logsumexp(l_t)^2`), all
+added to transformers' causal LM cross-entropy; and the cross-entropy
+without the causal shift. Writes `mixtral.losses.<variant>.npz`: `loss`,
+`aux` (the MoE part), and the gradient of every parameter by name.
+"""
+import os
+import sys
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import make_train_reference as ref  # noqa: E402
+
+AUX_COEFF = 0.01
+Z_COEFF = 0.001
+TOP_K = 2
+
+
+def megatron_aux(logits, seq_len=None):
+    """Switch/Megatron load balancing of one layer's router logits [T, E]."""
+    t, e = logits.shape
+    length = seq_len or t
+    probs = torch.softmax(logits.float(), dim=-1)
+    ids = torch.topk(probs, TOP_K, dim=-1).indices
+    counts = F.one_hot(ids, e).sum(dim=1).float()  # [T, E]
+    sequences = t // length
+    counts = counts.reshape(sequences, length, e).sum(dim=1)
+    probs = probs.reshape(sequences, length, e).sum(dim=1)
+    per_sequence = AUX_COEFF * e / (TOP_K * length * length) * (counts * probs).sum(dim=-1)
+    return per_sequence.mean()
+
+
+def z_loss(logits):
+    return Z_COEFF * torch.logsumexp(logits.float(), dim=-1).square().mean()
+
+
+def variant_loss(variant, model, ids, mask, labels):
+    out = model(input_ids=ids, attention_mask=mask, output_router_logits=True)
+    logits = out.logits.float()
+    vocab = logits.shape[-1]
+    if variant == "cross_entropy":
+        main = F.cross_entropy(logits.reshape(-1, vocab), labels.reshape(-1), ignore_index=-100)
+        return main, torch.zeros(())
+    main = F.cross_entropy(logits[:, :-1].reshape(-1, vocab), labels[:, 1:].reshape(-1),
+                           ignore_index=-100)
+    aux = torch.zeros(())
+    for layer_logits in out.router_logits:
+        if variant in ("megatron", "megatron_z"):
+            aux = aux + megatron_aux(layer_logits)
+        if variant == "balanced":
+            aux = aux + megatron_aux(layer_logits, seq_len=ids.shape[1])
+        if variant == "megatron_z":
+            aux = aux + z_loss(layer_logits)
+    return main + aux, aux
+
+
+def main():
+    ref.load_data  # the data of make_train_reference.py
+    ids, mask, labels = ref.load_data()
+    rows = ref.batch_rows(0, ref.BATCH, ref.NUM_SAMPLES)
+    ids, mask, labels = ids[rows], mask[rows], labels[rows]
+    for variant in ("megatron", "megatron_z", "balanced", "cross_entropy"):
+        model, _ = ref.build_model("mixtral")
+        model.zero_grad()
+        loss, aux = variant_loss(variant, model, ids, mask, labels)
+        loss.backward()
+        arrays = {"loss": loss.detach().numpy(), "aux": aux.detach().numpy()}
+        for name, param in model.named_parameters():
+            arrays["grad:" + name] = param.grad.detach().numpy().astype(np.float32)
+        np.savez(ref.path(f"mixtral.losses.{variant}.npz"), **arrays)
+        print(variant, float(loss), float(aux))
+
+
+if __name__ == "__main__":
+    main()
