@@ -17,6 +17,7 @@
 
 #include "OnnxImporter.h"
 #include "GraphImporter.h"
+#include "FunctionOps.h"
 #include "OrtContrib.h"
 #include "dialects/Common/BufferBounds.h"
 #include "dialects/moe/IR/MoEDialect.h"
@@ -420,6 +421,11 @@ OwningOpRef<ModuleOp> moe::importOnnxModel(ModelProto &&model,
     return {};
   FailureOr<OpsetVersions> opsets = getOpsets(model, fileLoc);
   if (failed(opsets))
+    return {};
+  if (failed(expandFunctionOps(model, opsets->lookup(""), fileLoc,
+                               [&](ModelProto &typed) {
+                                 return inferShapes(typed, fileLoc);
+                               })))
     return {};
   for (const NodeProto &node : graph.node())
     if (failed(checkNode(node, *opsets, fileLoc)))

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
 """The training step's losses against PyTorch (Inputs/make_loss_reference.py):
+the model's own loss (transformers' CausalLM exported with its labels),
 Megatron's aux loss per layer, with the z-loss, per sequence (`balanced`),
 and the cross-entropy without the causal shift, on the tiny Mixtral's first
 batch. Each variant is compiled with moe-compile --train and run once with
@@ -17,6 +18,7 @@ import numpy as np
 
 INPUTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "Inputs")
 VARIANTS = {
+    "model": ["--loss=model"],
     "megatron": ["--loss=causal-lm", "--moe-load-balancing=aux_loss",
                  "--moe-aux-loss-coeff=0.01"],
     "megatron_z": ["--loss=causal-lm", "--moe-load-balancing=aux_loss",
@@ -41,7 +43,9 @@ def main():
         bundle = os.path.join(args.work, variant)
         out = bundle + ".out"
         for command in ([os.path.join(args.bin, "moe-compile"),
-                         os.path.join(INPUTS, "mixtral.onnx"), "--train",
+                         os.path.join(INPUTS, "mixtral.with_loss.onnx"
+                                      if variant == "model" else "mixtral.onnx"),
+                         "--train",
                          "--optimizer=sgd", *flags, "-o", bundle],
                         [os.path.join(args.bin, "moe-run"), bundle,
                          *[a for n, p in batch.items() for a in ("--input", f"{n}={p}")],

@@ -13,7 +13,14 @@ softmax), the same per sequence of S tokens averaged over the sequences
 (`balanced`), and ST-MoE's z-loss (`c_z mean_t logsumexp(l_t)^2`), all
 added to transformers' causal LM cross-entropy; and the cross-entropy
 without the causal shift. Writes `mixtral.losses.<variant>.npz`: `loss`,
-`aux` (the MoE part), and the gradient of every parameter by name.
+`aux` (the MoE part the compiler adds), and the gradient of every
+parameter by name.
+
+It also exports the model with its labels, `mixtral.with_loss.onnx`, whose
+only output is transformers' own loss (cross-entropy through
+SoftmaxCrossEntropyLoss plus its aux loss with router_aux_loss_coef),
+exported as make_train_reference.py exports the logits; variant `model`
+is that loss, which moe-compile --loss=model differentiates as it is.
 """
 import os
 import sys
@@ -48,7 +55,43 @@ def z_loss(logits):
     return Z_COEFF * torch.logsumexp(logits.float(), dim=-1).square().mean()
 
 
+class WithLoss(torch.nn.Module):
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids, attention_mask, labels):
+        return self.model(input_ids=input_ids, attention_mask=attention_mask, labels=labels,
+                          use_cache=False, output_router_logits=True).loss
+
+
+def export_with_loss(model, ids, mask, labels):
+    """transformers' loss as the model's one output, parameters kept as torch-named initializers."""
+    import onnx
+    import onnx_ir
+    model.set_experts_implementation("batched_mm")
+    with ref.quiet():
+        program = torch.onnx.export(WithLoss(model), (ids, mask, labels), dynamo=True, optimize=False,
+                                    input_names=["input_ids", "attention_mask", "labels"],
+                                    output_names=["loss"])
+    ir_model = program.model
+    for value in list(ir_model.graph.initializers.values()):
+        if value.name.startswith("model."):
+            ir_model.graph.initializers.pop(value.name)
+            value.name = value.name[len("model."):]
+            ir_model.graph.register_initializer(value)
+    ref.protected_optimize(ir_model, {n for n, _ in model.named_parameters()})
+    path = ref.path("mixtral.with_loss.onnx")
+    onnx_ir.save(ir_model, path)
+    proto = onnx.load(path)
+    ref.drop_node_metadata(proto)
+    onnx.checker.check_model(proto)
+    onnx.save(proto, path)
+
+
 def variant_loss(variant, model, ids, mask, labels):
+    if variant == "model":
+        return WithLoss(model)(ids, mask, labels), torch.zeros(())
     out = model(input_ids=ids, attention_mask=mask, output_router_logits=True)
     logits = out.logits.float()
     vocab = logits.shape[-1]
@@ -73,7 +116,9 @@ def main():
     ids, mask, labels = ref.load_data()
     rows = ref.batch_rows(0, ref.BATCH, ref.NUM_SAMPLES)
     ids, mask, labels = ids[rows], mask[rows], labels[rows]
-    for variant in ("megatron", "megatron_z", "balanced", "cross_entropy"):
+    model, _ = ref.build_model("mixtral")
+    export_with_loss(model, ids, mask, labels)
+    for variant in ("model", "megatron", "megatron_z", "balanced", "cross_entropy"):
         model, _ = ref.build_model("mixtral")
         model.zero_grad()
         loss, aux = variant_loss(variant, model, ids, mask, labels)
@@ -82,7 +127,7 @@ def main():
         for name, param in model.named_parameters():
             arrays["grad:" + name] = param.grad.detach().numpy().astype(np.float32)
         np.savez(ref.path(f"mixtral.losses.{variant}.npz"), **arrays)
-        print(variant, float(loss), float(aux))
+        print(variant, float(loss.detach()), float(aux.detach()))
 
 
 if __name__ == "__main__":
