@@ -326,6 +326,7 @@ matchAddConstant(Value value) {
 /// The group-limited selection whose mask decides `cond`: fills `router`'s
 /// group fields from the group TopK and the group scores of `biased`.
 /// `keptWhenTrue` says whether `cond` is true for experts of kept groups.
+/// The groups must cover `router.numExperts`, which the caller has set.
 static LogicalResult matchGroupMask(Value cond, Value biased,
                                     RouterMatch &router, bool &keptWhenTrue) {
   // Walk back to ScatterElements(zeros, groupIds, ones) through shape ops
@@ -397,22 +398,17 @@ FailureOr<RouterMatch> matchSigmoidTopK(onnx::TopKOp topk,
     return rewriter.notifyMatchFailure(topk, "k is not a constant");
   match.k = *k;
 
-  // Selection keys: [Where(mask, c, s + bias)] over s + bias.
+  // Selection keys: [Where(mask, c, s + bias)] over s + bias. The mask is
+  // matched once the logits give the number of experts, which its groups
+  // must cover.
   Value keys = skipNoOps(topk.getInputs()[0]);
   Value biased = keys;
   auto where = keys.getDefiningOp<onnx::WhereOp>();
+  bool constFirst = false;
   if (where) {
     ValueRange in = where.getInputs();
-    bool constFirst = static_cast<bool>(constantOp(in[1]));
+    constFirst = static_cast<bool>(constantOp(in[1]));
     biased = skipNoOps(in[constFirst ? 2 : 1]);
-    std::optional<double> masked = constantFloat(in[constFirst ? 1 : 2]);
-    bool keptWhenTrue;
-    if (!masked || failed(matchGroupMask(in[0], biased, match, keptWhenTrue)))
-      return rewriter.notifyMatchFailure(where, "not a group-limited mask");
-    // The masked constant must be what dropped groups get.
-    if (keptWhenTrue == constFirst)
-      return rewriter.notifyMatchFailure(where, "group mask is inverted");
-    match.maskedScore = *masked;
   }
   Value scores = biased;
   if (std::optional<std::pair<Value, arith::ConstantOp>> add =
@@ -439,8 +435,17 @@ FailureOr<RouterMatch> matchSigmoidTopK(onnx::TopKOp topk,
       cast<RankedTensorType>(match.bias.getType()).getNumElements() !=
           match.numExperts)
     return rewriter.notifyMatchFailure(topk, "bias is not one per expert");
-  if (where && !match.numGroups)
-    return rewriter.notifyMatchFailure(topk, "no expert groups");
+  if (where) {
+    ValueRange in = where.getInputs();
+    std::optional<double> masked = constantFloat(in[constFirst ? 1 : 2]);
+    bool keptWhenTrue;
+    if (!masked || failed(matchGroupMask(in[0], biased, match, keptWhenTrue)))
+      return rewriter.notifyMatchFailure(where, "not a group-limited mask");
+    // The masked constant must be what dropped groups get.
+    if (keptWhenTrue == constFirst)
+      return rewriter.notifyMatchFailure(where, "group mask is inverted");
+    match.maskedScore = *masked;
+  }
   match.indices = topk.getOutputs()[1];
 
   // Weights: the unbiased scores of the chosen experts, [normalised],

@@ -65,8 +65,8 @@ struct RouterMatch {
   onnx::TopKOp topk;
   Value logits;          // [T, E]
   ScoringFunction scoring;
-  int64_t k;
-  int64_t numExperts;
+  int64_t k = 0;
+  int64_t numExperts = 0;
   bool normalize = false;
   double scalingFactor = 1.0;
   arith::ConstantOp bias;  // the selection bias, if any
