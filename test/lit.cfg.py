@@ -42,6 +42,13 @@ config.substitutions.append(
     ("%corpus", os.path.join(config.test_source_root, "corpus"))
 )
 
+# `%limit_memory_mb N cmd args...`: runs cmd with its memory bounded to N MB,
+# so that a test of a size bound fails at once if the bound is lost. Plain
+# builds cap the address space (ulimit -v); an AddressSanitizer tree caps
+# what the process allocates instead (below), since ASan's shadow memory
+# reserves terabytes of address space at startup, beyond any such cap.
+limit_memory = "sh -c 'ulimit -v $(($0 * 1024)); exec \"$@\"'"
+
 # End-to-end runs: the tools directory, and mpirun allowed to start more
 # ranks than cores (CI has two) and to run as root in containers.
 config.substitutions.append(("%moe_bin", config.moe_tools_dir))
@@ -91,6 +98,11 @@ if config.moe_sanitize:
             ["suppressions=" + os.path.join(config.moe_src_root, "fuzz",
                                             "lsan.supp"),
              "print_suppressions=0"])
+        # A memory bound is ASan's: the resident set (checked by a
+        # background thread) and any one allocation, each at most N MB.
+        limit_memory = ("sh -c 'export ASAN_OPTIONS=\"$ASAN_OPTIONS:"
+                        "hard_rss_limit_mb=$0:max_allocation_size_mb=$0\"; "
+                        "exec \"$@\"'")
         # The plugin is instrumented and the system mlir-opt that loads it
         # is not: the sanitizer runtime goes in first, as a shared library.
         runtimes = glob.glob(os.path.join(
@@ -107,6 +119,8 @@ if config.moe_sanitize:
             "UBSAN_OPTIONS",
             ["print_stacktrace=1", "halt_on_error=1",
              "external_symbolizer_path=" + symbolizer])
+
+config.substitutions.append(("%limit_memory_mb", limit_memory))
 
 # `moe-tools`: the tools are built here (scripts/test.sh builds only the fuzz
 # targets of the sanitized tree, and runs test/fuzz in it).
