@@ -182,9 +182,13 @@ static Value reduceWith(Emitter &e, Value x, ArrayRef<int64_t> axes,
                         bool keepdims) {
   ArrayRef<int64_t> in = tensorType(x).getShape();
   int64_t rank = in.size();
-  SmallVector<bool> reduced(rank, false);
+  SmallVector<bool> reduced(rank, axes.empty());
   for (int64_t axis : axes)
     reduced[axis < 0 ? axis + rank : axis] = true;
+  Shape listed;
+  for (int64_t i = 0; i < rank; ++i)
+    if (reduced[i])
+      listed.push_back(i);
   Shape shape;
   for (int64_t i = 0; i < rank; ++i)
     if (!reduced[i])
@@ -192,7 +196,7 @@ static Value reduceWith(Emitter &e, Value x, ArrayRef<int64_t> axes,
     else if (keepdims)
       shape.push_back(1);
   return e.create<OpTy>(RankedTensorType::get(shape, elementTypeOf(x)),
-                        {x, e.ints(axes)}, {e.intAttr("keepdims", keepdims)});
+                        {x, e.ints(listed)}, {e.intAttr("keepdims", keepdims)});
 }
 
 Value Emitter::reduceSum(Value x, ArrayRef<int64_t> axes, bool keepdims) {
@@ -220,6 +224,12 @@ Value Emitter::unbroadcast(Value g, ArrayRef<int64_t> shape) {
 }
 
 Value Emitter::matmul(Value lhs, Value rhs) {
+  return create<onnx::MatMulOp>(
+      RankedTensorType::get(matmulShape(lhs, rhs), elementTypeOf(lhs)),
+      {lhs, rhs});
+}
+
+Shape Emitter::matmulShape(Value lhs, Value rhs) {
   ArrayRef<int64_t> a = tensorType(lhs).getShape(),
                     c = tensorType(rhs).getShape();
   // Batch dims broadcast; the last two contract.
@@ -233,8 +243,7 @@ Value Emitter::matmul(Value lhs, Value rhs) {
   }
   shape.push_back(a[a.size() - 2]);
   shape.push_back(c.back());
-  return create<onnx::MatMulOp>(
-      RankedTensorType::get(shape, elementTypeOf(lhs)), {lhs, rhs});
+  return shape;
 }
 
 Value Emitter::gatherElements(Value data, Value indices, int64_t axis) {

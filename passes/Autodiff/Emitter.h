@@ -74,7 +74,8 @@ public:
   /// Zero padding of `x` by `before` and `after` elements per dimension.
   Value pad(Value x, ArrayRef<int64_t> before, ArrayRef<int64_t> after);
 
-  // Reductions and contractions.
+  // Reductions and contractions. No axes reduce every axis (ONNX's
+  // default; the op lists them all).
   Value reduceSum(Value x, ArrayRef<int64_t> axes, bool keepdims);
   Value reduceMax(Value x, ArrayRef<int64_t> axes, bool keepdims);
   Value reduceLogSumExp(Value x, ArrayRef<int64_t> axes, bool keepdims);
@@ -105,6 +106,8 @@ public:
 
   /// The numpy broadcast of two operand shapes.
   static Shape broadcastShape(Value lhs, Value rhs);
+  /// The result shape of ONNX MatMul of two operands of rank >= 2.
+  static Shape matmulShape(Value lhs, Value rhs);
 
 private:
   template <typename OpTy> Value binary(Value lhs, Value rhs);

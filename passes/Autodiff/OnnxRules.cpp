@@ -4,7 +4,8 @@
 // derivatives.yaml for the ops transformer exports use (moe-training.md
 // section 3). Broadcast operands get their cotangent summed back to their
 // shape; integer and boolean operands get none. Rules that need a forward
-// value read the forward's own result or operand (kept); none recomputes.
+// value read the forward's own result or operand (kept); only the
+// normalisations recompute (their statistics, from the input).
 //
 //===----------------------------------------------------------------------===//
 
@@ -78,11 +79,39 @@ struct OnnxRule {
   }
 
   LogicalResult build();
+  LogicalResult matmul();
   LogicalResult gemm();
   LogicalResult gather();
+  LogicalResult gatherND();
   LogicalResult slice();
+  LogicalResult pad();
+  LogicalResult tile();
   LogicalResult layerNorm(bool rms);
 };
+
+LogicalResult OnnxRule::matmul() {
+  // dA = dY B^T, dB = A^T dY (A and B kept). A 1-d operand is a row
+  // (left) or a column (right) vector, as numpy's matmul reads it: the
+  // product is taken on those matrices and the cotangent reshaped back.
+  Value a = in(0), bm = in(1);
+  int64_t rankA = tensorType(a).getRank(), rankB = tensorType(bm).getRank();
+  Shape shapeA = shapeOf(a), shapeB = shapeOf(bm);
+  if (rankA == 1)
+    shapeA.insert(shapeA.begin(), 1);
+  if (rankB == 1)
+    shapeB.push_back(1);
+  Value matA = e.reshape(a, shapeA), matB = e.reshape(bm, shapeB);
+  Value grad = e.reshape(g(), Emitter::matmulShape(matA, matB));
+  // Summed back to the matrices first (over the batch dims the other
+  // operand brought), so that a vector's cotangent keeps its own dim.
+  set(0, e.reshape(e.unbroadcast(e.matmul(grad, e.transposeLast(matB)),
+                                 shapeA),
+                   shapeOf(a)));
+  set(1, e.reshape(e.unbroadcast(e.matmul(e.transposeLast(matA), grad),
+                                 shapeB),
+                   shapeOf(bm)));
+  return success();
+}
 
 LogicalResult OnnxRule::gemm() {
   // Y = alpha op(A) op(B) + beta C
@@ -155,6 +184,84 @@ LogicalResult OnnxRule::gather() {
   return success();
 }
 
+LogicalResult OnnxRule::gatherND() {
+  // d data: the result's slices added back at their index tuples, as
+  // ScatterND with `add` onto zeros (indices kept).
+  if (intAttr(op, "batch_dims", 0) != 0)
+    return unsupported("GatherND with batch_dims has no gradient here");
+  Value data = in(0);
+  Shape indexShape = shapeOf(in(1));
+  int64_t k = indexShape.back();
+  Value index = e.cast(in(1), e.builder().getI64Type());
+  // Negative indices count from the end of their dim.
+  Shape sizes(shapeOf(data));
+  sizes.resize(k);
+  Value zero = e.scalar(e.builder().getI64Type(), 0);
+  index = e.where(e.compare<onnx::LessOp>(index, zero),
+                  e.add(index, e.ints(sizes)), index);
+  set(0, e.scatterNDAdd(e.splat(tensorType(data), 0.0), index, g()));
+  return success();
+}
+
+LogicalResult OnnxRule::pad() {
+  // Constant mode: the cotangent of the data is the cotangent where the
+  // data went (a slice; zeros padded back where a negative pad cropped);
+  // the padding value's is the rest of the cotangent's sum. Pads kept.
+  auto mode = op->getAttrOfType<StringAttr>("mode");
+  if (mode && mode.getValue() != "constant")
+    return unsupported("Pad has a gradient only in constant mode");
+  if (optionalOperand(op, 3))
+    return unsupported("a Pad with axes has no gradient here");
+  Shape shape = shapeOf(in(0));
+  int64_t rank = shape.size();
+  std::optional<Shape> pads = constantInts(in(1));
+  if (!pads || static_cast<int64_t>(pads->size()) != 2 * rank)
+    return unsupported("a Pad with non-constant pads has no gradient here");
+  Value grad = g();
+  Shape cropBefore(rank, 0), cropAfter(rank, 0);
+  for (int64_t axis = 0; axis < rank; ++axis) {
+    int64_t before = (*pads)[axis], after = (*pads)[rank + axis];
+    int64_t size = tensorType(grad).getDimSize(axis);
+    int64_t begin = std::max<int64_t>(before, 0);
+    int64_t end = size - std::max<int64_t>(after, 0);
+    if (begin != 0 || end != size)
+      grad = e.slice(grad, axis, begin, end);
+    cropBefore[axis] = std::max<int64_t>(-before, 0);
+    cropAfter[axis] = std::max<int64_t>(-after, 0);
+  }
+  if (llvm::any_of(cropBefore, [](int64_t v) { return v != 0; }) ||
+      llvm::any_of(cropAfter, [](int64_t v) { return v != 0; }))
+    grad = e.pad(grad, cropBefore, cropAfter);
+  set(0, grad);
+  if (Value value = optionalOperand(op, 2)) {
+    Shape all;
+    for (int64_t i = 0; i < rank; ++i)
+      all.push_back(i);
+    Value rest = e.sub(e.reduceSum(g(), all, /*keepdims=*/false),
+                       e.reduceSum(grad, all, /*keepdims=*/false));
+    set(2, e.reshape(rest, shapeOf(value)));
+  }
+  return success();
+}
+
+LogicalResult OnnxRule::tile() {
+  // The cotangent summed over the repeats (repeats kept): [r0 d0, ...]
+  // viewed as [r0, d0, r1, d1, ...], summed over the r axes.
+  std::optional<Shape> repeats = constantInts(in(1));
+  if (!repeats)
+    return unsupported("a Tile with non-constant repeats has no gradient here");
+  Shape shape = shapeOf(in(0)), split, axes;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    split.push_back((*repeats)[i]);
+    split.push_back(shape[i]);
+    axes.push_back(2 * i);
+  }
+  set(0, e.reshape(e.reduceSum(e.reshape(g(), split), axes,
+                               /*keepdims=*/false),
+                   shape));
+  return success();
+}
+
 LogicalResult OnnxRule::slice() {
   // Strided axes: the cotangent scattered back to its indices, one axis at
   // a time; then the rest padded with zeros back to the input's shape.
@@ -205,7 +312,9 @@ LogicalResult OnnxRule::slice() {
 LogicalResult OnnxRule::layerNorm(bool rms) {
   // Recomputes the statistics from X (kept): x^ = (x - mu) r, then
   // dx = r (g^ - mean(g^) - x^ mean(g^ x^)) with g^ = dY * scale; RMS has
-  // no mean: dx = r g^ - x r^3 mean(x g^).
+  // no mean: dx = r g^ - x r^3 mean(x g^). Where LayerNormalization's Mean
+  // and InvStdDev results are used, their cotangents add dMean / N and
+  // dr * (-r^2 x^ / N) (for r = (var + eps)^-1/2).
   Value x = in(0), scale = in(1);
   int64_t rank = tensorType(x).getRank();
   int64_t axis = normalizeAxis(intAttr(op, "axis", -1), rank);
@@ -238,6 +347,12 @@ LogicalResult OnnxRule::layerNorm(bool rms) {
   } else {
     dx = e.mul(r, e.sub(e.sub(gHat, mean(gHat)),
                         e.mul(normalized, mean(e.mul(gHat, normalized)))));
+    // The statistics are in the stash type.
+    if (op->getNumResults() > 1 && dResults[1])
+      dx = e.add(dx, e.mul(e.cast(dResults[1], elt), inverseN));
+    if (op->getNumResults() > 2 && dResults[2])
+      dx = e.sub(dx, e.mul(e.mul(e.cast(dResults[2], elt), inverseN),
+                           e.mul(e.mul(r, r), normalized)));
   }
   set(0, dx);
   return success();
@@ -273,6 +388,14 @@ LogicalResult OnnxRule::build() {
       })
       .Case([&](onnx::NegOp) {
         set(0, e.neg(g()));
+        return success();
+      })
+      .Case([&](onnx::AbsOp) {
+        // torch's sgn(x) dY: none at 0 (x kept).
+        Value zero = c(0.0);
+        set(0, e.where(e.compare<onnx::GreaterOp>(in(0), zero), g(),
+                       e.where(e.compare<onnx::LessOp>(in(0), zero),
+                               e.neg(g()), zero)));
         return success();
       })
       .Case([&](onnx::PowOp) {
@@ -370,6 +493,10 @@ LogicalResult OnnxRule::build() {
         std::optional<Shape> axes = axesOf(op, 1);
         if (!axes)
           return unsupported("ReduceMean axes must be constant");
+        if (axes->empty() && intAttr(op, "noop_with_empty_axes", 0)) {
+          set(0, g());
+          return success();
+        }
         int64_t in0 = tensorType(in(0)).getNumElements();
         int64_t n = in0 / std::max<int64_t>(1, tensorType(out()).getNumElements());
         Value grad = keepReducedDims(e, g(), in(0), *axes, true);
@@ -381,30 +508,35 @@ LogicalResult OnnxRule::build() {
         std::optional<Shape> axes = axesOf(op, 1);
         if (!axes)
           return unsupported("ReduceLogSumExp axes must be constant");
+        if (axes->empty() && intAttr(op, "noop_with_empty_axes", 0)) {
+          set(0, g());
+          return success();
+        }
         Value grad = keepReducedDims(e, g(), in(0), *axes, true);
         Value y = keepReducedDims(e, out(), in(0), *axes, true);
         set(0, e.mul(e.unary<onnx::ExpOp>(e.sub(in(0), y)), grad));
         return success();
       })
-      .Case([&](onnx::ReduceMaxOp) -> LogicalResult {
-        // PyTorch's amax: the cotangent split evenly among the ties.
-        std::optional<Shape> axes = axesOf(op, 1);
-        if (!axes)
-          return unsupported("ReduceMax axes must be constant");
-        Value y = keepReducedDims(e, out(), in(0), *axes, true);
-        Value hit = e.cast(e.compare<onnx::EqualOp>(in(0), y), elt);
-        Value ties = e.reduceSum(hit, *axes, /*keepdims=*/true);
-        Value grad = keepReducedDims(e, g(), in(0), *axes, true);
-        set(0, e.mul(hit, e.div(grad, ties)));
-        return success();
-      })
-      .Case([&](onnx::MatMulOp) -> LogicalResult {
-        if (tensorType(in(0)).getRank() < 2 || tensorType(in(1)).getRank() < 2)
-          return unsupported("MatMul of a vector has no gradient here");
-        set(0, e.matmul(g(), e.transposeLast(in(1))));
-        set(1, e.matmul(e.transposeLast(in(0)), g()));
-        return success();
-      })
+      .Case<onnx::ReduceMaxOp, onnx::ReduceMinOp>(
+          [&](Operation *) -> LogicalResult {
+            // PyTorch's amax/amin: the cotangent split evenly among the
+            // ties (the input and the result kept).
+            std::optional<Shape> axes = axesOf(op, 1);
+            if (!axes)
+              return unsupported("ReduceMax and ReduceMin axes must be "
+                                 "constant");
+            if (axes->empty() && intAttr(op, "noop_with_empty_axes", 0)) {
+              set(0, g());
+              return success();
+            }
+            Value y = keepReducedDims(e, out(), in(0), *axes, true);
+            Value hit = e.cast(e.compare<onnx::EqualOp>(in(0), y), elt);
+            Value ties = e.reduceSum(hit, *axes, /*keepdims=*/true);
+            Value grad = keepReducedDims(e, g(), in(0), *axes, true);
+            set(0, e.mul(hit, e.div(grad, ties)));
+            return success();
+          })
+      .Case([&](onnx::MatMulOp) { return matmul(); })
       .Case([&](onnx::GemmOp) { return gemm(); })
       .Case<onnx::ReshapeOp, onnx::FlattenOp, onnx::SqueezeOp,
             onnx::UnsqueezeOp, onnx::IdentityOp>([&](Operation *) {
@@ -450,7 +582,34 @@ LogicalResult OnnxRule::build() {
         set(0, g());
         return success();
       })
+      .Case([&](onnx::TileOp) { return tile(); })
+      .Case([&](onnx::PadOp) { return pad(); })
+      .Case([&](onnx::TriluOp) {
+        // The same triangle of the cotangent (k kept).
+        SmallVector<Value> operands{g()};
+        if (Value k = optionalOperand(op, 1))
+          operands.push_back(k);
+        set(0, e.create<onnx::TriluOp>(out().getType(), operands,
+                                       {e.intAttr("upper",
+                                                  intAttr(op, "upper", 1))}));
+        return success();
+      })
+      .Case([&](onnx::CumSumOp) -> LogicalResult {
+        // The cotangent summed the other way along the axis (the axis
+        // kept): y_i = sum_{j <= i} x_j gives dx_j = sum_{i >= j} dy_i,
+        // and exclusive sums stay exclusive.
+        std::optional<Shape> axis = constantInts(in(1));
+        if (!axis || axis->size() != 1)
+          return unsupported("a CumSum with a non-constant axis has no "
+                             "gradient here");
+        set(0, e.create<onnx::CumSumOp>(
+                   out().getType(), {g(), in(1)},
+                   {e.intAttr("exclusive", intAttr(op, "exclusive", 0)),
+                    e.intAttr("reverse", !intAttr(op, "reverse", 0))}));
+        return success();
+      })
       .Case([&](onnx::GatherOp) { return gather(); })
+      .Case([&](onnx::GatherNDOp) { return gatherND(); })
       .Case([&](onnx::GatherElementsOp) {
         Value data = in(0);
         int64_t rank = tensorType(data).getRank();
@@ -480,6 +639,24 @@ LogicalResult OnnxRule::build() {
                          out().getType(),
                          {g(), indices, e.splat(tensorType(updates), 0.0)}));
         set(2, e.create<onnx::GatherNDOp>(updates.getType(), {g(), indices}));
+        return success();
+      })
+      .Case([&](onnx::ScatterElementsOp) -> LogicalResult {
+        // As ScatterND, element by element along the axis (indices kept).
+        auto reduction = op->getAttrOfType<StringAttr>("reduction");
+        bool add = reduction && reduction.getValue() == "add";
+        if (reduction && !add && reduction.getValue() != "none")
+          return unsupported("ScatterElements with reduction '" +
+                             reduction.getValue() + "' has no gradient here");
+        Value data = in(0), indices = in(1), updates = in(2);
+        int64_t rank = tensorType(data).getRank();
+        int64_t axis = normalizeAxis(intAttr(op, "axis", 0), rank);
+        set(0, add ? g()
+                   : e.create<onnx::ScatterElementsOp>(
+                         out().getType(),
+                         {g(), indices, e.splat(tensorType(updates), 0.0)},
+                         {e.intAttr("axis", axis)}));
+        set(2, e.gatherElements(g(), indices, axis));
         return success();
       })
       .Case([&](onnx::TopKOp) {
