@@ -21,10 +21,6 @@ namespace {
 Shape shapeOf(Value value) { return Shape(tensorType(value).getShape()); }
 Type elementOf(Value value) { return tensorType(value).getElementType(); }
 
-Value orZeros(Emitter &e, Value cotangent, Value like) {
-  return cotangent ? cotangent : e.splat(tensorType(like), 0.0);
-}
-
 /// Scores of `logits [T, E]`: softmax over each row or sigmoid.
 Value scores(Emitter &e, Value logits, ScoringFunction scoring) {
   return scoring == ScoringFunction::Softmax

@@ -391,6 +391,7 @@ def MoE_ExpertsGradOp : MoE_Op<"experts_grad",
     ```mlir
     %dx, %dw1, %dw3, %dw2 = moe.experts_grad %rows, %counts, %dy
         fc1(%w1) fc3(%w3) fc2(%w2) activation <swiglu>
+        {resultSegmentSizes = array<i32: 1, 1, 0, 1, 0, 1, 0>}
         : (tensor<64x64xf32>, tensor<8xi32>, tensor<64x64xf32>,
            tensor<8x128x64xf32>, tensor<8x128x64xf32>, tensor<8x64x128xf32>)
        -> (tensor<64x64xf32>, tensor<8x128x64xf32>, tensor<8x128x64xf32>,
@@ -402,7 +403,9 @@ def MoE_ExpertsGradOp : MoE_Op<"experts_grad",
       the type of that op's result;
     * `d_rows` has the type of `rows` and every weight cotangent the type of
       its weight;
-    * a weight cotangent result is present exactly when its weight is.
+    * a weight cotangent result is present exactly when its weight is
+      (`resultSegmentSizes` says which are: d_rows, d_fc1, d_fc1_bias,
+      d_fc3, d_fc3_bias, d_fc2, d_fc2_bias).
   }];
   let arguments = (ins MoE_RowBuffer:$rows, MoE_CountVector:$counts,
                        MoE_RowBuffer:$d_output,
