@@ -53,9 +53,11 @@ def MoEAutodiffPass : Pass<"moe-autodiff", "::mlir::ModuleOp"> {
     * Parameters are the float weights the importer kept by name (each ONNX
       initializer with at least two elements is a named resource) whose name
       matches `params` (torch's dotted parameter names, not the exporter's
-      names for folded constants such as rotary tables, plus the expert
-      weights raising packs), except those matching `freeze` (buffers such
-      as rotary frequencies and DeepSeek's selection bias). A parameter the loss does not reach gets
+      names for folded constants such as rotary tables), except those
+      matching `freeze` (buffers such as rotary frequencies and DeepSeek's
+      selection bias). Raise with `moe-raise{keep-weights}` first, as
+      `moe-compile --train` does, so that packed expert weights are ops over
+      the parameters rather than new constants. A parameter the loss does not reach gets
       no gradient (PyTorch leaves its `.grad` as None).
     * `loss`: `model` differentiates the output named `loss-output`
       (default `loss`); `causal-lm` takes `logits [B, S, V]` and `labels`
@@ -98,10 +100,9 @@ def MoEAutodiffPass : Pass<"moe-autodiff", "::mlir::ModuleOp"> {
     Option<"fromPlan", "from-plan", "bool", "false",
            "Take load balancing and coefficients from the module's plan">,
     Option<"params", "params", "std::string",
-           "\"^([A-Za-z_][A-Za-z0-9_]*([.][A-Za-z0-9_]+)+|experts_fc[123](_[0-9]+)?|shared_(fc[123]|gate)(_[0-9]+)?)$\"",
+           "\"^[A-Za-z_][A-Za-z0-9_]*([.][A-Za-z0-9_]+)+$\"",
            "Regular expression of the weights that are parameters: dotted "
-           "module paths as torch names them, and the expert and shared-expert "
-           "weights that raising packs from them">,
+           "module paths, as torch names them">,
     Option<"freeze", "freeze", "std::string",
            "\"inv_freq|rotary|e_score_correction_bias\"",
            "Regular expression of weights that are not trained">
@@ -430,6 +431,9 @@ def MoERaisePass : Pass<"moe-raise"> {
     is; `explain` says why, as a remark at each router it looked at.
   }];
   let options = [
+    Option<"keepWeights", "keep-weights", "bool", "false",
+           "Pack expert weights with onnx ops over the model's own weights "
+           "instead of folding new constants (training)">,
     Option<"explain", "explain", "bool", "false",
            "Report why each router's block was not raised">
   ];

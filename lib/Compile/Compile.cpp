@@ -121,7 +121,9 @@ LogicalResult mlir::moe::compileModel(MLIRContext &context,
   if (failed(checkStaticInputs(module)))
     return failure();
 
-  if (failed(runPipeline(module, "moe-raise,canonicalize")))
+  if (failed(runPipeline(module, options.train
+                                     ? "moe-raise{keep-weights=1},canonicalize"
+                                     : "moe-raise,canonicalize")))
     return failure();
   if (options.emit == EmitStage::MoE)
     return writeModule(module, out);

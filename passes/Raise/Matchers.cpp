@@ -1081,6 +1081,69 @@ static std::optional<ArrayRef<char>> constantBytes(arith::ConstantOp constant,
 /// `[in, out]` matrices (rank-2 constants, or rank-3 stacks of them)
 /// transposed and stacked: `[n, out, in]` for n matrices, or `[out, in]` for
 /// a single one without `keepStackDim`.
+/// Whether the weights stay the model's own (training: each parameter keeps
+/// its name, and the gradient of a packed weight reaches it): packing then
+/// writes onnx ops over the weights instead of folding a new constant.
+static bool keepsWeights(PatternRewriter &rewriter) {
+  for (Operation *at = rewriter.getInsertionBlock()->getParentOp(); at;
+       at = at->getParentOp())
+    if (at->hasAttr(kKeepWeightsAttrName))
+      return true;
+  return false;
+}
+
+/// `value` with its last two dims swapped, as an onnx.Transpose.
+static Value transposeLast(Value value, Location loc,
+                           PatternRewriter &rewriter) {
+  auto type = cast<RankedTensorType>(value.getType());
+  SmallVector<int64_t> perm, shape(type.getShape());
+  for (int64_t i = 0; i < type.getRank(); ++i)
+    perm.push_back(i);
+  std::swap(perm[type.getRank() - 1], perm[type.getRank() - 2]);
+  std::swap(shape[type.getRank() - 1], shape[type.getRank() - 2]);
+  return onnx::TransposeOp::create(
+             rewriter, loc,
+             TypeRange{RankedTensorType::get(shape, type.getElementType())},
+             ValueRange{value},
+             {rewriter.getNamedAttr("perm", rewriter.getDenseI64ArrayAttr(perm))})
+      ->getResult(0);
+}
+
+/// `value` reshaped to `shape`, as an onnx.Reshape.
+static Value reshapeOp(Value value, ArrayRef<int64_t> shape, Location loc,
+                       PatternRewriter &rewriter) {
+  auto type = cast<RankedTensorType>(value.getType());
+  if (type.getShape() == shape)
+    return value;
+  auto shapeType = RankedTensorType::get({static_cast<int64_t>(shape.size())},
+                                         rewriter.getI64Type());
+  Value target = arith::ConstantOp::create(
+      rewriter, loc, DenseIntElementsAttr::get(shapeType, shape));
+  return onnx::ReshapeOp::create(
+             rewriter, loc,
+             TypeRange{RankedTensorType::get(shape, type.getElementType())},
+             ValueRange{value, target})
+      ->getResult(0);
+}
+
+/// `parts` concatenated along dim 0, as an onnx.Concat.
+static Value concatOp(ArrayRef<Value> parts, Location loc,
+                      PatternRewriter &rewriter) {
+  if (parts.size() == 1)
+    return parts.front();
+  auto type = cast<RankedTensorType>(parts.front().getType());
+  SmallVector<int64_t> shape(type.getShape());
+  shape[0] = 0;
+  for (Value part : parts)
+    shape[0] += cast<RankedTensorType>(part.getType()).getDimSize(0);
+  return onnx::ConcatOp::create(
+             rewriter, loc,
+             TypeRange{RankedTensorType::get(shape, type.getElementType())},
+             ValueRange(parts),
+             {rewriter.getNamedAttr("axis", rewriter.getI64IntegerAttr(0))})
+      ->getResult(0);
+}
+
 static FailureOr<Value> packWeights(ArrayRef<arith::ConstantOp> constants,
                                     StringRef name, Location loc,
                                     PatternRewriter &rewriter,
@@ -1095,6 +1158,18 @@ static FailureOr<Value> packWeights(ArrayRef<arith::ConstantOp> constants,
   size_t matrixBytes = in * out * elementBytes;
   int64_t perConstant = type.getNumElements() / (in * out);
   int64_t numMatrices = perConstant * constants.size();
+  if (keepsWeights(rewriter)) {
+    SmallVector<Value> parts;
+    for (arith::ConstantOp constant : constants) {
+      if (constant->getResult(0).getType() != type)
+        return failure();
+      Value part = transposeLast(constant.getResult(), loc, rewriter);
+      parts.push_back(keepStackDim
+                          ? reshapeOp(part, {perConstant, out, in}, loc, rewriter)
+                          : reshapeOp(part, {out, in}, loc, rewriter));
+    }
+    return concatOp(parts, loc, rewriter);
+  }
 
   AsmResourceBlob blob = HeapAsmResourceBlob::allocate(
       matrixBytes * numMatrices, alignof(std::max_align_t),
@@ -1131,6 +1206,8 @@ FailureOr<Value> reshapeConstant(arith::ConstantOp constant,
   auto reshaped = RankedTensorType::get(shape, type.getElementType());
   if (reshaped.getNumElements() != type.getNumElements())
     return failure();
+  if (keepsWeights(rewriter))
+    return reshapeOp(constant.getResult(), shape, loc, rewriter);
   Attribute value;
   if (auto dense = dyn_cast<DenseElementsAttr>(constant.getValue())) {
     value = dense.reshape(reshaped);
@@ -1159,8 +1236,17 @@ FailureOr<Value> transposeWeight(arith::ConstantOp weight, StringRef name,
   return packWeights(weight, name, loc, rewriter, /*keepStackDim=*/false);
 }
 
-FailureOr<Value> concatRows(ArrayRef<arith::ConstantOp> parts, StringRef name,
+FailureOr<Value> concatRows(ArrayRef<Value> values, StringRef name,
                             Location loc, PatternRewriter &rewriter) {
+  if (keepsWeights(rewriter))
+    return concatOp(values, loc, rewriter);
+  SmallVector<arith::ConstantOp> parts;
+  for (Value value : values) {
+    auto constant = value.getDefiningOp<arith::ConstantOp>();
+    if (!constant)
+      return failure();
+    parts.push_back(constant);
+  }
   auto type = cast<RankedTensorType>(parts.front()->getResult(0).getType());
   Type elementType = type.getElementType();
   if (type.getRank() != 2 || elementType.getIntOrFloatBitWidth() % 8 != 0)

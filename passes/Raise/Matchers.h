@@ -155,9 +155,16 @@ FailureOr<Value> reshapeConstant(arith::ConstantOp constant,
 FailureOr<Value> transposeWeight(arith::ConstantOp weight, StringRef name,
                                  Location loc, PatternRewriter &rewriter);
 
-/// 2-D constants with the same columns stacked row-wise into one.
-FailureOr<Value> concatRows(ArrayRef<arith::ConstantOp> parts, StringRef name,
+/// 2-D weights with the same columns stacked row-wise into one.
+FailureOr<Value> concatRows(ArrayRef<Value> parts, StringRef name,
                             Location loc, PatternRewriter &rewriter);
+
+/// Discardable unit attribute that moe-raise{keep-weights} puts on the op
+/// it runs on while it runs: the weight packing above (stacking, transposing,
+/// reshaping, concatenating) then writes onnx ops over the model's own
+/// weights instead of folding new constants, so that training updates the
+/// weights by their names.
+inline constexpr StringLiteral kKeepWeightsAttrName = "moe.keep_weights";
 
 /// Stacked `[E, in, out]` expert weights transposed to `[E, out, in]`.
 FailureOr<Value> transposeExpertWeights(arith::ConstantOp weights,

@@ -1,6 +1,7 @@
 //===- Raise.cpp - the moe-raise pass -------------------------------------===//
 
 #include "passes/Passes.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "passes/Raise/CapacityEinsum.h"
 #include "passes/Raise/DenseExperts.h"
 #include "passes/Raise/ExpertLoop.h"
@@ -83,6 +84,11 @@ struct MoERaisePass : public impl::MoERaisePassBase<MoERaisePass> {
     raise::populateSortedExpertsPatterns(patterns);
     raise::populateGatheredExpertsPatterns(patterns);
     raise::populateSharedExpertPatterns(patterns);
+    Operation *root = getOperation();
+    if (keepWeights)
+      root->setAttr(raise::kKeepWeightsAttrName, UnitAttr::get(&getContext()));
+    auto restore = llvm::make_scope_exit(
+        [&] { root->removeAttr(raise::kKeepWeightsAttrName); });
     ExplainListener listener;
     GreedyRewriteConfig config;
     if (explain)

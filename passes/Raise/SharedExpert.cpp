@@ -104,9 +104,7 @@ struct FoldSharedExpert : OpRewritePattern<onnx::AddOp> {
       FailureOr<Value> fc2 = outIn(ffn->fc2, ffn->outIn, "shared_fc2");
       FailureOr<Value> gateWeight = outIn(gate, gateOutIn, "shared_gate");
       if (concatenate && succeeded(fc1) && succeeded(fc3)) {
-        fc1 = concatRows({(*fc1).getDefiningOp<arith::ConstantOp>(),
-                          (*fc3).getDefiningOp<arith::ConstantOp>()},
-                         "shared_fc1", loc, rewriter);
+        fc1 = concatRows({*fc1, *fc3}, "shared_fc1", loc, rewriter);
         fc3 = Value();
       }
       if (failed(fc1) || failed(fc3) || failed(fc2) || failed(gateWeight))
