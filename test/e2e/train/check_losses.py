@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The training step's losses against PyTorch (Inputs/make_loss_reference.py):
 the model's own loss (transformers' CausalLM exported with its labels),
-Megatron's aux loss per layer, with the z-loss, per sequence (`balanced`),
+Megatron's aux loss per layer, its sinkhorn routing in training, with the z-loss, per sequence (`balanced`),
 and the cross-entropy without the causal shift, on the tiny Mixtral's first
 batch. Each variant is compiled with moe-compile --train and run once with
 moe-run; its loss, aux loss and every gradient must be PyTorch's (rtol
@@ -25,6 +25,7 @@ VARIANTS = {
                    "--moe-aux-loss-coeff=0.01", "--moe-z-loss-coeff=0.001"],
     "balanced": ["--loss=causal-lm", "--moe-load-balancing=balanced",
                  "--moe-aux-loss-coeff=0.01"],
+    "sinkhorn": ["--loss=causal-lm", "--moe-load-balancing=sinkhorn"],
     "cross_entropy": ["--loss=cross-entropy"],
 }
 

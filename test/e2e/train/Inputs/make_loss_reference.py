@@ -11,8 +11,9 @@ offers besides it are written here after their sources
 (`c E / (k T^2) sum_e n_e sum_t P[t, e]`, counts from the top-k of the
 softmax), the same per sequence of S tokens averaged over the sequences
 (`balanced`), and ST-MoE's z-loss (`c_z mean_t logsumexp(l_t)^2`), all
-added to transformers' causal LM cross-entropy; and the cross-entropy
-without the causal shift. Writes `mixtral.losses.<variant>.npz`: `loss`,
+added to transformers' causal LM cross-entropy; Megatron's sinkhorn
+routing in training (`sinkhorn`, the routers replaced); and the
+cross-entropy without the causal shift. Writes `mixtral.losses.<variant>.npz`: `loss`,
 `aux` (the MoE part the compiler adds), and the gradient of every
 parameter by name.
 
@@ -55,6 +56,34 @@ def z_loss(logits):
     return Z_COEFF * torch.logsumexp(logits.float(), dim=-1).square().mean()
 
 
+def sinkhorn(cost, tol=1e-4):
+    """Megatron-Core's sinkhorn (moe_utils.py), as moe.router's doc restates it."""
+    cost = torch.exp(cost)
+    d0 = torch.ones(cost.size(0), dtype=cost.dtype)
+    d1 = torch.ones(cost.size(1), dtype=cost.dtype)
+    eps = 1e-8
+    error = 1e9
+    d1_old = d1
+    while error > tol:
+        d0 = (1 / d0.size(0)) * 1 / (torch.sum(d1 * cost, 1) + eps)
+        d1 = (1 / d1.size(0)) * 1 / (torch.sum(d0.unsqueeze(1) * cost, 0) + eps)
+        error = torch.mean(torch.abs(d1_old - d1))
+        d1_old = d1
+    return d1 * cost * d0.unsqueeze(1)
+
+
+def sinkhorn_router(self, hidden_states):
+    """Megatron's sinkhorn load balancing in training (router.py): experts
+    from the top-k of sinkhorn(logits) without gradient, weighted by the
+    softmax of the logits (sigmoid for top-1), not renormalised."""
+    hidden_states = hidden_states.reshape(-1, self.hidden_dim)
+    logits = F.linear(hidden_states, self.weight)
+    with torch.no_grad():
+        _, indices = torch.topk(sinkhorn(logits.float()), self.top_k, dim=1)
+    scores = torch.sigmoid(logits.float()) if self.top_k == 1 else torch.softmax(logits.float(), dim=-1)
+    return logits, torch.gather(scores, 1, indices), indices
+
+
 class WithLoss(torch.nn.Module):
     def __init__(self, model):
         super().__init__()
@@ -95,6 +124,19 @@ def variant_loss(variant, model, ids, mask, labels):
     out = model(input_ids=ids, attention_mask=mask, output_router_logits=True)
     logits = out.logits.float()
     vocab = logits.shape[-1]
+    if variant == "sinkhorn":
+        router = type(model.model.layers[0].mlp.gate)
+        original = router.forward
+        router.forward = sinkhorn_router
+        try:
+            out = model(input_ids=ids, attention_mask=mask)
+        finally:
+            router.forward = original
+        logits = out.logits.float()
+        vocab = logits.shape[-1]
+        main = F.cross_entropy(logits[:, :-1].reshape(-1, vocab), labels[:, 1:].reshape(-1),
+                               ignore_index=-100)
+        return main, torch.zeros(())
     if variant == "cross_entropy":
         main = F.cross_entropy(logits.reshape(-1, vocab), labels.reshape(-1), ignore_index=-100)
         return main, torch.zeros(())
@@ -118,7 +160,7 @@ def main():
     ids, mask, labels = ids[rows], mask[rows], labels[rows]
     model, _ = ref.build_model("mixtral")
     export_with_loss(model, ids, mask, labels)
-    for variant in ("model", "megatron", "megatron_z", "balanced", "cross_entropy"):
+    for variant in ("model", "megatron", "megatron_z", "balanced", "sinkhorn", "cross_entropy"):
         model, _ = ref.build_model("mixtral")
         model.zero_grad()
         loss, aux = variant_loss(variant, model, ids, mask, labels)
