@@ -79,18 +79,32 @@ LogicalResult mlir::moe::onnx_import::expandFunctionOps(
         } catch (const std::exception &) {
           built = false;
         }
-      } else if (const FunctionProto *function =
-                     schema->GetFunction(static_cast<int>(opset))) {
-        body = *function;
-        built = true;
+      } else {
+        try {
+          if (const FunctionProto *function =
+                  schema->GetFunction(static_cast<int>(opset))) {
+            body = *function;
+            built = true;
+          }
+        } catch (const std::exception &) {
+          built = false;
+        }
       }
       if (!built)
         return emitNodeError(node, fileLoc)
                << "unsupported ONNX operator (its function body could not "
                   "be built for this node)";
       GraphProto expanded;
-      ::ONNX_NAMESPACE::FunctionExpandHelper(node, body, expanded,
-                                            node.name() + "/");
+      // ONNX reports a node that does not fit its body (more inputs than
+      // the body takes, a missing attribute) by throwing.
+      try {
+        ::ONNX_NAMESPACE::FunctionExpandHelper(node, body, expanded,
+                                              node.name() + "/");
+      } catch (const std::exception &e) {
+        return emitNodeError(node, fileLoc)
+               << "cannot expand the operator into its ONNX function body: "
+               << StringRef(e.what()).split('\n').first;
+      }
       for (NodeProto &inner : *expanded.mutable_node()) {
         if (inner.name().empty())
           inner.set_name(node.name() + "/" + inner.op_type());

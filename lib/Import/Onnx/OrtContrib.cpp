@@ -401,15 +401,18 @@ std::string Expander::normalize(const std::string &x, ArrayRef<int64_t> axes,
 }
 
 /// The axes from `axis` to the last, negative; fails on a positive axis of
-/// an input whose rank is unknown.
+/// an input whose rank is unknown, and on more trailing axes than a tensor
+/// has (or, rank unknown, than any tensor of a model has: a fuzzed axis of
+/// -2^31 would list two billion).
 static std::optional<SmallVector<int64_t>>
 getTrailingAxes(int64_t axis, std::optional<int64_t> rank) {
+  constexpr int64_t kMaxRank = 64;
   if (axis >= 0) {
     if (!rank || axis >= *rank)
       return std::nullopt;
     axis -= *rank;
   }
-  if (rank && -axis > *rank)
+  if (axis < -kMaxRank || (rank && -axis > *rank))
     return std::nullopt;
   SmallVector<int64_t> axes;
   for (int64_t a = axis; a < 0; ++a)
