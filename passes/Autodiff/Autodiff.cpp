@@ -97,12 +97,16 @@ LogicalResult MoEAutodiffPass::differentiate(func::FuncOp func) {
     return func.emitError("moe-autodiff: --params '")
            << params << "' is not a regular expression: " << regexError;
   SmallVector<std::pair<Value, StringRef>> parameters;
+  SmallVector<StringRef> otherNames;
   llvm::DenseSet<Value> active;
   func.walk([&](arith::ConstantOp constant) {
     std::optional<StringRef> name = parameterName(constant);
-    if (!name || !trainable.match(*name) ||
-        (!freeze.empty() && frozen.match(*name)))
+    if (!name)
       return;
+    if (!trainable.match(*name) || (!freeze.empty() && frozen.match(*name))) {
+      otherNames.push_back(*name);
+      return;
+    }
     parameters.push_back({constant.getResult(), *name});
     active.insert(constant.getResult());
   });
@@ -117,9 +121,18 @@ LogicalResult MoEAutodiffPass::differentiate(func::FuncOp func) {
       if (isFloatTensor(result))
         active.insert(result);
   }
-  if (!active.contains(losses->total))
-    return func.emitError("moe-autodiff: the loss does not depend on any "
-                          "trainable weight");
+  if (!active.contains(losses->total)) {
+    InFlightDiagnostic diag = func.emitError(
+        "moe-autodiff: the loss does not depend on any trainable weight");
+    if (!otherNames.empty()) {
+      diag << "; " << otherNames.size()
+           << " named weights are not parameters (--params '" << params
+           << "', --freeze '" << freeze << "'), e.g.";
+      for (StringRef name : ArrayRef(otherNames).take_front(3))
+        diag << " '" << name << "'";
+    }
+    return diag;
+  }
 
   auto terminator = cast<func::ReturnOp>(body.getTerminator());
   OpBuilder builder(terminator);

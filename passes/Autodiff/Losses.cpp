@@ -155,7 +155,9 @@ FailureOr<Value> LossBuilder::mainLoss() {
     FailureOr<Value> target = input("target", tensorType(prediction));
     if (failed(target))
       return failure();
-    Value diff = e.sub(prediction, *target);
+    // In f32 whatever the model computes in (as the cross-entropy).
+    Type f32 = e.builder().getF32Type();
+    Value diff = e.sub(e.cast(prediction, f32), e.cast(*target, f32));
     int64_t rank = tensorType(diff).getRank();
     Shape axes;
     for (int64_t i = 0; i < rank; ++i)

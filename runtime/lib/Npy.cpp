@@ -287,6 +287,53 @@ bool moert::convertToModelType(Array &array, const DType &type) {
   return true;
 }
 
+bool moert::widenToFloat(const DType &type, const void *data, float *out,
+                         int64_t count) {
+  std::string name = type.name;
+  if (name == "f32") {
+    std::memcpy(out, data, count * sizeof(float));
+    return true;
+  }
+  const auto *halves = static_cast<const uint16_t *>(data);
+  if (name == "bf16") {
+    for (int64_t i = 0; i < count; ++i)
+      out[i] = fromBF16(halves[i]);
+    return true;
+  }
+  if (name == "f16") {
+    for (int64_t i = 0; i < count; ++i) {
+      _Float16 h;
+      std::memcpy(&h, &halves[i], 2);
+      out[i] = static_cast<float>(h);
+    }
+    return true;
+  }
+  return false;
+}
+
+bool moert::narrowFromFloat(const DType &type, const float *values, void *out,
+                            int64_t count) {
+  std::string name = type.name;
+  if (name == "f32") {
+    std::memcpy(out, values, count * sizeof(float));
+    return true;
+  }
+  auto *halves = static_cast<uint16_t *>(out);
+  if (name == "bf16") {
+    for (int64_t i = 0; i < count; ++i)
+      halves[i] = toBF16(values[i]);
+    return true;
+  }
+  if (name == "f16") {
+    for (int64_t i = 0; i < count; ++i) {
+      _Float16 h = static_cast<_Float16>(values[i]);
+      std::memcpy(&halves[i], &h, 2);
+    }
+    return true;
+  }
+  return false;
+}
+
 std::string moert::writeNpy(const std::string &path, const DType &type,
                             const std::vector<int64_t> &shape,
                             const void *data) {

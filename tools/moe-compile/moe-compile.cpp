@@ -123,6 +123,12 @@ static cl::opt<double> auxLossCoeff("moe-aux-loss-coeff",
 static cl::opt<double> zLossCoeff("moe-z-loss-coeff",
                                   cl::desc("Router z-loss coefficient"),
                                   cl::cat(category));
+static cl::opt<std::string> params(
+    "params",
+    cl::desc("Regular expression of the weights that are parameters "
+             "(default: dotted torch names such as model.layers.0.mlp.gate."
+             "weight)"),
+    cl::cat(category));
 static cl::opt<std::string> freeze(
     "freeze",
     cl::desc("Regular expression of weights not to train (default: rotary "
@@ -150,6 +156,8 @@ static std::string autodiffOptions() {
     os << " z-loss-coeff=" << zLossCoeff;
   if (freeze.getNumOccurrences())
     os << " freeze=" << freeze;
+  if (params.getNumOccurrences())
+    os << " params=" << params;
   return result;
 }
 
@@ -218,7 +226,7 @@ int main(int argc, char **argv) {
   if (train)
     options.autodiffOptions = autodiffOptions();
   for (auto *option : {&loss, &lossOutput, &optimizer, &loadBalancing,
-                       &auxLossForm, &freeze})
+                       &auxLossForm, &freeze, &params})
     if (option->getNumOccurrences() && !train) {
       emitError(UnknownLoc::get(&context))
           << "moe-compile: --" << option->ArgStr << " needs --train";

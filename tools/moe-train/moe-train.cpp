@@ -135,7 +135,11 @@ Error failure(const Twine &message) { return createStringError(message); }
 struct Param {
   std::string name;
   std::vector<int64_t> shape;
+  /// The weights' type in model.so (f32, or f16/bf16 with fp32 masters).
+  const moert::DType *type = nullptr;
   std::vector<float> master;
+  /// The gradient widened to fp32, for f16 and bf16 weights.
+  std::vector<float> grad;
   std::vector<char *> copies;
   train::ParamState state;
   int gradOutput = -1;
@@ -256,29 +260,38 @@ Error findParams(Trainer &t, const std::vector<char *> &symbols) {
   for (auto [spec, symbol] : zip_equal(m.weights, symbols)) {
     if (spec.param.empty())
       continue;
-    if (spec.type->name != std::string("f32"))
-      return failure(formatv("parameter '{0}' is {1}; moe-train updates f32 "
-                             "weights",
-                             spec.param, spec.type->name));
+    std::string type = spec.type->name;
+    if (type != "f32" && type != "f16" && type != "bf16")
+      return failure(formatv("parameter '{0}' is {1}; moe-train updates "
+                             "f32, f16 and bf16 weights",
+                             spec.param, type));
     auto [it, inserted] = byName.try_emplace(spec.param, t.params.size());
     if (inserted) {
       Param &p = t.params.emplace_back();
       p.name = spec.param;
       p.shape = spec.shape;
-      p.master.assign(reinterpret_cast<float *>(symbol),
-                      reinterpret_cast<float *>(symbol) +
-                          moert::numElements(spec.shape));
-    } else if (t.params[it->second].shape != spec.shape) {
-      return failure(formatv("two weights of parameter '{0}' differ in shape",
+      p.type = spec.type;
+      // fp32 master weights, whatever the model computes in.
+      p.master.resize(moert::numElements(spec.shape));
+      moert::widenToFloat(*spec.type, symbol, p.master.data(),
+                          p.master.size());
+      if (type != "f32")
+        p.grad.resize(p.master.size());
+    } else if (t.params[it->second].shape != spec.shape ||
+               t.params[it->second].type != spec.type) {
+      return failure(formatv("two weights of parameter '{0}' differ in shape "
+                             "or type",
                              spec.param));
     }
     t.params[it->second].copies.push_back(symbol);
   }
   for (auto [i, spec] : enumerate(m.outputs)) {
-    if (spec.type->name != std::string("f32"))
-      return failure(formatv("output '{0}' is not f32", spec.name));
     t.outputs.emplace_back(spec.bytes());
     StringRef name = spec.name;
+    bool scalar = moert::numElements(spec.shape) == 1 &&
+                  spec.type->name == std::string("f32");
+    if ((name == "loss" || name == "aux_loss") && !scalar)
+      return failure(formatv("output '{0}' is not one f32", spec.name));
     if (name == "loss")
       t.lossOutput = i;
     else if (name == "aux_loss")
@@ -288,9 +301,10 @@ Error findParams(Trainer &t, const std::vector<char *> &symbols) {
       if (it == byName.end())
         return failure(formatv("output '{0}' is the gradient of no weight",
                                spec.name));
-      if (spec.shape != t.params[it->second].shape)
-        return failure(formatv("gradient '{0}' has the shape {1}, its weight "
-                               "{2}",
+      if (spec.shape != t.params[it->second].shape ||
+          spec.type != t.params[it->second].type)
+        return failure(formatv("gradient '{0}' has the shape {1} (or a type), "
+                               "its weight {2}",
                                spec.name, moert::shapeString(spec.shape),
                                moert::shapeString(t.params[it->second].shape)));
       t.params[it->second].gradOutput = i;
@@ -391,8 +405,8 @@ Error resumeFrom(Trainer &t, const std::string &dir) {
 void publish(Trainer &t) {
   for (Param &p : t.params)
     for (char *copy : p.copies) {
-      int64_t bytes = p.master.size() * sizeof(float);
-      std::memcpy(copy, p.master.data(), bytes);
+      int64_t bytes = p.master.size() * p.type->size;
+      moert::narrowFromFloat(*p.type, p.master.data(), copy, p.master.size());
 #ifdef MOE_RUN_HAVE_CUDA
       if (t.manifest.target == "cuda")
         moert_cuda_update_global(copy, bytes);
@@ -474,19 +488,23 @@ Error run(Trainer &t) {
     if (!std::isfinite(loss))
       return failure(formatv("step {0}: the loss is {1}", step + 1, loss));
     std::vector<std::pair<float *, size_t>> grads;
-    for (Param &p : t.params)
-      if (p.gradOutput >= 0)
-        grads.push_back({reinterpret_cast<float *>(
-                             t.outputs[p.gradOutput].data()),
-                         p.master.size()});
+    for (Param &p : t.params) {
+      if (p.gradOutput < 0)
+        continue;
+      float *grad = reinterpret_cast<float *>(t.outputs[p.gradOutput].data());
+      if (!p.grad.empty()) {
+        moert::widenToFloat(*p.type, grad, p.grad.data(), p.grad.size());
+        grad = p.grad.data();
+      }
+      grads.push_back({grad, p.master.size()});
+    }
     double norm = train::clipGradNorm(grads, o.clipGradNorm);
     double lr = t.schedule.lrAt(t.config.lr, step);
+    size_t next = 0;
     for (Param &p : t.params)
       if (p.gradOutput >= 0)
-        train::optimizerStep(
-            t.config, lr, p.master.data(),
-            reinterpret_cast<const float *>(t.outputs[p.gradOutput].data()),
-            p.master.size(), p.state);
+        train::optimizerStep(t.config, lr, p.master.data(),
+                             grads[next++].first, p.master.size(), p.state);
     publish(t);
     auto now = std::chrono::steady_clock::now();
     double seconds = std::chrono::duration<double>(now - begin).count();

@@ -77,6 +77,15 @@ std::string readNpy(std::string_view contents, const std::string &name,
 /// Called once per array: a converted bf16 array keeps the file's descr.
 bool convertToModelType(Array &array, const DType &type);
 
+/// `count` elements of the float type `type` (f32, f16 or bf16) at `data`
+/// as float32, exactly; false for another type.
+bool widenToFloat(const DType &type, const void *data, float *out,
+                  int64_t count);
+/// float32 `values` rounded to nearest even into `count` elements of the
+/// float type `type` (f32, f16 or bf16) at `out`; false for another type.
+bool narrowFromFloat(const DType &type, const float *values, void *out,
+                     int64_t count);
+
 /// Writes `data` (numElements(shape) elements of `type`) as a .npy file;
 /// bf16 is written as float32.
 /// Returns an error message, empty on success.
