@@ -101,9 +101,12 @@ static FailureOr<OpsetVersions> getOpsets(const ModelProto &model,
 }
 
 /// Checks that `node` is an operator the importer supports, in an imported
-/// opset, with attributes its ONNX schema defines.
+/// opset, with attributes its ONNX schema defines. With `functions`, an
+/// operator the dialect lacks passes when ONNX defines it as a function
+/// (expandFunctionOps replaces it by its body, which is checked in turn).
 static LogicalResult checkNode(const NodeProto &node,
-                               const OpsetVersions &opsets, Location fileLoc) {
+                               const OpsetVersions &opsets, Location fileLoc,
+                               bool functions = false) {
   StringRef domain = getCanonicalDomain(node.domain());
   const std::string &opType = node.op_type();
   if (domain == kMicrosoftDomain) {
@@ -116,8 +119,18 @@ static LogicalResult checkNode(const NodeProto &node,
            << "operator domain '" << domain << "' is not supported";
   } else {
     std::string name = "onnx." + opType;
+    auto opset = opsets.find(domain);
+    const ::ONNX_NAMESPACE::OpSchema *schema =
+        opset == opsets.end()
+            ? nullptr
+            : ::ONNX_NAMESPACE::OpSchemaRegistry::Schema(opType, opset->second,
+                                                      "");
+    bool function = functions && schema &&
+                    (schema->HasFunction() ||
+                     schema->HasContextDependentFunction());
     if (name == moe::onnx::NoneOp::getOperationName() ||
-        !RegisteredOperationName::lookup(name, fileLoc.getContext()))
+        (!function &&
+         !RegisteredOperationName::lookup(name, fileLoc.getContext())))
       return emitNodeError(node, fileLoc) << "unsupported ONNX operator";
   }
 
@@ -422,6 +435,16 @@ OwningOpRef<ModuleOp> moe::importOnnxModel(ModelProto &&model,
   FailureOr<OpsetVersions> opsets = getOpsets(model, fileLoc);
   if (failed(opsets))
     return {};
+  for (const NodeProto &node : graph.node())
+    if (failed(checkNode(node, *opsets, fileLoc, /*functions=*/true)))
+      return {};
+  if (failed(checkValues(graph, fileLoc)))
+    return {};
+  if (failed(applyInputShapes(graph, options, fileLoc)) ||
+      failed(checkInputSizes(graph, fileLoc)))
+    return {};
+  // Shape inference (which context-dependent function bodies need) only
+  // after the checks: ONNX's inference functions trust what they check.
   if (failed(expandFunctionOps(model, opsets->lookup(""), fileLoc,
                                [&](ModelProto &typed) {
                                  return inferShapes(typed, fileLoc);
@@ -430,11 +453,7 @@ OwningOpRef<ModuleOp> moe::importOnnxModel(ModelProto &&model,
   for (const NodeProto &node : graph.node())
     if (failed(checkNode(node, *opsets, fileLoc)))
       return {};
-  if (failed(checkValues(graph, fileLoc)))
-    return {};
-  if (failed(applyInputShapes(graph, options, fileLoc)) ||
-      failed(checkInputSizes(graph, fileLoc)) ||
-      failed(inferShapes(model, fileLoc)))
+  if (failed(checkValues(graph, fileLoc)) || failed(inferShapes(model, fileLoc)))
     return {};
 
   OwningOpRef<ModuleOp> module = ModuleOp::create(fileLoc);
