@@ -53,10 +53,12 @@ int64_t interestingInt(Random &rng, int64_t old) {
   switch (pick(rng, 4)) {
   case 0:
     return values[pick(rng, std::size(values))];
+  // Wrapping on purpose (INT64_MIN and INT64_MAX are values too): in
+  // unsigned arithmetic, which UBSan rightly refuses to see in signed.
   case 1:
-    return old + static_cast<int64_t>(pick(rng, 5)) - 2;
+    return static_cast<int64_t>(static_cast<uint64_t>(old) + pick(rng, 5) - 2);
   case 2:
-    return -old;
+    return static_cast<int64_t>(uint64_t(0) - static_cast<uint64_t>(old));
   default:
     return static_cast<int64_t>(rng()) - static_cast<int64_t>(Random::max() / 2);
   }
