@@ -175,6 +175,62 @@ Value expertSlice(OpBuilder &b, Location loc, Value stacked, Value expert) {
                                         sizes, strides);
 }
 
+GroupRows groupRows(OpBuilder &b, Location loc, StringRef op, Value counts,
+                    Value group, Value begin, Value zero,
+                    RankedTensorType rowsType) {
+  int64_t rank = rowsType.getRank();
+  bool capacity = rank == 3;
+  GroupRows rows;
+  rows.count = arith::IndexCastOp::create(
+      b, loc, b.getIndexType(), tensor::ExtractOp::create(b, loc, counts, group));
+  rows.end = capacity ? rows.count
+                      : arith::AddIOp::create(b, loc, begin, rows.count);
+  // Checked before the count sizes a slice.
+  cf::AssertOp::create(
+      b, loc,
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, rows.count,
+                            zero),
+      (op + ": a group has a negative row count").str());
+  cf::AssertOp::create(
+      b, loc,
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, rows.end,
+                            indexConst(b, loc, rowsType.getDimSize(rank - 2))),
+      (op + (capacity ? ": a group has more rows than the capacity"
+                      : ": the groups have more rows than the buffer"))
+          .str());
+  if (capacity) {
+    rows.offsets.push_back(group);
+    rows.sizes.push_back(b.getIndexAttr(1));
+  }
+  rows.offsets.append({capacity ? zero : begin, b.getIndexAttr(0)});
+  rows.sizes.append({rows.count, b.getIndexAttr(rowsType.getShape().back())});
+  rows.strides.assign(rank, b.getIndexAttr(1));
+  return rows;
+}
+
+/// The box `sizes` with the row width of `buffer`.
+static SmallVector<OpFoldResult> withWidth(OpBuilder &b,
+                                           ArrayRef<OpFoldResult> sizes,
+                                           Value buffer) {
+  SmallVector<OpFoldResult> widened(sizes);
+  widened.back() = b.getIndexAttr(tensorType(buffer).getShape().back());
+  return widened;
+}
+
+Value GroupRows::slice(OpBuilder &b, Location loc, Value buffer) const {
+  RankedTensorType type = tensorType(buffer);
+  auto groupType = RankedTensorType::get(
+      {ShapedType::kDynamic, type.getShape().back()}, type.getElementType());
+  return tensor::ExtractSliceOp::create(b, loc, groupType, buffer, offsets,
+                                        withWidth(b, sizes, buffer), strides);
+}
+
+Value GroupRows::insert(OpBuilder &b, Location loc, Value rows,
+                        Value buffer) const {
+  return tensor::InsertSliceOp::create(b, loc, rows, buffer, offsets,
+                                       withWidth(b, sizes, buffer), strides);
+}
+
 namespace {
 
 struct ExpertsOpLowering final : OpConversionPattern<ExpertsOp> {
@@ -186,16 +242,9 @@ struct ExpertsOpLowering final : OpConversionPattern<ExpertsOp> {
     Location loc = op.getLoc();
     RankedTensorType rowsType = tensorType(adaptor.getRows());
     auto outType = cast<RankedTensorType>(op.getType());
-    int64_t rank = rowsType.getRank();
-    // Capacity rows give every group its own block of C rows; dropless rows
-    // pack the groups one after the other.
-    bool capacity = rank == 3;
-    int64_t rowLimit = rowsType.getDimSize(rank - 2);
+    bool capacity = rowsType.getRank() == 3;
     int64_t numGroups = tensorType(adaptor.getCounts()).getDimSize(0);
     int64_t numExperts = op.getNumExperts();
-    StringRef overflowMessage =
-        capacity ? "moe.experts: a group has more rows than the capacity"
-                 : "moe.experts: the groups have more rows than the buffer";
 
     Value zero = indexConst(rewriter, loc, 0);
     // Rows outside every group stay zero.
@@ -206,38 +255,11 @@ struct ExpertsOpLowering final : OpConversionPattern<ExpertsOp> {
         rewriter, loc, zero, indexConst(rewriter, loc, numGroups),
         indexConst(rewriter, loc, 1), inits,
         [&](OpBuilder &b, Location nloc, Value group, ValueRange args) {
-          Value count = arith::IndexCastOp::create(
-              b, nloc, b.getIndexType(),
-              tensor::ExtractOp::create(b, nloc, adaptor.getCounts(), group));
-          Value begin = capacity ? zero : args[1];
-          Value end =
-              capacity ? count : arith::AddIOp::create(b, nloc, begin, count);
-          // Check before the count sizes a slice.
-          cf::AssertOp::create(b, nloc,
-                               arith::CmpIOp::create(b, nloc,
-                                                     arith::CmpIPredicate::sge,
-                                                     count, zero),
-                               "moe.experts: a group has a negative row count");
-          cf::AssertOp::create(
-              b, nloc,
-              arith::CmpIOp::create(b, nloc, arith::CmpIPredicate::sle, end,
-                                    indexConst(b, nloc, rowLimit)),
-              overflowMessage);
-
-          SmallVector<OpFoldResult> offsets, sizes;
-          if (capacity) {
-            offsets.push_back(group);
-            sizes.push_back(b.getIndexAttr(1));
-          }
-          offsets.append({begin, b.getIndexAttr(0)});
-          sizes.append({count, b.getIndexAttr(rowsType.getShape().back())});
-          SmallVector<OpFoldResult> strides(rank, b.getIndexAttr(1));
-          auto groupType = RankedTensorType::get(
-              {ShapedType::kDynamic, rowsType.getShape().back()},
-              rowsType.getElementType());
-          Value x = tensor::ExtractSliceOp::create(
-              b, nloc, groupType, adaptor.getRows(), offsets, sizes, strides);
-
+          GroupRows rows = groupRows(b, nloc, "moe.experts",
+                                     adaptor.getCounts(), group,
+                                     capacity ? zero : args[1], zero,
+                                     rowsType);
+          Value x = rows.slice(b, nloc, adaptor.getRows());
           Value expert = arith::RemUIOp::create(
               b, nloc, group, indexConst(b, nloc, numExperts));
           auto slice = [&](Value stacked) {
@@ -248,12 +270,9 @@ struct ExpertsOpLowering final : OpConversionPattern<ExpertsOp> {
               slice(adaptor.getFc3Weight()), slice(adaptor.getFc3Bias()),
               slice(adaptor.getFc2Weight()), slice(adaptor.getFc2Bias())};
           Value y = buildFFN(b, nloc, x, weights, op.getActivation());
-
-          sizes.back() = b.getIndexAttr(outType.getShape().back());
-          SmallVector<Value> yields{tensor::InsertSliceOp::create(
-              b, nloc, y, args[0], offsets, sizes, strides)};
+          SmallVector<Value> yields{rows.insert(b, nloc, y, args[0])};
           if (!capacity)
-            yields.push_back(end);
+            yields.push_back(rows.end);
           scf::YieldOp::create(b, nloc, yields);
         });
     rewriter.replaceOp(op, loop.getResult(0));

@@ -9,7 +9,6 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Conversion/MoEToLinalg/Lowering.h"
-#include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
 #include "mlir/Transforms/DialectConversion.h"
 
 namespace mlir::moe::lowering {
@@ -259,10 +258,7 @@ struct ExpertsGradOpLowering final : OpConversionPattern<ExpertsGradOp> {
                   ConversionPatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
     RankedTensorType rowsType = tensorType(adaptor.getRows());
-    RankedTensorType outType = tensorType(adaptor.getDOutput());
-    int64_t rank = rowsType.getRank();
-    bool capacity = rank == 3;
-    int64_t rowLimit = rowsType.getDimSize(rank - 2);
+    bool capacity = rowsType.getRank() == 3;
     int64_t numGroups = tensorType(adaptor.getCounts()).getDimSize(0);
     int64_t numExperts = op.getNumExperts();
     int64_t width = tensorType(adaptor.getFc2Weight()).getDimSize(2);
@@ -285,43 +281,12 @@ struct ExpertsGradOpLowering final : OpConversionPattern<ExpertsGradOp> {
         rewriter, loc, zero, indexConst(rewriter, loc, numGroups),
         indexConst(rewriter, loc, 1), inits,
         [&](OpBuilder &b, Location nloc, Value group, ValueRange args) {
-          Value count = arith::IndexCastOp::create(
-              b, nloc, b.getIndexType(),
-              tensor::ExtractOp::create(b, nloc, adaptor.getCounts(), group));
-          Value begin = capacity ? zero : args.back();
-          Value end =
-              capacity ? count : arith::AddIOp::create(b, nloc, begin, count);
-          cf::AssertOp::create(
-              b, nloc,
-              arith::CmpIOp::create(b, nloc, arith::CmpIPredicate::sge, count,
-                                    zero),
-              "moe.experts_grad: a group has a negative row count");
-          cf::AssertOp::create(
-              b, nloc,
-              arith::CmpIOp::create(b, nloc, arith::CmpIPredicate::sle, end,
-                                    indexConst(b, nloc, rowLimit)),
-              "moe.experts_grad: the groups have more rows than the buffer");
-
-          SmallVector<OpFoldResult> offsets, sizes;
-          if (capacity) {
-            offsets.push_back(group);
-            sizes.push_back(b.getIndexAttr(1));
-          }
-          offsets.append({begin, b.getIndexAttr(0)});
-          sizes.append({count, b.getIndexAttr(rowsType.getShape().back())});
-          SmallVector<OpFoldResult> strides(rank, b.getIndexAttr(1));
-          auto slice = [&](Value source, int64_t rowWidth) -> Value {
-            SmallVector<OpFoldResult> widthSizes(sizes);
-            widthSizes.back() = b.getIndexAttr(rowWidth);
-            auto type = RankedTensorType::get(
-                {ShapedType::kDynamic, rowWidth},
-                tensorType(source).getElementType());
-            return tensor::ExtractSliceOp::create(b, nloc, type, source,
-                                                  offsets, widthSizes,
-                                                  strides);
-          };
-          Value x = slice(adaptor.getRows(), rowsType.getShape().back());
-          Value dy = slice(adaptor.getDOutput(), outType.getShape().back());
+          GroupRows rows = groupRows(b, nloc, "moe.experts_grad",
+                                     adaptor.getCounts(), group,
+                                     capacity ? zero : args.back(), zero,
+                                     rowsType);
+          Value x = rows.slice(b, nloc, adaptor.getRows());
+          Value dy = rows.slice(b, nloc, adaptor.getDOutput());
 
           Value expert = arith::RemUIOp::create(
               b, nloc, group, indexConst(b, nloc, numExperts));
@@ -356,15 +321,14 @@ struct ExpertsGradOpLowering final : OpConversionPattern<ExpertsGradOp> {
                                      matmulTN(b, nloc, dy, a),
                                      columnSum(b, nloc, dy)};
 
-          SmallVector<Value> yields{tensor::InsertSliceOp::create(
-              b, nloc, dx, args[0], offsets, sizes, strides)};
+          SmallVector<Value> yields{rows.insert(b, nloc, dx, args[0])};
           unsigned next = 1;
           for (auto [weight, update] : llvm::zip(weights, updates))
             if (weight)
               yields.push_back(
                   accumulateExpert(b, nloc, args[next++], expert, update));
           if (!capacity)
-            yields.push_back(end);
+            yields.push_back(rows.end);
           scf::YieldOp::create(b, nloc, yields);
         });
 

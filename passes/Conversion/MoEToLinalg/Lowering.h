@@ -43,6 +43,26 @@ Value activate(OpBuilder &b, Location loc, ActivationKind kind, Value x);
 /// `[E, out, in]` (or bias `[E, out]`); null for a null `stacked`.
 Value expertSlice(OpBuilder &b, Location loc, Value stacked, Value expert);
 
+/// Where group `group` of moe.experts' (or moe.experts_grad's) row buffer
+/// lies, after the checks on its count that `op` (the op's name) reports:
+/// dropless rows `[R, W]` hold the groups one after the other from row
+/// `begin`; capacity rows `[G, C, W]` hold group g in block g. `zero` is
+/// the loop's index 0.
+struct GroupRows {
+  Value count;
+  /// The row after the group's last (dropless: the next group's `begin`).
+  Value end;
+  SmallVector<OpFoldResult> offsets, sizes, strides;
+
+  /// The group's rows of `buffer` (of the row buffer's layout) as `[n, W]`.
+  Value slice(OpBuilder &b, Location loc, Value buffer) const;
+  /// `rows [n, W]` written into `buffer` at the group's place.
+  Value insert(OpBuilder &b, Location loc, Value rows, Value buffer) const;
+};
+GroupRows groupRows(OpBuilder &b, Location loc, StringRef op, Value counts,
+                    Value group, Value begin, Value zero,
+                    RankedTensorType rowsType);
+
 /// For moe.dispatch's `probs` policy, how many pairs routed to the same
 /// expert outrank each pair of `ids [T, k]`, i32 `[T, k]`: those with a
 /// larger weight, or an equal one earlier in (token, slot) order. A pair is
