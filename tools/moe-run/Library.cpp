@@ -20,6 +20,28 @@
 using namespace llvm;
 using namespace moe_run;
 
+void moe_run::setAsideLLVMOptions() {
+  for (auto [name, aside] : {std::pair{"stats", "llvm-stats"},
+                             std::pair{"threads", "llvm-threads"}})
+    if (cl::Option *o = cl::getRegisteredOptions().lookup(name))
+      o->setArgStr(aside);
+}
+
+void moe_run::parseCommandLine(int argc, char **argv,
+                               cl::OptionCategory &category,
+                               StringRef overview) {
+  cl::HideUnrelatedOptions(category);
+  std::string parseErrors;
+  raw_string_ostream errors(parseErrors);
+  bool parsed = cl::ParseCommandLineOptions(argc, argv, overview, &errors);
+  StringRef tool = sys::path::filename(argv[0]);
+  StringRef message = StringRef(parseErrors).trim();
+  message.consume_front((tool + ": ").str());
+  std::string fallback =
+      ("invalid command line (see " + tool + " --help)").str();
+  moert::failIfAnyRank(parsed ? "" : message.empty() ? fallback : message.str());
+}
+
 static Error failure(const Twine &message) {
   return createStringError(message);
 }

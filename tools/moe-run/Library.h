@@ -12,6 +12,7 @@
 
 #include "Manifest.h"
 
+#include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Error.h"
 #include "llvm/Support/MemoryBuffer.h"
 
@@ -20,6 +21,16 @@
 #include <vector>
 
 namespace moe_run {
+
+/// Moves libLLVM.so's own --stats and --threads aside (to --llvm-stats and
+/// --llvm-threads), so that a runner's options of those names can be made.
+void setAsideLLVMOptions();
+
+/// Parses the command line of a runner whose options are in `category`; a
+/// bad one ends every rank with cl's message (once, without its program
+/// name, which the runtime's errors carry already).
+void parseCommandLine(int argc, char **argv, llvm::cl::OptionCategory &category,
+                      llvm::StringRef overview);
 
 /// The compiled entry: inputs, then outputs, as pointers.
 using Entry = void (*)(void **);

@@ -98,10 +98,7 @@ struct Options {
 /// --llvm-threads.
 static Options &options() {
   static Options *opts = [] {
-    for (auto [name, aside] : {std::pair{"stats", "llvm-stats"},
-                               std::pair{"threads", "llvm-threads"}})
-      if (cl::Option *o = cl::getRegisteredOptions().lookup(name))
-        o->setArgStr(aside);
+    setAsideLLVMOptions();
     return new Options;
   }();
   return *opts;
@@ -291,17 +288,8 @@ int main(int argc, char **argv) {
   moert::init(argc, argv);
 
   Options &opts = options();
-  cl::HideUnrelatedOptions(opts.category);
-  std::string parseErrors;
-  raw_string_ostream errs(parseErrors);
-  bool parsed = cl::ParseCommandLineOptions(
-      argc, argv, "runs a bundle written by moe-compile --emit=lib\n", &errs);
-  // cl prefixes its messages with the program name, which fatal() adds too.
-  StringRef message = StringRef(parseErrors).trim();
-  message.consume_front(sys::path::filename(argv[0]).str() + ": ");
-  if (!parsed && message.empty())
-    message = "invalid command line (see moe-run --help)";
-  moert::failIfAnyRank(parsed ? "" : message.str());
+  parseCommandLine(argc, argv, opts.category,
+                   "runs a bundle written by moe-compile --emit=lib\n");
 
   Session s;
   moert::failIfAnyRank(toString(setUp(s)));

@@ -118,11 +118,7 @@ struct Options {
 
 Options &options() {
   static Options *opts = [] {
-    // LLVM's own options of these names step aside.
-    for (auto [name, aside] : {std::pair{"stats", "llvm-stats"},
-                               std::pair{"threads", "llvm-threads"}})
-      if (cl::Option *o = cl::getRegisteredOptions().lookup(name))
-        o->setArgStr(aside);
+    setAsideLLVMOptions();
     return new Options;
   }();
   return *opts;
@@ -596,16 +592,8 @@ Error setUp(Trainer &t) {
 int main(int argc, char **argv) {
   moert::init(argc, argv);
   Options &opts = options();
-  cl::HideUnrelatedOptions(opts.category);
-  std::string parseErrors;
-  raw_string_ostream errors(parseErrors);
-  bool parsed = cl::ParseCommandLineOptions(
-      argc, argv, "trains a bundle written by moe-compile --train\n", &errors);
-  StringRef message = StringRef(parseErrors).trim();
-  message.consume_front(sys::path::filename(argv[0]).str() + ": ");
-  if (!parsed && message.empty())
-    message = "invalid command line (see moe-train --help)";
-  moert::failIfAnyRank(parsed ? "" : message.str());
+  parseCommandLine(argc, argv, opts.category,
+                   "trains a bundle written by moe-compile --train\n");
 
   Trainer t;
   moert::failIfAnyRank(toString(setUp(t)));
