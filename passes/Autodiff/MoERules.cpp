@@ -45,6 +45,20 @@ std::pair<Value, Value> safeIds(Emitter &e, Value ids) {
   return {e.where(valid, wide, e.scalar(i64, 0)), valid};
 }
 
+/// moe.experts_grad of `rows` in `counts` groups with the weights and biases
+/// fc1, fc1_bias, fc3, fc3_bias, fc2, fc2_bias (null where absent).
+ExpertsGradOp buildExpertsGrad(Emitter &e, Value rows, Value counts, Value dy,
+                               ArrayRef<Value> weights,
+                               ActivationAttr activation) {
+  SmallVector<Type> types{rows.getType()};
+  for (Value weight : weights)
+    types.push_back(weight ? weight.getType() : Type());
+  return ExpertsGradOp::create(
+      e.builder(), e.getLoc(), types[0], types[1], types[2], types[3],
+      types[4], types[5], types[6], rows, counts, dy, weights[0], weights[1],
+      weights[2], weights[3], weights[4], weights[5], activation);
+}
+
 /// Sets the cotangents of an op's ODS operand groups.
 struct MoERule {
   Emitter &e;
@@ -148,16 +162,10 @@ LogicalResult MoERule::experts(ExpertsOp experts) {
   Value dy = dResults[0];
   if (!dy)
     return success();
-  SmallVector<Type> types{experts.getRows().getType()};
-  SmallVector<Value> weights{experts.getFc1Weight(), experts.getFc1Bias(),
-                             experts.getFc3Weight(), experts.getFc3Bias(),
-                             experts.getFc2Weight(), experts.getFc2Bias()};
-  for (Value weight : weights)
-    types.push_back(weight ? weight.getType() : Type());
-  auto grad = ExpertsGradOp::create(
-      e.builder(), e.getLoc(), types[0], types[1], types[2], types[3],
-      types[4], types[5], types[6], experts.getRows(), experts.getCounts(), dy,
-      weights[0], weights[1], weights[2], weights[3], weights[4], weights[5],
+  ExpertsGradOp grad = buildExpertsGrad(
+      e, experts.getRows(), experts.getCounts(), dy,
+      {experts.getFc1Weight(), experts.getFc1Bias(), experts.getFc3Weight(),
+       experts.getFc3Bias(), experts.getFc2Weight(), experts.getFc2Bias()},
       experts.getActivation());
   setODS(experts, 0, grad.getDRows());
   setODS(experts, 2, grad.getDFc1Weight());
@@ -205,18 +213,13 @@ LogicalResult MoERule::sharedExpert(SharedExpertOp shared) {
       stacked(shared.getFc1Weight()), stacked(shared.getFc1Bias()),
       stacked(shared.getFc3Weight()), stacked(shared.getFc3Bias()),
       stacked(shared.getFc2Weight()), stacked(shared.getFc2Bias())};
-  SmallVector<Type> types{x.getType()};
-  for (Value weight : weights)
-    types.push_back(weight ? weight.getType() : Type());
   auto counts = arith::ConstantOp::create(
       e.builder(), e.getLoc(),
       DenseIntElementsAttr::get(
           RankedTensorType::get({1}, e.builder().getI32Type()),
           ArrayRef<int32_t>{static_cast<int32_t>(t)}));
-  auto grad = ExpertsGradOp::create(
-      e.builder(), e.getLoc(), types[0], types[1], types[2], types[3],
-      types[4], types[5], types[6], x, counts, dFFN, weights[0], weights[1],
-      weights[2], weights[3], weights[4], weights[5], shared.getActivation());
+  ExpertsGradOp grad = buildExpertsGrad(e, x, counts, dFFN, weights,
+                                        shared.getActivation());
   Value dx = grad.getDRows();
   if (dxGate)
     dx = e.add(dx, dxGate);
