@@ -484,32 +484,28 @@ verifyExpertsOperands(Operation *op, RankedTensorType rows, Value counts,
   return expected;
 }
 
-LogicalResult ExpertsOp::verify() {
-  RankedTensorType rows = getRows().getType();
+/// Verifies the operands of `op` (moe.experts or its VJP) and that
+/// `output`, called `name`, has the rows of the experts' outputs.
+template <typename OpTy>
+static LogicalResult verifyExpertsRows(OpTy op, Value output, StringRef name) {
+  RankedTensorType rows = op.getRows().getType();
   FailureOr<SmallVector<int64_t>> expected = verifyExpertsOperands(
-      *this, rows, getCounts(),
-      {getFc1Weight(), getFc1Bias(), getFc3Weight(), getFc3Bias(),
-       getFc2Weight(), getFc2Bias(), getNumExperts()},
-      getActivation());
-  if (failed(expected) ||
-      failed(expectShape(*this, getOutput(), "output", *expected)) ||
-      failed(expectElementType(*this, getOutput(), "output",
-                               rows.getElementType())))
+      op, rows, op.getCounts(),
+      {op.getFc1Weight(), op.getFc1Bias(), op.getFc3Weight(), op.getFc3Bias(),
+       op.getFc2Weight(), op.getFc2Bias(), op.getNumExperts()},
+      op.getActivation());
+  if (failed(expected) || failed(expectShape(op, output, name, *expected)) ||
+      failed(expectElementType(op, output, name, rows.getElementType())))
     return failure();
   return success();
 }
 
+LogicalResult ExpertsOp::verify() {
+  return verifyExpertsRows(*this, getOutput(), "output");
+}
+
 LogicalResult ExpertsGradOp::verify() {
-  RankedTensorType rows = getRows().getType();
-  FailureOr<SmallVector<int64_t>> expected = verifyExpertsOperands(
-      *this, rows, getCounts(),
-      {getFc1Weight(), getFc1Bias(), getFc3Weight(), getFc3Bias(),
-       getFc2Weight(), getFc2Bias(), getNumExperts()},
-      getActivation());
-  if (failed(expected) ||
-      failed(expectShape(*this, getDOutput(), "d_output", *expected)) ||
-      failed(expectElementType(*this, getDOutput(), "d_output",
-                               rows.getElementType())))
+  if (failed(verifyExpertsRows(*this, getDOutput(), "d_output")))
     return failure();
   for (auto [value, cotangent, name] :
        {std::tuple{getRows(), getDRows(), "rows"},
