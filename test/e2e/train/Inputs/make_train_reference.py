@@ -17,8 +17,6 @@ each model, the training loop and the results of the compiler checks.
 """
 
 import argparse
-import contextlib
-import io
 import json
 import math
 import os
@@ -26,13 +24,15 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import warnings
-import zlib
 
 import numpy as np
 import onnx
 import torch
 import transformers
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..",
+                                "corpus", "hf"))
+import make_hf_corpus as hf_corpus  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -90,30 +90,9 @@ def path(name):
     return os.path.join(HERE, name)
 
 
-def seed_of(name):
-    return zlib.crc32(name.encode()) & 0x7FFFFFFF
-
-
-@contextlib.contextmanager
-def quiet():
-    """Swallow the exporters' prints, warnings and C++ logs (file descriptors 1 and 2)."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    saved = [os.dup(1), os.dup(2)]
-    with open(os.devnull, "w") as devnull, warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        os.dup2(devnull.fileno(), 1)
-        os.dup2(devnull.fileno(), 2)
-        try:
-            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-                yield
-        finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os.dup2(saved[0], 1)
-            os.dup2(saved[1], 2)
-            os.close(saved[0])
-            os.close(saved[1])
+# The corpus generator's helpers: seeds by name, and quiet exporters.
+seed_of = hf_corpus.seed_of
+quiet = hf_corpus.quiet
 
 
 def log(*args):
