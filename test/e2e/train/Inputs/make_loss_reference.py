@@ -104,11 +104,7 @@ def export_with_loss(model, ids, mask, labels):
                                     input_names=["input_ids", "attention_mask", "labels"],
                                     output_names=["loss"])
     ir_model = program.model
-    for value in list(ir_model.graph.initializers.values()):
-        if value.name.startswith("model."):
-            ir_model.graph.initializers.pop(value.name)
-            value.name = value.name[len("model."):]
-            ir_model.graph.register_initializer(value)
+    ref.strip_wrapper_prefix(ir_model)
     ref.protected_optimize(ir_model, {n for n, _ in model.named_parameters()})
     path = ref.path("mixtral.with_loss.onnx")
     onnx_ir.save(ir_model, path)

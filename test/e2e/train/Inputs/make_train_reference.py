@@ -227,6 +227,15 @@ def protected_optimize(ir_model, protected):
     onnxscript.optimizer.optimize_ir(ir_model, should_fold=should_fold)
 
 
+def strip_wrapper_prefix(ir_model):
+    """A wrapper's attribute (`self.model`) prefixes every initializer's name: back to the model's own."""
+    for value in list(ir_model.graph.initializers.values()):
+        if value.name.startswith("model."):
+            ir_model.graph.initializers.pop(value.name)
+            value.name = value.name[len("model."):]
+            ir_model.graph.register_initializer(value)
+
+
 def drop_node_metadata(proto):
     """The exporters' per-node metadata (stack traces, FX node and class names: most of the file)."""
     for node in proto.graph.node:
@@ -270,12 +279,7 @@ def export_onnx(name, model, ids, mask, route):
             finally:
                 model.set_experts_implementation(default)
             ir_model = program.model
-            # The wrapper's attribute prefixes every name: back to the model's own names.
-            for value in list(ir_model.graph.initializers.values()):
-                if value.name.startswith("model."):
-                    ir_model.graph.initializers.pop(value.name)
-                    value.name = value.name[len("model."):]
-                    ir_model.graph.register_initializer(value)
+            strip_wrapper_prefix(ir_model)
             protected_optimize(ir_model, protected)
         else:
             raise ValueError(route)
