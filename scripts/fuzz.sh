@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Long fuzzing runs: each target (all of them by default, one after the
 # other) for --runs executions (default 1,000,000) or --time seconds,
-# whichever comes first, continuing past crashes, timeouts and
-# out-of-memory inputs. Prints executions, coverage and findings per target.
+# whichever comes first. A run stops at its first crash, timeout or
+# out-of-memory input (the figure of "N executions, no crash" is one run's);
+# with --keep-going it continues past them in libFuzzer's fork mode, which
+# restarts a child every few seconds and runs 3 to 4 times fewer inputs.
+# Prints executions, coverage and findings per target.
 #
-#   scripts/fuzz.sh [TARGET...] [--runs N] [--time SECONDS]
+#   scripts/fuzz.sh [TARGET...] [--runs N] [--time SECONDS] [--keep-going]
 #
 # TARGET: onnx onnx-proto torchscript mlir npy smp-config manifest.
 # The corpus of each target is kept between runs in
@@ -22,12 +25,14 @@ all=(onnx onnx-proto torchscript mlir npy smp-config manifest)
 
 runs=1000000
 time_limit=0
+keep_going=0
 targets=()
 while [ $# -gt 0 ]; do
   case $1 in
     --runs) runs=$2; shift 2 ;;
     --time) time_limit=$2; shift 2 ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    --keep-going) keep_going=1; shift ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     -*) echo "fuzz.sh: unknown option $1" >&2; exit 2 ;;
     *)
       if [[ " ${all[*]} " != *" $1 "* ]]; then
@@ -67,19 +72,29 @@ for target in "${targets[@]}"; do
   echo "fuzz.sh: $target: $runs runs$( [ "$time_limit" -gt 0 ] && echo " or $time_limit s"), corpus $dir/corpus"
   start=$(date +%s)
   # Fork mode with one job: a crash ends a child, not the run.
-  (cd "$dir" && "$build/bin/moe-fuzz-$target" "$dir/corpus" "$dir/seeds" \
-      -fork=1 -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1 \
+  mode=()
+  [ "$keep_going" = 1 ] && mode=(-fork=1 -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1)
+  # Shorter allocation stacks in long runs: recording them is a quarter of
+  # an importer's time under ASan.
+  (cd "$dir" && ASAN_OPTIONS=${ASAN_OPTIONS:-malloc_context_size=5} \
+      "$build/bin/moe-fuzz-$target" "$dir/corpus" "$dir/seeds" "${mode[@]}" \
       -runs="$runs" -max_total_time="$time_limit" \
       -rss_limit_mb=2048 -timeout=10 -dict="$root/fuzz/dicts/${dict[$target]}.dict" \
       -artifact_prefix="$dir/findings/" >"$dir/fuzz.log" 2>&1) || true
   seconds=$(( $(date +%s) - start ))
   # Fork mode's progress lines, "#N: cov: C ft: F corp: K exec/s: E
-  # oom/timeout/crash: O/T/X time: S job: J ...", lag a job behind: the
-  # executions and findings come from the last, the coverage from one pass
-  # over the corpus as it is now.
-  last=$(grep -E '^#[0-9]+: cov:' "$dir/fuzz.log" | tail -n 1 || true)
-  execs=$(sed -E 's/^#([0-9]+):.*/\1/' <<<"$last")
+  # oom/timeout/crash: O/T/X time: S job: J ...", lag a job behind; a plain
+  # run's are "#N <event> cov: C ...". The executions and findings come
+  # from the last, the coverage from one pass over the corpus as it is now.
+  last=$(grep -E '^#[0-9]+:?[[:space:]]' "$dir/fuzz.log" | tail -n 1 || true)
+  execs=$(sed -E 's/^#([0-9]+).*/\1/' <<<"$last")
   otc=$(sed -nE 's|.* oom/timeout/crash: ([0-9/]+) .*|\1|p' <<<"$last")
+  if [ "$keep_going" = 0 ]; then
+    otc=$(printf '%s/%s/%s' \
+      "$(find "$dir/findings" -name 'oom-*' -newermt "@$start" | wc -l)" \
+      "$(find "$dir/findings" -name 'timeout-*' -newermt "@$start" | wc -l)" \
+      "$(find "$dir/findings" \( -name 'crash-*' -o -name 'leak-*' \) -newermt "@$start" | wc -l)")
+  fi
   (cd "$dir" && "$build/bin/moe-fuzz-$target" "$dir/corpus" -runs=0 \
       -rss_limit_mb=2048 -timeout=10 >"$dir/coverage.log" 2>&1) || true
   inited=$(grep -E 'INITED|DONE' "$dir/coverage.log" | tail -n 1 || true)
