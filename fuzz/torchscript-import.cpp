@@ -11,9 +11,9 @@
 // archives that a mutation broke, crashes often enough (libtorch 1.13 reads
 // uninitialized memory in ScriptTypeParser::parseClassConstant when one byte
 // of a code file's compressed data changes) to end every run within
-// seconds: an input is loaded in a child process first, and one that
-// crashes libtorch there is skipped. Those crashes are libtorch's; the
-// importer survives them by loading in a child process
+// seconds: an input is loaded in a child process first (LoaderChild), and
+// one that crashes libtorch there is skipped. Those crashes are libtorch's;
+// the importer survives them by loading in a child process
 // (ImportOptions::isolateTorchScript;
 // test/fuzz/torchscript-libtorch-crash.test keeps the first one found),
 // which is off here so that the translation runs where its coverage is
@@ -31,6 +31,8 @@
 #include <torch/csrc/jit/serialization/import.h>
 
 #include <cerrno>
+#include <csignal>
+#include <sanitizer/common_interface_defs.h>
 #include <fcntl.h>
 #include <sstream>
 #include <sys/wait.h>
@@ -40,31 +42,121 @@
 
 using namespace mlir;
 
-/// Whether libtorch's own loader gets through `archive` without crashing
-/// (succeeding or throwing), in a child process with its output discarded.
-static bool libtorchSurvives(llvm::StringRef archive) {
-  pid_t pid = fork();
-  if (pid < 0) {
-    std::perror("moe-fuzz-torchscript: fork");
-    std::abort();
+namespace {
+/// A child process, forked once, that loads each archive it is sent with
+/// libtorch's loader and answers one byte; one that dies on an archive is
+/// replaced for the next. Forking a sanitized process per input (copying
+/// its shadow mappings) took a third of the target's time.
+class LoaderChild {
+public:
+  /// Whether libtorch's loader gets through `archive` (succeeding or
+  /// throwing) without crashing or exiting.
+  bool survives(llvm::StringRef archive) {
+    if (pid <= 0 && !spawn())
+      return false;
+    uint64_t size = archive.size();
+    char answer = 0;
+    if (writeAll(&size, sizeof(size)) && writeAll(archive.data(), size) &&
+        read(fromChild, &answer, 1) == 1 && answer == 'y')
+      return true;
+    reap();
+    return false;
   }
-  if (pid == 0) {
+
+private:
+  bool spawn() {
+    int request[2], reply[2];
+    if (pipe(request) != 0 || pipe(reply) != 0) {
+      std::perror("moe-fuzz-torchscript: pipe");
+      std::abort();
+    }
+    std::signal(SIGPIPE, SIG_IGN);
+    pid = fork();
+    if (pid < 0) {
+      std::perror("moe-fuzz-torchscript: fork");
+      std::abort();
+    }
+    if (pid == 0) {
+      close(request[1]);
+      close(reply[0]);
+      serve(request[0], reply[1]);
+    }
+    close(request[0]);
+    close(reply[1]);
+    toChild = request[1];
+    fromChild = reply[0];
+    return true;
+  }
+
+  /// The child's loop. A crash must end it quietly, not as the fuzzer's
+  /// finding: the sanitizers' and libFuzzer's handlers and death callback
+  /// (which would write the parent's input as a crash-* file) are undone.
+  [[noreturn]] static void serve(int in, int out) {
     int null = open("/dev/null", O_WRONLY);
     dup2(null, STDOUT_FILENO);
     dup2(null, STDERR_FILENO);
-    try {
-      std::istringstream in(archive.str());
-      torch::jit::load(in, c10::Device(c10::kCPU));
-    } catch (...) {
+    __sanitizer_set_death_callback(nullptr);
+    for (int sig : {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL, SIGTRAP})
+      std::signal(sig, SIG_DFL);
+    std::string archive;
+    for (;;) {
+      uint64_t size = 0;
+      if (!readAll(in, &size, sizeof(size)))
+        _exit(0);
+      archive.resize(size);
+      if (!readAll(in, archive.data(), size))
+        _exit(0);
+      try {
+        std::istringstream stream(archive);
+        torch::jit::load(stream, c10::Device(c10::kCPU));
+      } catch (...) {
+      }
+      if (write(out, "y", 1) != 1)
+        _exit(0);
     }
-    _exit(0);
   }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0)
-    if (errno != EINTR)
-      return false;
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
-}
+
+  static bool readAll(int fd, void *data, size_t size) {
+    auto *bytes = static_cast<char *>(data);
+    while (size > 0) {
+      ssize_t n = read(fd, bytes, size);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n <= 0)
+        return false;
+      bytes += n;
+      size -= static_cast<size_t>(n);
+    }
+    return true;
+  }
+
+  bool writeAll(const void *data, size_t size) {
+    const auto *bytes = static_cast<const char *>(data);
+    while (size > 0) {
+      ssize_t n = write(toChild, bytes, size);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n <= 0)
+        return false;
+      bytes += n;
+      size -= static_cast<size_t>(n);
+    }
+    return true;
+  }
+
+  void reap() {
+    close(toChild);
+    close(fromChild);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+      ;
+    pid = -1;
+  }
+
+  pid_t pid = -1;
+  int toChild = -1, fromChild = -1;
+};
+} // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   static const DialectRegistry registry = [] {
@@ -74,7 +166,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }();
   llvm::StringRef input(reinterpret_cast<const char *>(data), size);
   moe::ImportOptions options;
-  // In this process, where the coverage is counted: libtorchSurvives has
+  // In this process, where the coverage is counted: LoaderChild has
   // already kept out the archives that crash the loader.
   options.isolateTorchScript = false;
   if (!input.starts_with("PK")) {
@@ -95,7 +187,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
           return 0;
     }
   }
-  if (!libtorchSurvives(input)) {
+  static LoaderChild loader;
+  if (!loader.survives(input)) {
     if (moe_fuzz::verbose())
       llvm::errs() << "libtorch's loader crashes on this archive; skipped\n";
     return 0;
