@@ -76,6 +76,17 @@ def MoEAutodiffPass : Pass<"moe-autodiff", "::mlir::ModuleOp"> {
       aux loss; `none` adds none. `z-loss-coeff > 0` adds ST-MoE's z-loss
       per router. With `from-plan`, these come from the module's `moe.plan`
       (a SageMaker config).
+    * Partitioned programs (run after `moe-partition`) are differentiated
+      as each rank runs them: every exchange has a rule (an all_slice's
+      backward gathers, an all_gather's slices, an all_reduce's passes its
+      cotangent on, an all-to-all's is the reverse exchange), and a
+      cotangent is summed over the ranks that used its value alike, which
+      sums dense gradients over data-parallel ranks, expert gradients over
+      an expert's replicas and tensor-parallel partial products. A weight
+      sliced between ranks is trained as each rank's piece. The loss is the
+      same on every rank: the MoE losses are over every token
+      (`aux-loss-scope=global`, the routers' logits and choices gathered)
+      or each rank's over its own tokens, averaged (`local`, Megatron's).
 
     The backward is emitted in onnx and moe ops after the forward; what a
     rule needs from the forward is either the forward's value (kept) or
@@ -93,6 +104,9 @@ def MoEAutodiffPass : Pass<"moe-autodiff", "::mlir::ModuleOp"> {
            "none">,
     Option<"auxLossForm", "aux-loss-form", "std::string", "\"megatron\"",
            "Form of the aux loss: megatron or transformers">,
+    Option<"auxLossScope", "aux-loss-scope", "std::string", "\"global\"",
+           "Tokens of a partitioned program's MoE losses: global (every "
+           "rank's) or local (each rank's own, averaged)">,
     Option<"auxLossCoeff", "aux-loss-coeff", "double", "1.0e-2",
            "Coefficient of the aux loss">,
     Option<"zLossCoeff", "z-loss-coeff", "double", "0.0",

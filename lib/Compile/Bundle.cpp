@@ -258,10 +258,20 @@ LogicalResult mlir::moe::packWeights(ModuleOp module, Bundle &bundle) {
                         {"dtype", *dtype},
                         {"shape", shapeOf(type.getShape())},
                         {"offsets", std::move(offsets)}};
-    // What moe-train updates: the weights its gradients are named after.
+    // What moe-train updates: the weights its gradients are named after,
+    // and how each rank's piece lies in the whole (to gather it).
     if (auto resource = dyn_cast<DenseResourceElementsAttr>(source);
-        resource && bundle.manifest.getObject("training"))
+        resource && bundle.manifest.getObject("training")) {
       weight["param"] = resource.getRawHandle().getKey();
+      json::Array slices;
+      for (const SliceStep &step : steps)
+        slices.push_back(json::Object{
+            {"axes", json::Array(llvm::map_range(
+                         step.axes, [](int16_t a) { return int64_t(a); }))},
+            {"dim", step.dim}});
+      if (!slices.empty())
+        weight["slices"] = std::move(slices);
+    }
     weights.push_back(std::move(weight));
     global->removeAttr("moe.weight_source");
     global->removeAttr("moe.weight_slices");

@@ -135,23 +135,22 @@ LogicalResult mlir::moe::compileModel(MLIRContext &context,
                                      "}")))
     return failure();
   if (options.train) {
-    // One rank for now: the exchanges of a partitioned program have no VJP
-    // rules yet.
-    auto plan = module->getAttrOfType<PlanAttr>("moe.plan");
-    if (plan && plan.getWorldSize() != 1)
-      return module.emitError("moe-compile: --train compiles for one rank; "
-                              "the plan has ")
-             << plan.getWorldSize() << " ranks";
     if (options.optimizer != "sgd" && options.optimizer != "adamw")
       return module.emitError("moe-compile: unknown --optimizer '")
              << options.optimizer << "' (sgd or adamw)";
-    if (failed(runPipeline(module, "moe-decompose,moe-autodiff{" +
+    auto plan = module->getAttrOfType<PlanAttr>("moe.plan");
+    if (plan && plan.getPp() != 1)
+      return module.emitError("moe-compile: --train with pipeline stages "
+                              "(pp ")
+             << plan.getPp() << ") is not supported yet";
+    // Differentiated as each rank runs it: partitioned first.
+    if (failed(runPipeline(module, "moe-decompose,moe-partition,moe-autodiff{" +
                                        options.autodiffOptions +
                                        "},canonicalize")))
       return failure();
-  }
-  if (failed(runPipeline(module, "moe-partition,canonicalize")))
+  } else if (failed(runPipeline(module, "moe-partition,canonicalize"))) {
     return failure();
+  }
   if (options.emit == EmitStage::SPMD)
     return writeModule(module, out);
 

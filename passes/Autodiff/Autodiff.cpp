@@ -4,16 +4,23 @@
 // the losses are appended to the forward (Losses.cpp), the parameters are
 // found (named float weights), activity analysis marks the values between
 // a parameter and the loss, and the ops are visited in reverse, each active
-// op's rule (OnnxRules.cpp, MoERules.cpp) emitting its operands' cotangents
-// from its results', summed where a value has several uses.
+// op's rule (OnnxRules.cpp, MoERules.cpp, ShardRules.cpp) emitting its
+// operands' cotangents from its results', summed where a value has several
+// uses. A partitioned program is differentiated as each rank runs it; its
+// exchanges have rules of their own, and a cotangent is summed over the
+// ranks that used its value alike (Replication.h). A weight that each rank
+// holds a piece of (a chain of all_slice ops) is trained as that piece.
 //
 //===----------------------------------------------------------------------===//
 
 #include "passes/Autodiff/Losses.h"
+#include "passes/Autodiff/Replication.h"
 #include "passes/Autodiff/Rules.h"
 #include "passes/Passes.h"
 
 #include "dialects/moe/IR/MoEOps.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/Support/Regex.h"
@@ -24,6 +31,7 @@ namespace mlir::moe {
 
 namespace {
 
+using autodiff::AxisSet;
 using autodiff::Emitter;
 using autodiff::tensorType;
 
@@ -42,9 +50,10 @@ std::optional<StringRef> parameterName(arith::ConstantOp constant) {
   return resource.getRawHandle().getKey();
 }
 
-/// The cotangents of elementwise arith ops on tensors (the shared expert's
-/// sum after moe-decompose).
-LogicalResult buildArithVJP(Emitter &e, Operation *op, ArrayRef<Value> dResults,
+/// The cotangents of upstream ops: elementwise arith on tensors (the shared
+/// expert's sum after moe-decompose) and the reshapes that partitioning
+/// puts around a tensor-parallel weight's slice.
+LogicalResult buildUpstreamVJP(Emitter &e, Operation *op, ArrayRef<Value> dResults,
                             MutableArrayRef<Value> d) {
   Value g = dResults[0];
   if (isa<arith::AddFOp>(op)) {
@@ -57,6 +66,8 @@ LogicalResult buildArithVJP(Emitter &e, Operation *op, ArrayRef<Value> dResults,
     d[1] = e.mul(g, op->getOperand(0));
   } else if (isa<arith::NegFOp>(op)) {
     d[0] = e.neg(g);
+  } else if (isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(op)) {
+    d[0] = e.reshape(g, tensorType(op->getOperand(0)).getShape());
   } else {
     return op->emitError("moe-autodiff: no gradient rule for '")
            << op->getName() << "'";
@@ -77,14 +88,23 @@ LogicalResult MoEAutodiffPass::differentiate(func::FuncOp func) {
   options.output = lossOutput;
   options.loadBalancing = loadBalancing;
   options.auxLossForm = auxLossForm;
+  options.auxLossScope = auxLossScope;
   options.auxLossCoeff = auxLossCoeff;
   options.zLossCoeff = zLossCoeff;
   if (fromPlan)
     autodiff::takeLossesFromPlan(getOperation(), options);
+  auto plan = getOperation()->getAttrOfType<PlanAttr>(spmd::kPlanAttrName);
   FailureOr<autodiff::TrainingLosses> losses =
-      autodiff::buildLosses(func, options);
+      autodiff::buildLosses(func, options, plan);
   if (failed(losses))
     return failure();
+  autodiff::Replication replication(func);
+  if (replication.of(losses->total) != 0)
+    return func.emitError("moe-autodiff: the loss differs between ranks "
+                          "(it varies along ")
+           << spmd::axisName(static_cast<int16_t>(
+                  autodiff::axesOf(replication.of(losses->total)).front()))
+           << ")";
 
   // Parameters, in program order.
   llvm::Regex frozen(freeze);
@@ -98,6 +118,7 @@ LogicalResult MoEAutodiffPass::differentiate(func::FuncOp func) {
            << params << "' is not a regular expression: " << regexError;
   SmallVector<std::pair<Value, StringRef>> parameters;
   SmallVector<StringRef> otherNames;
+  SmallVector<arith::ConstantOp> sliced;
   llvm::DenseSet<Value> active;
   func.walk([&](arith::ConstantOp constant) {
     std::optional<StringRef> name = parameterName(constant);
@@ -107,9 +128,22 @@ LogicalResult MoEAutodiffPass::differentiate(func::FuncOp func) {
       otherNames.push_back(*name);
       return;
     }
-    parameters.push_back({constant.getResult(), *name});
-    active.insert(constant.getResult());
+    // The piece this rank holds, where the weight is sliced.
+    Value value = constant.getResult();
+    if (constant->hasOneUse())
+      value = spmd::followWeightSlices(*constant->use_begin()).local;
+    else if (llvm::any_of(constant->getUses(), [](OpOperand &use) {
+               return !spmd::followWeightSlices(use).steps.empty();
+             }))
+      sliced.push_back(constant);
+    parameters.push_back({value, *name});
+    active.insert(value);
   });
+  if (!sliced.empty())
+    return sliced.front().emitError("moe-autodiff: parameter '")
+           << *parameterName(sliced.front())
+           << "' is used both whole and sliced between ranks; each rank "
+              "trains one piece of a parameter";
 
   // Activity: float results of ops with an active operand.
   Block &body = func.getBody().front();
@@ -137,6 +171,9 @@ LogicalResult MoEAutodiffPass::differentiate(func::FuncOp func) {
   auto terminator = cast<func::ReturnOp>(body.getTerminator());
   OpBuilder builder(terminator);
   Emitter e(builder, func.getLoc());
+  std::optional<spmd::Exchanges> exchanges;
+  if (plan)
+    exchanges.emplace(builder, plan);
   llvm::DenseMap<Value, Value> cotangents;
   cotangents[losses->total] =
       e.splat(tensorType(losses->total), 1.0);
@@ -163,17 +200,34 @@ LogicalResult MoEAutodiffPass::differentiate(func::FuncOp func) {
     SmallVector<Value> dOperands(op->getNumOperands());
     Dialect *dialect = op->getDialect();
     LogicalResult built = failure();
-    if (isa<onnx::ONNXDialect>(dialect))
+    bool exchange = spmd::isExchange(op) || isa<shard::AllSliceOp>(op);
+    if (isa<shard::ShardDialect>(dialect)) {
+      if (!exchanges)
+        return op->emitError("moe-autodiff: an exchange in a module without "
+                             "a plan ('")
+               << spmd::kPlanAttrName << "')";
+      built = autodiff::buildShardVJP(ruleEmitter, *exchanges, op, dResults,
+                                      dOperands);
+    } else if (isa<onnx::ONNXDialect>(dialect)) {
       built = autodiff::buildOnnxVJP(ruleEmitter, op, dResults, dOperands);
-    else if (isa<MoEDialect>(dialect))
+    } else if (isa<MoEDialect>(dialect)) {
       built = autodiff::buildMoEVJP(ruleEmitter, op, dResults, dOperands);
-    else
-      built = buildArithVJP(ruleEmitter, op, dResults, dOperands);
+    } else {
+      built = buildUpstreamVJP(ruleEmitter, op, dResults, dOperands);
+    }
     if (failed(built))
       return failure();
-    for (auto [operand, cotangent] : llvm::zip(op->getOperands(), dOperands))
-      if (cotangent && active.contains(operand))
-        accumulate(operand, cotangent);
+    AxisSet opAxes = replication.ofOp(op);
+    for (auto [operand, cotangent] : llvm::zip(op->getOperands(), dOperands)) {
+      if (!cotangent || !active.contains(operand))
+        continue;
+      // Ranks that used `operand` alike each hold a part of its cotangent.
+      AxisSet extra = opAxes & ~replication.of(operand);
+      if (extra && !exchange)
+        cotangent = exchanges->allReduceSum(op->getLoc(), cotangent,
+                                            autodiff::axesOf(extra));
+      accumulate(operand, cotangent);
+    }
   }
 
   // The step returns the losses, then one gradient per parameter reached.

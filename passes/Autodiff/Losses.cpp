@@ -9,6 +9,7 @@
 #include "passes/Autodiff/Losses.h"
 
 #include "passes/Autodiff/Emitter.h"
+#include "passes/Autodiff/Replication.h"
 #include "passes/Parallel/ShardLayer.h"
 
 #include "dialects/moe/IR/MoEOps.h"
@@ -32,6 +33,30 @@ struct LossBuilder {
   const LossOptions &options;
   Emitter &e;
   func::ReturnOp terminator;
+  /// Where the program is partitioned: the exchanges, and which values of
+  /// the forward differ between ranks.
+  spmd::Exchanges *exchanges;
+  const Replication &replication;
+
+  /// The tokens (dimension 0) of `value` on every rank, where each rank
+  /// holds its own part; the value itself under the local scope.
+  Value allTokens(Value value) {
+    AxisSet axes = replication.of(value);
+    if (!axes || !exchanges || options.auxLossScope == "local")
+      return value;
+    return exchanges->gather(e.getLoc(), value, axesOf(axes), 0);
+  }
+  /// A router's loss made equal on every rank: under the local scope, the
+  /// mean over the ranks of the losses of their own tokens.
+  Value agreed(Value loss, Value logits) {
+    AxisSet axes = replication.of(logits);
+    if (!axes || !exchanges || options.auxLossScope != "local")
+      return loss;
+    SmallVector<spmd::Axis> list = axesOf(axes);
+    Value sum = exchanges->allReduceSum(e.getLoc(), loss, list);
+    return e.mul(sum, e.scalar(tensorType(loss).getElementType(),
+                               1.0 / static_cast<double>(exchanges->size(list))));
+  }
 
   /// The output named `name`, or an error listing the outputs.
   FailureOr<Value> output(StringRef name) {
@@ -178,6 +203,9 @@ FailureOr<Value> LossBuilder::moeLosses(Type lossType) {
                           balancing))
     return func.emitError("moe-autodiff: unknown load balancing '")
            << balancing << "' (aux_loss, balanced, sinkhorn or none)";
+  if (options.auxLossScope != "global" && options.auxLossScope != "local")
+    return func.emitError("moe-autodiff: unknown aux loss scope '")
+           << options.auxLossScope << "' (global or local)";
   if (options.auxLossForm != "megatron" &&
       options.auxLossForm != "transformers")
     return func.emitError("moe-autodiff: unknown aux loss form '")
@@ -211,8 +239,11 @@ FailureOr<Value> LossBuilder::moeLosses(Type lossType) {
     // All layers' rows concatenated: E sum_e (n_e / N) (sum_rows P_e / N).
     Value counts, probabilities;
     int64_t rows = 0, experts = 0;
+    if (options.auxLossScope == "local")
+      return func.emitError("moe-autodiff: transformers' aux loss is over "
+                            "every token of the batch; it has no local scope");
     for (RouterOp router : routers) {
-      Value logits = router.getLogits();
+      Value logits = allTokens(router.getLogits());
       RankedTensorType type = tensorType(logits);
       if (experts && type.getDimSize(1) != experts)
         return router.emitError("moe-autodiff: transformers' aux loss "
@@ -221,8 +252,8 @@ FailureOr<Value> LossBuilder::moeLosses(Type lossType) {
       rows += type.getDimSize(0);
       Value p = e.reduceSum(e.softmax(logits, 1), {0}, false);
       Value n = e.reduceSum(
-          e.idCounts(router.getIds(), experts, type.getElementType()), {0},
-          false);
+          e.idCounts(allTokens(router.getIds()), experts, type.getElementType()),
+          {0}, false);
       probabilities = probabilities ? e.add(probabilities, p) : p;
       counts = counts ? e.add(counts, n) : n;
     }
@@ -243,7 +274,8 @@ FailureOr<Value> LossBuilder::moeLosses(Type lossType) {
       seqLen = tensorType(func.getArgument(0)).getDimSize(1);
     }
     for (RouterOp router : routers) {
-      RankedTensorType type = tensorType(router.getLogits());
+      Value logits = allTokens(router.getLogits());
+      RankedTensorType type = tensorType(logits);
       if (seqLen && type.getDimSize(0) % *seqLen != 0)
         return router.emitError("moe-autodiff: ")
                << type.getDimSize(0) << " tokens are not whole sequences of "
@@ -251,19 +283,22 @@ FailureOr<Value> LossBuilder::moeLosses(Type lossType) {
       auto loss = AuxLossOp::create(
           b, router.getLoc(),
           RankedTensorType::get({}, type.getElementType()),
-          router.getScoringAttr(), router.getLogits(), router.getIds(),
+          router.getScoringAttr(), logits, allTokens(router.getIds()),
           b.getF64FloatAttr(coeff),
           seqLen ? b.getI64IntegerAttr(*seqLen) : IntegerAttr());
-      addLoss(loss);
+      addLoss(agreed(loss, logits));
     }
   }
   if (options.zLossCoeff > 0)
     for (RouterOp router : routers) {
-      RankedTensorType type = tensorType(router.getLogits());
-      addLoss(ZLossOp::create(b, router.getLoc(),
-                              RankedTensorType::get({}, type.getElementType()),
-                              router.getLogits(),
-                              b.getF64FloatAttr(options.zLossCoeff)));
+      Value logits = allTokens(router.getLogits());
+      RankedTensorType type = tensorType(logits);
+      addLoss(agreed(ZLossOp::create(b, router.getLoc(),
+                                     RankedTensorType::get(
+                                         {}, type.getElementType()),
+                                     logits,
+                                     b.getF64FloatAttr(options.zLossCoeff)),
+                     logits));
     }
   (void)ctx;
   return total;
@@ -281,11 +316,17 @@ void takeLossesFromPlan(ModuleOp module, LossOptions &options) {
 }
 
 FailureOr<TrainingLosses> buildLosses(func::FuncOp func,
-                                      const LossOptions &options) {
+                                      const LossOptions &options,
+                                      PlanAttr plan) {
   auto terminator = cast<func::ReturnOp>(func.getBody().front().getTerminator());
   OpBuilder builder(terminator);
   Emitter e(builder, func.getLoc());
-  LossBuilder losses{func, options, e, terminator};
+  std::optional<spmd::Exchanges> exchanges;
+  if (plan)
+    exchanges.emplace(builder, plan);
+  Replication replication(func);
+  LossBuilder losses{func, options, e, terminator,
+                     exchanges ? &*exchanges : nullptr, replication};
   FailureOr<Value> main = losses.mainLoss();
   if (failed(main))
     return failure();

@@ -12,6 +12,7 @@
 #define MOE_PASSES_AUTODIFF_RULES_H
 
 #include "passes/Autodiff/Emitter.h"
+#include "passes/Parallel/ShardLayer.h"
 
 namespace mlir::moe::autodiff {
 
@@ -24,6 +25,13 @@ LogicalResult buildOnnxVJP(Emitter &e, Operation *op, ArrayRef<Value> dResults,
                            MutableArrayRef<Value> dOperands);
 LogicalResult buildMoEVJP(Emitter &e, Operation *op, ArrayRef<Value> dResults,
                           MutableArrayRef<Value> dOperands);
+
+/// Exchanges of a partitioned program (shard.all_slice, all_gather,
+/// all_reduce, reduce_scatter, all_to_all), built in the backward through
+/// `x`.
+LogicalResult buildShardVJP(Emitter &e, spmd::Exchanges &x, Operation *op,
+                            ArrayRef<Value> dResults,
+                            MutableArrayRef<Value> dOperands);
 
 /// The 1-d integer constant operand `value` (ONNX axes, shapes, pads).
 std::optional<Shape> constantInts(Value value);

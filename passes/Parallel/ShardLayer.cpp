@@ -24,6 +24,20 @@ void spmd::createWorldGrid(ModuleOp module, PlanAttr plan) {
   shard::GridOp::create(b, module.getLoc(), kWorldGrid, shape);
 }
 
+WeightSlices spmd::followWeightSlices(OpOperand &use) {
+  WeightSlices chain;
+  chain.local = use.get();
+  auto slice = dyn_cast<shard::AllSliceOp>(use.getOwner());
+  while (slice && slice.getInput() == chain.local) {
+    chain.steps.push_back(slice);
+    chain.local = slice.getResult();
+    slice = chain.local.hasOneUse()
+                ? dyn_cast<shard::AllSliceOp>(*chain.local.getUsers().begin())
+                : nullptr;
+  }
+  return chain;
+}
+
 bool spmd::isExchange(Operation *op) {
   return isa<shard::AllGatherOp, shard::AllReduceOp, shard::AllToAllOp,
              shard::BroadcastOp, shard::ReduceScatterOp, shard::SendOp,

@@ -32,6 +32,18 @@ inline constexpr StringLiteral kPlanAttrName = "moe.plan";
 /// Creates `shard.grid @world` for `plan` at the start of `module`.
 void createWorldGrid(ModuleOp module, PlanAttr plan);
 
+/// The chain of shard.all_slice ops that narrows a weight from one of its
+/// uses: each step slices the previous one and is its only use. `local` is
+/// the rank's piece (the used value itself when `use` is not a slice).
+/// moe-externalize-weights stores that piece per rank, and moe-autodiff
+/// takes it as the parameter, so that the gradient and the stored piece
+/// agree.
+struct WeightSlices {
+  SmallVector<Operation *> steps;
+  Value local;
+};
+WeightSlices followWeightSlices(OpOperand &use);
+
 /// Whether `op` exchanges data between ranks (a shard collective, send,
 /// recv, or moe.all_to_all / moe.prefix_sum).
 bool isExchange(Operation *op);

@@ -15,6 +15,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "passes/Parallel/ShardLayer.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -26,26 +27,6 @@ namespace mlir::moe {
 #include "passes/Passes.h.inc"
 
 namespace {
-
-/// The chain of all_slice ops that narrow a weight, and its last value.
-struct SliceChain {
-  SmallVector<shard::AllSliceOp> steps;
-  Value local;
-};
-
-SliceChain followSlices(OpOperand &use) {
-  SliceChain chain;
-  auto slice = dyn_cast<shard::AllSliceOp>(use.getOwner());
-  chain.local = use.get();
-  while (slice && slice.getInput() == chain.local) {
-    chain.steps.push_back(slice);
-    chain.local = slice.getResult();
-    slice = chain.local.hasOneUse()
-                ? dyn_cast<shard::AllSliceOp>(*chain.local.getUsers().begin())
-                : nullptr;
-  }
-  return chain;
-}
 
 struct MoEExternalizeWeightsPass
     : public impl::MoEExternalizeWeightsPassBase<MoEExternalizeWeightsPass> {
@@ -69,11 +50,12 @@ struct MoEExternalizeWeightsPass
       SmallVector<OpOperand *> uses = llvm::to_vector(llvm::map_range(
           weight->getUses(), [](OpOperand &use) { return &use; }));
       for (OpOperand *use : uses) {
-        SliceChain chain = followSlices(*use);
+        spmd::WeightSlices chain = spmd::followWeightSlices(*use);
         auto localType = cast<RankedTensorType>(chain.local.getType());
         SmallVector<Attribute> steps;
         ArrayRef<int64_t> gridShape;
-        for (shard::AllSliceOp step : chain.steps) {
+        for (Operation *op : chain.steps) {
+          auto step = cast<shard::AllSliceOp>(op);
           auto grid = symbols.lookup<shard::GridOp>(step.getGrid());
           if (!grid) {
             step.emitOpError("slices over an undeclared grid");
@@ -98,8 +80,8 @@ struct MoEExternalizeWeightsPass
           global->setAttr("moe.weight_grid", b.getDenseI64ArrayAttr(gridShape));
         symbols.insert(global);
 
-        Operation *at = chain.steps.empty() ? use->getOwner()
-                                            : chain.steps.back().getOperation();
+        Operation *at =
+            chain.steps.empty() ? use->getOwner() : chain.steps.back();
         b.setInsertionPoint(at);
         Value buffer = memref::GetGlobalOp::create(b, weight.getLoc(),
                                                    memrefType,
@@ -112,8 +94,8 @@ struct MoEExternalizeWeightsPass
           continue;
         }
         chain.local.replaceAllUsesWith(local);
-        for (shard::AllSliceOp step : llvm::reverse(chain.steps))
-          step.erase();
+        for (Operation *step : llvm::reverse(chain.steps))
+          step->erase();
       }
       weight.erase();
     }

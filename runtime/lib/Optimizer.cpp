@@ -311,12 +311,15 @@ static float norm2(const float *x, size_t n) {
   return std::sqrt(sum);
 }
 
-double train::clipGradNorm(const std::vector<std::pair<float *, size_t>> &grads,
-                           double maxNorm) {
+double train::clipGradNorm(
+    const std::vector<std::pair<float *, size_t>> &grads, double maxNorm,
+    const std::function<void(std::vector<float> &)> &combine) {
   std::vector<float> norms;
   norms.reserve(grads.size());
   for (const auto &[g, n] : grads)
     norms.push_back(norm2(g, n));
+  if (combine)
+    combine(norms);
   float total = norm2(norms.data(), norms.size());
   if (!(maxNorm > 0) || std::isinf(maxNorm))
     return total;

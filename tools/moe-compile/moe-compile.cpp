@@ -117,6 +117,12 @@ static cl::opt<std::string> auxLossForm(
     cl::desc("Aux loss form: megatron (per layer, SageMaker's) or "
              "transformers (all layers concatenated)"),
     cl::init("megatron"), cl::cat(category));
+static cl::opt<std::string> auxLossScope(
+    "moe-aux-loss-scope",
+    cl::desc("Tokens the MoE losses of a partitioned step cover: global "
+             "(every rank's, as on one rank) or local (each rank's own, "
+             "averaged over ranks, as Megatron)"),
+    cl::init("global"), cl::cat(category));
 static cl::opt<double> auxLossCoeff("moe-aux-loss-coeff",
                                     cl::desc("Aux loss coefficient"),
                                     cl::cat(category));
@@ -140,7 +146,8 @@ static cl::opt<std::string> freeze(
 static std::string autodiffOptions() {
   std::string result;
   llvm::raw_string_ostream os(result);
-  os << "loss=" << loss << " aux-loss-form=" << auxLossForm;
+  os << "loss=" << loss << " aux-loss-form=" << auxLossForm
+     << " aux-loss-scope=" << auxLossScope;
   if (!lossOutput.empty())
     os << " loss-output=" << lossOutput;
   bool fromPlan = !smpConfig.empty() && !loadBalancing.getNumOccurrences() &&
@@ -226,7 +233,7 @@ int main(int argc, char **argv) {
   if (train)
     options.autodiffOptions = autodiffOptions();
   for (auto *option : {&loss, &lossOutput, &optimizer, &loadBalancing,
-                       &auxLossForm, &freeze, &params})
+                       &auxLossForm, &auxLossScope, &freeze, &params})
     if (option->getNumOccurrences() && !train) {
       emitError(UnknownLoc::get(&context))
           << "moe-compile: --" << option->ArgStr << " needs --train";

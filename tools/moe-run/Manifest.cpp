@@ -13,6 +13,13 @@
 using namespace llvm;
 using namespace moe_run;
 
+namespace moe_run {
+static bool fromJSON(const json::Value &v, TensorSpec::Slice &s, json::Path p) {
+  json::ObjectMapper o(v, p);
+  return o && o.map("axes", s.axes) && o.map("dim", s.dim);
+}
+} // namespace moe_run
+
 /// An input, output (keyed by "name") or weight (by "symbol", with offsets).
 static bool mapTensor(const json::Value &v, TensorSpec &t, json::Path p,
                       bool weight) {
@@ -21,7 +28,8 @@ static bool mapTensor(const json::Value &v, TensorSpec &t, json::Path p,
   if (!o || !(weight ? o.map("symbol", t.name) : o.map("name", t.name)) ||
       !o.map("dtype", dtype) || !o.map("shape", t.shape) ||
       (weight && (!o.map("offsets", t.offsets) ||
-                  !o.mapOptional("param", t.param))))
+                  !o.mapOptional("param", t.param) ||
+                  !o.mapOptional("slices", t.slices))))
     return false;
   if (!(t.type = moert::findDType(dtype))) {
     p.field("dtype").report("expected f32, f64, i32, i64, i8, bool, f16 or bf16");
@@ -124,6 +132,18 @@ static std::string check(const Manifest &m) {
     if (static_cast<int64_t>(w.offsets.size()) != m.worldSize)
       return formatv("weight '{0}' has {1} offsets, world_size is {2}", w.name,
                      w.offsets.size(), m.worldSize);
+    for (const TensorSpec::Slice &slice : w.slices) {
+      if (slice.dim < 0 || slice.dim >= static_cast<int64_t>(w.shape.size()))
+        return formatv("weight '{0}' is sliced along dimension {1} of {2}",
+                       w.name, slice.dim, w.shape.size());
+      if (slice.axes.empty())
+        return formatv("weight '{0}' is sliced over no grid axis", w.name);
+      for (int64_t axis : slice.axes)
+        if (axis < 0 || axis >= static_cast<int64_t>(m.gridShape.size()))
+          return formatv("weight '{0}' is sliced over grid axis {1}, the "
+                         "grid has {2}",
+                         w.name, axis, m.gridShape.size());
+    }
     for (int64_t offset : w.offsets)
       if (offset < 0 || offset > m.weightsBytes ||
           w.bytes() > m.weightsBytes - offset)

@@ -31,6 +31,13 @@ struct TensorSpec {
   /// Weights of a training bundle only: the parameter the weight holds
   /// (several weights may hold one), as its gradient output names it.
   std::string param;
+  /// Training bundles only: the steps that cut this rank's piece of the
+  /// parameter, in order: dimension `dim` split over the grid axes `axes`.
+  struct Slice {
+    std::vector<int64_t> axes;
+    int64_t dim = 0;
+  };
+  std::vector<Slice> slices;
 
   int64_t bytes() const { return moert::numElements(shape) * type->size; }
 };

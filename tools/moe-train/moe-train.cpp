@@ -5,7 +5,7 @@
 //            --eps X --weight-decay X --clip-grad-norm X --warmup-steps N
 //            --schedule constant|cosine|linear] [--log FILE.csv]
 //           [--checkpoint-dir DIR --checkpoint-every K] [--stop-after K]
-//           [--resume DIR] [--output-dir DIR] [--stats]
+//           [--resume DIR] [--output-dir DIR] [--stats] [--timeout S]
 //
 // BUNDLE comes from moe-compile --train. Each input file holds the whole
 // data set, samples along its first dimension; step s (from 0) reads the
@@ -15,8 +15,13 @@
 // compiled for, exactly as PyTorch does (moert/Train.h); the weights the
 // program reads are then refreshed from the masters.
 //
+// A bundle compiled for several ranks runs under mpirun, every rank with
+// the same data (Distributed.h): rank 0 writes the log, the summary and
+// the final weights, gathered whole from the ranks' pieces.
+//
 //===----------------------------------------------------------------------===//
 
+#include "Distributed.h"
 #include "Library.h"
 #include "Manifest.h"
 
@@ -114,6 +119,11 @@ struct Options {
       cl::cat(category)};
   cl::opt<int> threads{"threads", cl::desc("Threads (default: all cores)"),
                        cl::init(0), cl::cat(category)};
+  cl::opt<double> timeout{
+      "timeout",
+      cl::desc("Seconds that one wait for other ranks may last before every "
+               "rank ends with an error (default 300)"),
+      cl::init(moert::kDefaultTimeoutSeconds), cl::cat(category)};
 };
 
 Options &options() {
@@ -139,6 +149,9 @@ struct Param {
   std::vector<char *> copies;
   train::ParamState state;
   int gradOutput = -1;
+  /// The weight that describes the parameter's piece on this rank.
+  const TensorSpec *spec = nullptr;
+  moe_train::Placement placement;
 };
 
 struct Trainer {
@@ -153,6 +166,8 @@ struct Trainer {
   std::vector<moert::Buffer> outputs;
   int lossOutput = -1, auxOutput = -1;
   int64_t samples = 0;
+  /// The digest of model.json, which names the digests of the rest.
+  std::string manifestDigest;
   train::OptimizerConfig config;
   train::Schedule schedule;
   int64_t firstStep = 0;
@@ -267,6 +282,8 @@ Error findParams(Trainer &t, const std::vector<char *> &symbols) {
       p.name = spec.param;
       p.shape = spec.shape;
       p.type = spec.type;
+      p.spec = &spec;
+      p.placement = moe_train::placementOf(m, spec, moert::worldRank());
       // fp32 master weights, whatever the model computes in.
       p.master.resize(moert::numElements(spec.shape));
       moert::widenToFloat(*spec.type, symbol, p.master.data(),
@@ -443,8 +460,9 @@ std::string formatTime(double seconds) {
 
 Error run(Trainer &t) {
   Options &o = options();
+  bool first = moert::worldRank() == 0;
   std::unique_ptr<raw_fd_ostream> log;
-  if (!o.log.empty()) {
+  if (!o.log.empty() && first) {
     std::error_code ec;
     log = std::make_unique<raw_fd_ostream>(
         o.log, ec, t.firstStep ? sys::fs::OF_Append : sys::fs::OF_None);
@@ -461,7 +479,7 @@ Error run(Trainer &t) {
   int64_t tokens = t.manifest.inputs.empty()
                        ? 0
                        : moert::numElements(t.manifest.inputs[0].shape);
-  bool terminal = isatty(STDERR_FILENO);
+  bool terminal = first && isatty(STDERR_FILENO);
   std::vector<double> stepSeconds;
   float lastLoss = 0;
   auto start = std::chrono::steady_clock::now();
@@ -484,9 +502,11 @@ Error run(Trainer &t) {
     if (!std::isfinite(loss))
       return failure(formatv("step {0}: the loss is {1}", step + 1, loss));
     std::vector<std::pair<float *, size_t>> grads;
+    std::vector<bool> owners;
     for (Param &p : t.params) {
       if (p.gradOutput < 0)
         continue;
+      owners.push_back(p.placement.owner);
       float *grad = reinterpret_cast<float *>(t.outputs[p.gradOutput].data());
       if (!p.grad.empty()) {
         moert::widenToFloat(*p.type, grad, p.grad.data(), p.grad.size());
@@ -494,7 +514,10 @@ Error run(Trainer &t) {
       }
       grads.push_back({grad, p.master.size()});
     }
-    double norm = train::clipGradNorm(grads, o.clipGradNorm);
+    double norm = train::clipGradNorm(
+        grads, o.clipGradNorm, [&](std::vector<float> &norms) {
+          moe_train::combineNorms(norms, owners, t.manifest);
+        });
     double lr = t.schedule.lrAt(t.config.lr, step);
     size_t next = 0;
     for (Param &p : t.params)
@@ -526,7 +549,7 @@ Error run(Trainer &t) {
   }
   // The summary: the median step (optimizer included), which the
   // benchmarks read.
-  if (!stepSeconds.empty()) {
+  if (!stepSeconds.empty() && first) {
     std::vector<double> sorted = stepSeconds;
     std::sort(sorted.begin(), sorted.end());
     double median = sorted[sorted.size() / 2];
@@ -539,11 +562,16 @@ Error run(Trainer &t) {
     if (std::error_code ec = sys::fs::create_directories(o.outputDir))
       return failure("cannot create " + o.outputDir + ": " + ec.message());
     for (Param &p : t.params) {
+      std::vector<float> whole =
+          moe_train::gatherWhole(t.manifest, *p.spec, p.master);
+      if (!first)
+        continue;
       SmallString<128> path(o.outputDir);
       sys::path::append(path, p.name + ".npy");
       if (std::string error = moert::writeNpy(
-              std::string(path), *moert::findDType("f32"), p.shape,
-              reinterpret_cast<const char *>(p.master.data()));
+              std::string(path), *moert::findDType("f32"),
+              p.placement.wholeShape,
+              reinterpret_cast<const char *>(whole.data()));
           !error.empty())
         return failure(error);
     }
@@ -560,12 +588,26 @@ Error setUp(Trainer &t) {
   if (!manifest)
     return manifest.takeError();
   t.manifest = std::move(*manifest);
+  t.manifestDigest =
+      mlir::moe::contentDigest(arrayRefFromStringRef((*text)->getBuffer()));
+  if (!(options().timeout > 0) || !std::isfinite(options().timeout))
+    return failure("--timeout must be a positive number of seconds");
   if (t.manifest.optimizer.empty())
     return failure(options().bundleDir +
                    " holds a forward program; compile the model with "
                    "moe-compile --train for moe-train");
-  if (t.manifest.worldSize != 1 || moert::worldSize() != 1)
-    return failure("moe-train runs one process (one rank) for now");
+  int64_t ranks = t.manifest.worldSize;
+  if (ranks != moert::worldSize())
+    return failure(formatv("the step was compiled for {0} rank{1} but started "
+                           "on {2}; run it {3}",
+                           ranks, ranks == 1 ? "" : "s", moert::worldSize(),
+                           ranks == 1
+                               ? std::string("without mpirun")
+                               : formatv("with mpirun -np {0}", ranks).str()));
+  if (ranks != 1 && (!options().checkpointDir.empty() ||
+                     !options().resume.empty() || options().stopAfter > 0))
+    return failure("checkpoints of a step on several ranks (--checkpoint-dir, "
+                   "--stop-after, --resume) are not supported yet");
   if (Error error = configure(t))
     return error;
   if (Error error = readDatasets(t))
@@ -587,6 +629,30 @@ Error setUp(Trainer &t) {
   return Error::success();
 }
 
+/// What every rank must hold the same of, with a digest of each: ranks that
+/// train with different bundles, options or data would drift apart
+/// silently or wait for each other until the timeout.
+std::vector<std::pair<std::string, std::string>> agreement(const Trainer &t) {
+  const Options &o = options();
+  std::vector<std::pair<std::string, std::string>> items;
+  items.emplace_back("the bundle (model.json)", t.manifestDigest);
+  std::string flags = formatv(
+      "steps={0} batch={1} lr={2} momentum={3} dampening={4} nesterov={5} "
+      "betas={6} eps={7} wd={8}/{9} clip={10} warmup={11} schedule={12} "
+      "stats={13} threads={14}",
+      o.steps, o.batchSize, o.lr, o.momentum, o.dampening, o.nesterov,
+      o.betas, o.eps, o.weightDecay, o.weightDecay.getNumOccurrences(),
+      o.clipGradNorm, o.warmupSteps, o.schedule, o.stats, o.threads);
+  items.emplace_back("the training options",
+                     mlir::moe::contentDigest(arrayRefFromStringRef(flags)));
+  for (auto [spec, data] : zip_equal(t.manifest.inputs, t.datasets))
+    items.emplace_back("input '" + spec.name + "'",
+                       mlir::moe::contentDigest(ArrayRef<uint8_t>(
+                           reinterpret_cast<const uint8_t *>(data.data.data()),
+                           data.data.size())));
+  return items;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -597,6 +663,8 @@ int main(int argc, char **argv) {
 
   Trainer t;
   moert::failIfAnyRank(toString(setUp(t)));
+  moert::setTimeout(opts.timeout);
+  moert::checkRanksAgree(agreement(t));
   moert::setGrid(t.manifest.gridShape, t.manifest.axes);
   moert::setThreads(opts.threads);
   moert::failIfAnyRank(toString(run(t)));

@@ -22,6 +22,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -76,9 +77,12 @@ void optimizerStep(const OptimizerConfig &config, double lr, float *param,
 /// kernel (its AVX2 build, which AVX-512 CPUs run too) sums it, then every
 /// gradient multiplied by min(maxNorm / (total + 1e-6), 1), even when that
 /// is 1. Returns the total norm before clipping. maxNorm <= 0 or infinite:
-/// no clipping (where PyTorch would zero the gradients for 0).
-double clipGradNorm(const std::vector<std::pair<float *, size_t>> &grads,
-                    double maxNorm);
+/// no clipping (where PyTorch would zero the gradients for 0). On several
+/// ranks, `combine` turns each rank's per-tensor norms of its pieces into
+/// the norms of the whole tensors.
+double clipGradNorm(
+    const std::vector<std::pair<float *, size_t>> &grads, double maxNorm,
+    const std::function<void(std::vector<float> &)> &combine = nullptr);
 
 /// sqrt(x) rounded as `kind` says; exposed for tests.
 float sqrtAs(SqrtKind kind, float x);

@@ -1,0 +1,71 @@
+//===- Replication.cpp - which ranks agree on each value ------------------===//
+
+#include "passes/Autodiff/Replication.h"
+
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+namespace mlir::moe::autodiff {
+
+static AxisSet setOf(ArrayRef<int16_t> axes) {
+  AxisSet set = 0;
+  for (int16_t axis : axes)
+    set |= AxisSet(1) << axis;
+  return set;
+}
+
+SmallVector<spmd::Axis> axesOf(AxisSet set) {
+  SmallVector<spmd::Axis> axes;
+  for (int16_t axis = 0; axis < 32; ++axis)
+    if (set & (AxisSet(1) << axis))
+      axes.push_back(static_cast<spmd::Axis>(axis));
+  return axes;
+}
+
+Replication::Replication(func::FuncOp func) {
+  func.walk([&](Operation *op) {
+    AxisSet set = ofOp(op);
+    for (Value result : op->getResults())
+      varying[result] = set;
+  });
+}
+
+AxisSet Replication::ofOp(Operation *op) const {
+  AxisSet operands = 0;
+  for (Value operand : op->getOperands())
+    operands |= of(operand);
+  return llvm::TypeSwitch<Operation *, AxisSet>(op)
+      .Case([&](shard::AllSliceOp slice) {
+        return operands | setOf(slice.getGridAxes());
+      })
+      .Case([&](shard::AllGatherOp gather) {
+        return operands & ~setOf(gather.getGridAxes());
+      })
+      .Case([&](shard::AllReduceOp reduce) {
+        return operands & ~setOf(reduce.getGridAxes());
+      })
+      .Case([&](shard::BroadcastOp broadcast) {
+        return operands & ~setOf(broadcast.getGridAxes());
+      })
+      .Case([&](shard::ReduceScatterOp scatter) {
+        return operands | setOf(scatter.getGridAxes());
+      })
+      .Case([&](shard::AllToAllOp exchange) {
+        return operands | setOf(exchange.getGridAxes());
+      })
+      .Case([&](AllToAllOp exchange) {
+        return operands | setOf(exchange.getGridAxes());
+      })
+      .Case([&](PrefixSumOp sum) { return operands | setOf(sum.getGridAxes()); })
+      .Case([&](shard::ProcessMultiIndexOp index) {
+        // No axes: the index along every axis.
+        return index.getAxes().empty() ? ~AxisSet(0)
+                                       : operands | setOf(index.getAxes());
+      })
+      .Case([&](shard::RecvOp recv) {
+        return operands | setOf(recv.getGridAxes());
+      })
+      .Default([&](Operation *) { return operands; });
+}
+
+} // namespace mlir::moe::autodiff

@@ -1,0 +1,52 @@
+//===- Distributed.h - moe-train on several ranks ---------------*- C++ -*-===//
+//
+// A partitioned training step runs on every rank of the grid it was
+// compiled for, each rank with the whole batch. A parameter is either
+// replicated (every rank holds it and gets the same gradient) or cut into
+// pieces (an expert weight under expert parallelism: each rank holds and
+// updates its piece, with its own optimizer state). What moe-train needs
+// beyond one rank: the norm of the gradients counting every element once,
+// and the whole parameter gathered from its pieces.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOE_TRAIN_DISTRIBUTED_H
+#define MOE_TRAIN_DISTRIBUTED_H
+
+#include "Manifest.h"
+
+#include <vector>
+
+namespace moe_train {
+
+/// Where this rank's piece of a parameter lies.
+struct Placement {
+  /// The whole parameter's shape.
+  std::vector<int64_t> wholeShape;
+  /// Per dimension: where the piece starts in the whole.
+  std::vector<int64_t> offsets;
+  /// Whether this rank is the lowest of those holding the same piece (the
+  /// one that counts it in the gradient norm).
+  bool owner = true;
+  /// Whether the piece is less than the whole.
+  bool sliced = false;
+};
+
+/// The placement on `rank` of the weight `spec` of manifest `m`.
+Placement placementOf(const moe_run::Manifest &m,
+                      const moe_run::TensorSpec &spec, int64_t rank);
+
+/// The 2-norms of every parameter's whole gradient from each rank's norms
+/// of its pieces (`owner[i]`: whether this rank counts piece i). Collective.
+void combineNorms(std::vector<float> &norms, const std::vector<bool> &owner,
+                  const moe_run::Manifest &m);
+
+/// The whole parameter on rank 0 from every rank's `piece` (fp32) of
+/// `spec`; empty on the other ranks. Collective.
+std::vector<float> gatherWhole(const moe_run::Manifest &m,
+                               const moe_run::TensorSpec &spec,
+                               const std::vector<float> &piece);
+
+} // namespace moe_train
+
+#endif // MOE_TRAIN_DISTRIBUTED_H
