@@ -51,8 +51,9 @@ std::optional<StringRef> parameterName(arith::ConstantOp constant) {
 }
 
 /// The cotangents of upstream ops: elementwise arith on tensors (the shared
-/// expert's sum after moe-decompose) and the reshapes that partitioning
-/// puts around a tensor-parallel weight's slice.
+/// expert's sum after moe-decompose), and the reshapes and the per-rank
+/// choice (a bias added on one rank of a tensor-parallel group) that
+/// partitioning puts around a weight.
 LogicalResult buildUpstreamVJP(Emitter &e, Operation *op, ArrayRef<Value> dResults,
                             MutableArrayRef<Value> d) {
   Value g = dResults[0];
@@ -66,6 +67,11 @@ LogicalResult buildUpstreamVJP(Emitter &e, Operation *op, ArrayRef<Value> dResul
     d[1] = e.mul(g, op->getOperand(0));
   } else if (isa<arith::NegFOp>(op)) {
     d[0] = e.neg(g);
+  } else if (auto select = dyn_cast<arith::SelectOp>(op)) {
+    Value zero = e.splat(tensorType(g), 0.0);
+    OpBuilder &b = e.builder();
+    d[1] = arith::SelectOp::create(b, e.getLoc(), select.getCondition(), g, zero);
+    d[2] = arith::SelectOp::create(b, e.getLoc(), select.getCondition(), zero, g);
   } else if (isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(op)) {
     d[0] = e.reshape(g, tensorType(op->getOperand(0)).getShape());
   } else {
@@ -194,13 +200,15 @@ LogicalResult MoEAutodiffPass::differentiate(func::FuncOp func) {
       any |= static_cast<bool>(cotangent);
       dResults.push_back(cotangent);
     }
-    if (!any || isa<arith::ConstantOp>(op))
+    // Ops before the parameters (a weight's slicing) need no rule.
+    if (!any || isa<arith::ConstantOp>(op) ||
+        llvm::none_of(op->getOperands(),
+                      [&](Value v) { return active.contains(v); }))
       continue;
     Emitter ruleEmitter(builder, op->getLoc());
     SmallVector<Value> dOperands(op->getNumOperands());
     Dialect *dialect = op->getDialect();
     LogicalResult built = failure();
-    bool exchange = spmd::isExchange(op) || isa<shard::AllSliceOp>(op);
     if (isa<shard::ShardDialect>(dialect)) {
       if (!exchanges)
         return op->emitError("moe-autodiff: an exchange in a module without "
@@ -217,13 +225,13 @@ LogicalResult MoEAutodiffPass::differentiate(func::FuncOp func) {
     }
     if (failed(built))
       return failure();
-    AxisSet opAxes = replication.ofOp(op);
     for (auto [operand, cotangent] : llvm::zip(op->getOperands(), dOperands)) {
       if (!cotangent || !active.contains(operand))
         continue;
       // Ranks that used `operand` alike each hold a part of its cotangent.
-      AxisSet extra = opAxes & ~replication.of(operand);
-      if (extra && !exchange)
+      AxisSet extra =
+          replication.usedAs(op, operand) & ~replication.of(operand);
+      if (extra)
         cotangent = exchanges->allReduceSum(op->getLoc(), cotangent,
                                             autodiff::axesOf(extra));
       accumulate(operand, cotangent);

@@ -68,4 +68,19 @@ AxisSet Replication::ofOp(Operation *op) const {
       .Default([&](Operation *) { return operands; });
 }
 
+AxisSet Replication::usedAs(Operation *op, Value operand) const {
+  AxisSet own = of(operand);
+  return llvm::TypeSwitch<Operation *, AxisSet>(op)
+      // Each rank takes its block of a value it holds whole.
+      .Case([&](shard::AllSliceOp) { return own; })
+      .Case<shard::AllGatherOp, shard::AllReduceOp, shard::ReduceScatterOp,
+            shard::AllToAllOp>([&](auto exchange) {
+        return own | setOf(exchange.getGridAxes());
+      })
+      .Case([&](AllToAllOp exchange) {
+        return own | setOf(exchange.getGridAxes());
+      })
+      .Default([&](Operation *) { return ofOp(op); });
+}
+
 } // namespace mlir::moe::autodiff

@@ -8,10 +8,11 @@
 // along the union of its operands' axes.
 //
 // The backward program follows from one rule (moe-training.md section 6):
-// where an op varies along axes that one of its operands does not, the
-// operand was used identically by every rank of those axes, and its
-// cotangent is the sum of the ranks' contributions: an all-reduce over the
-// extra axes. Dense weights get their data-parallel sum that way, expert
+// where an op uses an operand as varying along axes that the operand does
+// not vary along (any op whose other operands vary there; an exchange over
+// those axes, which takes one block per rank), every rank of those axes
+// used the same value, and its cotangent is the sum of the ranks'
+// contributions: an all-reduce over the extra axes. Dense weights get their data-parallel sum that way, expert
 // weights the sum over their replicas, tensor-parallel inputs the sum of
 // their partial products.
 //
@@ -41,6 +42,8 @@ public:
   AxisSet of(Value value) const { return varying.lookup(value); }
   /// The axes an op's results vary along.
   AxisSet ofOp(Operation *op) const;
+  /// The axes along which `op` uses `operand` as varying.
+  AxisSet usedAs(Operation *op, Value operand) const;
 
 private:
   llvm::DenseMap<Value, AxisSet> varying;

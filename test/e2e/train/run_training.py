@@ -2,11 +2,14 @@
 """Compiles and trains the models of Inputs/ as a user would, then checks
 each run against PyTorch with check_training.py.
 
-    run_training.py --bin DIR --work DIR MODEL...
+    run_training.py --bin DIR --work DIR [--plan ep=2,dp=2 ...] MODEL...
 
-One line per check ("ok ..." or "FAIL ..."). For mixtral it also stops the
-AdamW run at step 10 and resumes it from the checkpoint: the log and the
-final weights must equal the uninterrupted run's byte for byte.
+One line per check ("ok ..." or "FAIL ..."). For mixtral on one rank it
+also stops the AdamW run at step 10 and resumes it from the checkpoint: the
+log and the final weights must equal the uninterrupted run's byte for byte.
+With --plan (repeatable), each model is also compiled for that plan and
+trained under mpirun on its ranks, and checked against the same one-rank
+PyTorch reference.
 """
 import argparse
 import filecmp
@@ -52,40 +55,61 @@ def data_args(model):
         ["--batch-size", "4"]
 
 
+def plan_args(plan):
+    """--ep 2 --dp 2 and the number of ranks for "ep=2,dp=2"."""
+    flags, ranks = [], 1
+    for item in filter(None, plan.split(",")):
+        axis, degree = item.split("=")
+        flags += ["--" + axis.replace("_", "-"), degree]
+        ranks *= int(degree)
+    return flags, ranks
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--bin", required=True)
     parser.add_argument("--work", required=True)
+    parser.add_argument("--plan", action="append", default=[])
     parser.add_argument("models", nargs="+")
     args = parser.parse_args()
+    for plan in args.plan or [""]:
+        if plan:
+            print(f"== plan {plan}")
+        for model in args.models:
+            train_model(args, model, plan)
+
+
+def train_model(args, model, plan):
     tool = lambda name: os.path.join(args.bin, name)
-    for model in args.models:
-        for optimizer, flags in OPTIMIZERS.items():
-            base = os.path.join(args.work, f"{model}.{optimizer}")
-            run([tool("moe-compile"), os.path.join(INPUTS, model + ".onnx"),
-                 *compile_args(model, optimizer), "-o", base])
-            train = [tool("moe-train"), base, *data_args(model), "--steps", "20",
-                     *flags]
-            run(train + ["--log", base + ".csv", "--output-dir", base + ".weights"])
-            sys.stdout.flush()
-            subprocess.run([sys.executable, os.path.join(HERE, "check_training.py"),
-                            model, optimizer, base + ".csv", base + ".weights"],
-                           check=False)
-            sys.stdout.flush()
-            if model == "mixtral" and optimizer == "adamw":
-                resumed = base + ".resumed"
-                run(train + ["--log", resumed + ".csv", "--checkpoint-dir",
-                             resumed + ".ckpt", "--stop-after", "10"])
-                run(train + ["--log", resumed + ".csv", "--resume", resumed + ".ckpt",
-                             "--output-dir", resumed + ".weights"])
-                same = filecmp.cmp(base + ".csv", resumed + ".csv", shallow=False)
-                names = sorted(os.listdir(base + ".weights"))
-                same = same and names == sorted(os.listdir(resumed + ".weights")) and all(
-                    filecmp.cmp(os.path.join(base + ".weights", n),
-                                os.path.join(resumed + ".weights", n), shallow=False)
-                    for n in names)
-                print(("ok" if same else "FAIL") + f" {model} {optimizer} resumed at "
-                      "step 10: the same 20 steps and weights, bit for bit")
+    flags_of_plan, ranks = plan_args(plan)
+    launch = ["mpirun", "-np", str(ranks)] if ranks > 1 else []
+    for optimizer, flags in OPTIMIZERS.items():
+        base = os.path.join(args.work, f"{model}.{optimizer}{plan}")
+        run([tool("moe-compile"), os.path.join(INPUTS, model + ".onnx"),
+             *compile_args(model, optimizer), *flags_of_plan, "-o", base])
+        # One thread per rank: ranks share this machine's cores.
+        train = [*launch, tool("moe-train"), base, *data_args(model),
+                 "--steps", "20", *flags] + (["--threads", "1"] if launch else [])
+        run(train + ["--log", base + ".csv", "--output-dir", base + ".weights"])
+        sys.stdout.flush()
+        subprocess.run([sys.executable, os.path.join(HERE, "check_training.py"),
+                        model, optimizer, base + ".csv", base + ".weights"],
+                       check=False)
+        sys.stdout.flush()
+        if model == "mixtral" and optimizer == "adamw" and not plan:
+            resumed = base + ".resumed"
+            run(train + ["--log", resumed + ".csv", "--checkpoint-dir",
+                         resumed + ".ckpt", "--stop-after", "10"])
+            run(train + ["--log", resumed + ".csv", "--resume", resumed + ".ckpt",
+                         "--output-dir", resumed + ".weights"])
+            same = filecmp.cmp(base + ".csv", resumed + ".csv", shallow=False)
+            names = sorted(os.listdir(base + ".weights"))
+            same = same and names == sorted(os.listdir(resumed + ".weights")) and all(
+                filecmp.cmp(os.path.join(base + ".weights", n),
+                            os.path.join(resumed + ".weights", n), shallow=False)
+                for n in names)
+            print(("ok" if same else "FAIL") + f" {model} {optimizer} resumed at "
+                  "step 10: the same 20 steps and weights, bit for bit")
 
 
 if __name__ == "__main__":
