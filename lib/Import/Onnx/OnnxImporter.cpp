@@ -354,11 +354,49 @@ static bool isPropagatable(const ::ONNX_NAMESPACE::TypeProto *type) {
   return true;
 }
 
+/// Integer attributes that ONNX's inference functions use as indices without
+/// checking the lower bound the operator's specification sets.
+struct AttributeBound {
+  const char *op;
+  const char *attribute;
+  int64_t min;
+};
+static constexpr AttributeBound kAttributeBounds[] = {
+    // GatherND's inference reads data.shape[indices.shape[-1] + batch_dims].
+    {"GatherND", "batch_dims", 0},
+};
+
+/// Throws ONNX's inference error where a node breaks what its inference
+/// function takes for granted: a negative dimension among its input shapes
+/// (from a hostile value_info) or an attribute below its bound.
+static void checkInferenceInputs(const std::string &op,
+                                 ::ONNX_NAMESPACE::InferenceContext &ctx) {
+  for (size_t i = 0, e = ctx.getNumInputs(); i < e; ++i) {
+    const ::ONNX_NAMESPACE::TypeProto *type = ctx.getInputType(i);
+    if (!type || !type->has_tensor_type() || !type->tensor_type().has_shape())
+      continue;
+    for (const auto &dim : type->tensor_type().shape().dim())
+      if (dim.has_dim_value() && dim.dim_value() < 0)
+        fail_shape_inference("input ", i, " has the negative dimension ",
+                             dim.dim_value());
+  }
+  for (const AttributeBound &bound : kAttributeBounds) {
+    if (op != bound.op)
+      continue;
+    const ::ONNX_NAMESPACE::AttributeProto *attr =
+        ctx.getAttribute(bound.attribute);
+    if (attr && attr->i() < bound.min)
+      fail_shape_inference("attribute ", bound.attribute, " is ", attr->i(),
+                           ", below ", bound.min);
+  }
+}
+
 namespace {
-/// ONNX's schemas, with data propagation skipped for nodes that have an
-/// input without a type (ONNX 1.12's strict mode carries on after a node
-/// fails, and propagators such as Shape's then dereference the missing
-/// input type) or one too large to be a shape.
+/// ONNX's schemas, each inference function behind checkInferenceInputs, and
+/// data propagation skipped for nodes that have an input without a type
+/// (ONNX 1.12's strict mode carries on after a node fails, and propagators
+/// such as Shape's then dereference the missing input type) or one too
+/// large to be a shape.
 class GuardedSchemaRegistry : public ::ONNX_NAMESPACE::ISchemaRegistry {
 public:
   const ::ONNX_NAMESPACE::OpSchema *GetSchema(const std::string &key,
@@ -366,10 +404,19 @@ public:
                                     const std::string &domain) const override {
     const ::ONNX_NAMESPACE::OpSchema *schema =
         ::ONNX_NAMESPACE::OpSchemaRegistry::Schema(key, maxInclusiveVersion, domain);
-    if (!schema || !schema->has_data_propagation_function())
+    if (!schema)
       return schema;
     auto [guarded, inserted] = schemas.try_emplace(schema, *schema);
-    if (inserted)
+    if (!inserted)
+      return &guarded->second;
+    if (schema->has_type_and_shape_inference_function())
+      guarded->second.TypeAndShapeInferenceFunction(
+          [infer = schema->GetTypeAndShapeInferenceFunction(),
+           op = schema->Name()](::ONNX_NAMESPACE::InferenceContext &ctx) {
+            checkInferenceInputs(op, ctx);
+            infer(ctx);
+          });
+    if (schema->has_data_propagation_function())
       guarded->second.PartialDataPropagationFunction(
           [propagate = schema->GetDataPropagationFunction(),
            readsTypesOnly = schema->Name() == "Shape" ||
