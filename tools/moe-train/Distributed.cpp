@@ -75,6 +75,31 @@ void moe_train::combineNorms(std::vector<float> &norms,
     norms[i] = std::sqrt(sums[i]);
 }
 
+/// Calls `copy(pieceOffset, wholeOffset, length)` for each row (last
+/// dimension) of a piece of shape `localShape` at `at` in the whole.
+template <typename Copy>
+static void forEachRow(const std::vector<int64_t> &localShape,
+                       const Placement &at, Copy copy) {
+  size_t rank = localShape.size();
+  int64_t row = rank ? localShape[rank - 1] : 1;
+  int64_t elements = 1;
+  for (int64_t d : localShape)
+    elements *= d;
+  std::vector<int64_t> index(rank, 0);
+  for (int64_t start = 0; start < elements; start += row) {
+    int64_t offset = 0;
+    for (size_t d = 0; d < rank; ++d)
+      offset = offset * at.wholeShape[d] + at.offsets[d] + index[d];
+    copy(start, offset, row);
+    // The next row: the index over every dimension but the last.
+    for (int64_t d = static_cast<int64_t>(rank) - 2; d >= 0; --d) {
+      if (++index[d] < localShape[d])
+        break;
+      index[d] = 0;
+    }
+  }
+}
+
 std::vector<float> moe_train::gatherWhole(const Manifest &m,
                                           const TensorSpec &spec,
                                           const std::vector<float> &piece) {
@@ -91,26 +116,28 @@ std::vector<float> moe_train::gatherWhole(const Manifest &m,
   for (int64_t d : whole.wholeShape)
     elements *= d;
   std::vector<float> result(elements);
-  size_t rank = spec.shape.size();
   for (int64_t r = 0; r < m.worldSize; ++r) {
-    Placement at = placementOf(m, spec, r);
     const float *from = pieces.data() + r * piece.size();
-    // Row by row of the piece (its last dimension is contiguous).
-    int64_t row = rank ? spec.shape[rank - 1] : 1;
-    int64_t rows = static_cast<int64_t>(piece.size()) / std::max<int64_t>(row, 1);
-    std::vector<int64_t> index(rank, 0);
-    for (int64_t i = 0; i < rows; ++i) {
-      int64_t offset = 0;
-      for (size_t d = 0; d < rank; ++d)
-        offset = offset * whole.wholeShape[d] + at.offsets[d] + index[d];
-      std::memcpy(result.data() + offset, from + i * row, row * sizeof(float));
-      // Next row: increment the index over every dimension but the last.
-      for (int64_t d = static_cast<int64_t>(rank) - 2; d >= 0; --d) {
-        if (++index[d] < spec.shape[d])
-          break;
-        index[d] = 0;
-      }
-    }
+    forEachRow(spec.shape, placementOf(m, spec, r),
+               [&](int64_t local, int64_t global, int64_t n) {
+                 std::memcpy(result.data() + global, from + local,
+                             n * sizeof(float));
+               });
   }
   return result;
+}
+
+std::vector<float> moe_train::cutPiece(const std::vector<float> &whole,
+                                       const std::vector<int64_t> &localShape,
+                                       const Placement &placement) {
+  int64_t elements = 1;
+  for (int64_t d : localShape)
+    elements *= d;
+  std::vector<float> piece(elements);
+  forEachRow(localShape, placement,
+             [&](int64_t local, int64_t global, int64_t n) {
+               std::memcpy(piece.data() + local, whole.data() + global,
+                           n * sizeof(float));
+             });
+  return piece;
 }

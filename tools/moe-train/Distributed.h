@@ -41,11 +41,18 @@ Placement placementOf(const moe_run::Manifest &m,
 void combineNorms(std::vector<float> &norms, const std::vector<bool> &owner,
                   const moe_run::Manifest &m);
 
-/// The whole parameter on rank 0 from every rank's `piece` (fp32) of
-/// `spec`; empty on the other ranks. Collective.
+/// The whole parameter (or one of its per-element optimizer states) on
+/// rank 0 from every rank's `piece` (fp32) of `spec`; empty on the other
+/// ranks. Collective.
 std::vector<float> gatherWhole(const moe_run::Manifest &m,
                                const moe_run::TensorSpec &spec,
                                const std::vector<float> &piece);
+
+/// This rank's piece, at `placement`, of `whole` (the parameter under any
+/// plan: a checkpoint written on other ranks).
+std::vector<float> cutPiece(const std::vector<float> &whole,
+                            const std::vector<int64_t> &localShape,
+                            const Placement &placement);
 
 } // namespace moe_train
 

@@ -389,16 +389,32 @@ Error resumeFrom(Trainer &t, const std::string &dir) {
     return failure(formatv("checkpoint {0} holds {1} parameters, the bundle "
                            "{2}",
                            dir, ckpt.names.size(), t.params.size()));
-  for (size_t i = 0; i < t.params.size(); ++i) {
-    Param &p = t.params[i];
-    if (ckpt.names[i] != p.name || ckpt.shapes[i] != p.shape)
-      return failure(formatv("checkpoint {0} holds '{1}' {2} where the "
-                             "bundle has '{3}' {4}",
-                             dir, ckpt.names[i],
-                             moert::shapeString(ckpt.shapes[i]), p.name,
-                             moert::shapeString(p.shape)));
-    p.master = std::move(ckpt.params[i]);
-    p.state = std::move(ckpt.states[i]);
+  // Whole parameters, found by name: a checkpoint written under any plan
+  // resumes under any other, each rank taking its piece.
+  std::map<std::string, size_t> byName;
+  for (auto [i, name] : enumerate(ckpt.names))
+    byName[name] = i;
+  for (Param &p : t.params) {
+    auto it = byName.find(p.name);
+    if (it == byName.end())
+      return failure(formatv("checkpoint {0} holds no parameter '{1}'", dir,
+                             p.name));
+    size_t i = it->second;
+    if (ckpt.shapes[i] != p.placement.wholeShape)
+      return failure(formatv("checkpoint {0} holds '{1}' as {2}, the bundle "
+                             "as {3}",
+                             dir, p.name, moert::shapeString(ckpt.shapes[i]),
+                             moert::shapeString(p.placement.wholeShape)));
+    auto piece = [&](const std::vector<float> &whole) {
+      return whole.empty() ? whole
+                           : moe_train::cutPiece(whole, p.shape, p.placement);
+    };
+    p.master = piece(ckpt.params[i]);
+    train::ParamState &state = ckpt.states[i];
+    state.expAvg = piece(state.expAvg);
+    state.expAvgSq = piece(state.expAvgSq);
+    state.momentumBuffer = piece(state.momentumBuffer);
+    p.state = std::move(state);
   }
   if (ckpt.config.kind != t.config.kind)
     return failure(formatv("checkpoint {0} was written by {1}, the bundle "
@@ -441,15 +457,33 @@ void fillBatch(Trainer &t, int64_t step) {
   }
 }
 
+/// Writes a checkpoint of whole parameters and optimizer states, gathered
+/// from every rank's pieces onto rank 0, which writes it: it resumes under
+/// any plan (resumeFrom). Collective.
 Error save(Trainer &t, int64_t stepsDone) {
-  std::vector<train::CheckpointParam> saved;
-  for (Param &p : t.params)
-    saved.push_back({p.name, p.shape, p.master.data(), &p.state});
-  if (std::string error = train::saveCheckpoint(
-          options().checkpointDir, stepsDone, stepsDone * options().batchSize,
-          t.config, t.schedule, saved);
-      !error.empty())
-    return failure(error);
+  std::vector<std::vector<float>> wholes;
+  std::vector<train::ParamState> states;
+  for (Param &p : t.params) {
+    auto whole = [&](const std::vector<float> &piece) {
+      return piece.empty() ? piece
+                           : moe_train::gatherWhole(t.manifest, *p.spec, piece);
+    };
+    wholes.push_back(whole(p.master));
+    train::ParamState &state = states.emplace_back(p.state);
+    state.expAvg = whole(p.state.expAvg);
+    state.expAvgSq = whole(p.state.expAvgSq);
+    state.momentumBuffer = whole(p.state.momentumBuffer);
+  }
+  std::string error;
+  if (moert::worldRank() == 0) {
+    std::vector<train::CheckpointParam> saved;
+    for (auto [p, whole, state] : zip_equal(t.params, wholes, states))
+      saved.push_back({p.name, p.placement.wholeShape, whole.data(), &state});
+    error = train::saveCheckpoint(options().checkpointDir, stepsDone,
+                                  stepsDone * options().batchSize, t.config,
+                                  t.schedule, saved);
+  }
+  moert::failIfAnyRank(error);
   return Error::success();
 }
 
@@ -604,10 +638,6 @@ Error setUp(Trainer &t) {
                            ranks == 1
                                ? std::string("without mpirun")
                                : formatv("with mpirun -np {0}", ranks).str()));
-  if (ranks != 1 && (!options().checkpointDir.empty() ||
-                     !options().resume.empty() || options().stopAfter > 0))
-    return failure("checkpoints of a step on several ranks (--checkpoint-dir, "
-                   "--stop-after, --resume) are not supported yet");
   if (Error error = configure(t))
     return error;
   if (Error error = readDatasets(t))

@@ -9,7 +9,9 @@ also stops the AdamW run at step 10 and resumes it from the checkpoint: the
 log and the final weights must equal the uninterrupted run's byte for byte.
 With --plan (repeatable), each model is also compiled for that plan and
 trained under mpirun on its ranks, and checked against the same one-rank
-PyTorch reference.
+PyTorch reference. With --reshard FROM:TO (plans; empty is one rank), the
+AdamW run stops at step 10 under FROM with a checkpoint and resumes under
+TO; the whole curve and the final weights are checked the same way.
 """
 import argparse
 import filecmp
@@ -70,8 +72,16 @@ def main():
     parser.add_argument("--bin", required=True)
     parser.add_argument("--work", required=True)
     parser.add_argument("--plan", action="append", default=[])
+    parser.add_argument("--reshard", action="append", default=[])
     parser.add_argument("models", nargs="+")
     args = parser.parse_args()
+    if args.reshard:
+        for pair in args.reshard:
+            source, target = pair.split(":")
+            print(f"== resume from {source or 'one rank'} on {target or 'one rank'}")
+            for model in args.models:
+                reshard(args, model, source, target)
+        return
     for plan in args.plan or [""]:
         if plan:
             print(f"== plan {plan}")
@@ -79,17 +89,38 @@ def main():
             train_model(args, model, plan)
 
 
-def train_model(args, model, plan):
+def trainer(args, model, plan, optimizer):
+    """The compiled step for `plan` and the command that trains it."""
     tool = lambda name: os.path.join(args.bin, name)
     flags_of_plan, ranks = plan_args(plan)
     launch = ["mpirun", "-np", str(ranks)] if ranks > 1 else []
-    for optimizer, flags in OPTIMIZERS.items():
-        base = os.path.join(args.work, f"{model}.{optimizer}{plan}")
+    base = os.path.join(args.work, f"{model}.{optimizer}{plan}")
+    if not os.path.exists(base):
         run([tool("moe-compile"), os.path.join(INPUTS, model + ".onnx"),
              *compile_args(model, optimizer), *flags_of_plan, "-o", base])
-        # One thread per rank: ranks share this machine's cores.
-        train = [*launch, tool("moe-train"), base, *data_args(model),
-                 "--steps", "20", *flags] + (["--threads", "1"] if launch else [])
+    # One thread per rank: ranks share this machine's cores.
+    return base, [*launch, tool("moe-train"), base, *data_args(model),
+                  "--steps", "20", *OPTIMIZERS[optimizer]] + \
+        (["--threads", "1"] if launch else [])
+
+
+def reshard(args, model, source, target):
+    _, first = trainer(args, model, source, "adamw")
+    _, second = trainer(args, model, target, "adamw")
+    out = os.path.join(args.work, f"{model}.resume.{source}.{target}")
+    run(first + ["--log", out + ".csv", "--checkpoint-dir", out + ".ckpt",
+                 "--stop-after", "10"])
+    run(second + ["--log", out + ".csv", "--resume", out + ".ckpt",
+                  "--output-dir", out + ".weights"])
+    sys.stdout.flush()
+    subprocess.run([sys.executable, os.path.join(HERE, "check_training.py"),
+                    model, "adamw", out + ".csv", out + ".weights"], check=False)
+    sys.stdout.flush()
+
+
+def train_model(args, model, plan):
+    for optimizer in OPTIMIZERS:
+        base, train = trainer(args, model, plan, optimizer)
         run(train + ["--log", base + ".csv", "--output-dir", base + ".weights"])
         sys.stdout.flush()
         subprocess.run([sys.executable, os.path.join(HERE, "check_training.py"),
