@@ -1,7 +1,7 @@
 """Time one training step of a whole transformers Mixtral CausalLM: moe-train against PyTorch eager on the CPU.
 
     V=${XDG_CACHE_HOME:-$HOME/.cache}/moe-mlir/corpus-venv
-    "$V/bin/python" bench/train_bench.py [--threads 2] [--steps 12] [--warmup 2]
+    "$V/bin/python" bench/train_bench.py [--threads 2] [--steps 12] [--warmup 2] [--ranks 2]
 
 The model comes from transformers' own classes (`MixtralConfig`,
 `AutoModelForCausalLM.from_config` under a fixed seed, the library's own
@@ -22,7 +22,9 @@ eager (its default experts implementation), with AdamW of the same
 hyper-parameters and the same gradient clipping, on the same number of
 threads. Before anything is timed, the loss of step 1 must agree (rtol
 1e-4). The figures are tokens per second of the median step: forward,
-backward, gradient clipping and the optimizer step.
+backward, gradient clipping and the optimizer step. With --ranks N, the
+same step on N ranks of one thread each follows (train_ranks.py): moe-train
+compiled for --ep N and --dp N under mpirun, against PyTorch DDP with gloo.
 """
 
 import argparse
@@ -171,6 +173,8 @@ def main():
     parser.add_argument("--clip", type=float, default=1.0, help="clip_grad_norm_ max norm (default 1.0)")
     parser.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"),
                         help="where moe-compile and moe-train are (default build/bin)")
+    parser.add_argument("--ranks", type=int, default=0,
+                        help="also time N ranks of one thread each: moe-train --ep N and --dp N, PyTorch DDP")
     parser.add_argument("--reuse", action="store_true",
                         help="reuse the export and the bundle of an earlier run in --work (same sizes)")
     args = parser.parse_args()
@@ -263,6 +267,11 @@ def main():
         ", ".join("%s %.2f" % kv for kv in busy.items()),
         "  (other work was running: the timings are noisy)" if max(busy.values()) > 0.2 else ""))
     print("commands:\n  %s\n  %s" % (" ".join(compile_cmd), " ".join(train_cmd)))
+    if args.ranks > 1:
+        import train_ranks
+        del trainer
+        train_ranks.report(args, build_model, ids, mask, labels, data_paths, compile_cmd, parse_summary,
+                           ours_ms, torch_ms)
 
 
 if __name__ == "__main__":
