@@ -58,12 +58,17 @@ def data_args(model):
 
 
 def plan_args(plan):
-    """--ep 2 --dp 2 and the number of ranks for "ep=2,dp=2"."""
+    """--ep 2 --dp 2 and the number of ranks for "ep=2,dp=2" (also
+    dp_shard=N, which divides dp, dispatcher=all-gather and token_shuffle=1)."""
     flags, ranks = [], 1
     for item in filter(None, plan.split(",")):
-        axis, degree = item.split("=")
-        flags += ["--" + axis.replace("_", "-"), degree]
-        ranks *= int(degree)
+        key, value = item.split("=")
+        if key == "token_shuffle":
+            flags.append("--token-shuffle")
+            continue
+        flags += ["--" + key.replace("_", "-"), value]
+        if key in ("dp", "ep", "tp", "pp"):
+            ranks *= int(value)
     return flags, ranks
 
 
