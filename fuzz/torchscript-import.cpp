@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <type_traits>
 
 using namespace mlir;
 
@@ -116,10 +117,13 @@ private:
     }
   }
 
-  static bool readAll(int fd, void *data, size_t size) {
-    auto *bytes = static_cast<char *>(data);
+  /// All `size` bytes at `data` through `io` (read or write) on `fd`.
+  template <typename IO, typename Bytes>
+  static bool transfer(IO io, int fd, Bytes *data, size_t size) {
+    auto *bytes = reinterpret_cast<std::conditional_t<
+        std::is_const_v<Bytes>, const char, char> *>(data);
     while (size > 0) {
-      ssize_t n = read(fd, bytes, size);
+      ssize_t n = io(fd, bytes, size);
       if (n < 0 && errno == EINTR)
         continue;
       if (n <= 0)
@@ -129,19 +133,11 @@ private:
     }
     return true;
   }
-
+  static bool readAll(int fd, void *data, size_t size) {
+    return transfer(::read, fd, data, size);
+  }
   bool writeAll(const void *data, size_t size) {
-    const auto *bytes = static_cast<const char *>(data);
-    while (size > 0) {
-      ssize_t n = write(toChild, bytes, size);
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n <= 0)
-        return false;
-      bytes += n;
-      size -= static_cast<size_t>(n);
-    }
-    return true;
+    return transfer(::write, toChild, data, size);
   }
 
   void reap() {

@@ -163,6 +163,17 @@ moe_run::loadWeights(const Manifest &m, void *library, StringRef bundleDir,
   return symbols;
 }
 
+Error moe_run::checkWorldSize(const Manifest &m, StringRef what) {
+  int64_t ranks = m.worldSize;
+  if (ranks == moert::worldSize())
+    return Error::success();
+  return createStringError(formatv(
+      "{0} compiled for {1} rank{2} but started on {3}; run it {4}", what,
+      ranks, ranks == 1 ? "" : "s", moert::worldSize(),
+      ranks == 1 ? std::string("without mpirun")
+                 : formatv("with mpirun -np {0}", ranks).str()));
+}
+
 Expected<LoadedLibrary> moe_run::loadLibrary(const Manifest &m,
                                              StringRef bundleDir) {
   // The device first: model.so's constructors load its GPU modules.

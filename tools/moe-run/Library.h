@@ -45,6 +45,10 @@ struct LoadedLibrary {
 llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>>
 readChecked(const std::string &path, int64_t bytes, llvm::StringRef digest);
 
+/// Where the world the bundle was compiled for (`m`) is not the one this
+/// process runs in: the error, saying how to start it.
+llvm::Error checkWorldSize(const Manifest &m, llvm::StringRef what);
+
 /// Loads the model.so of the bundle in `bundleDir` (initializing the device
 /// first for a CUDA bundle) and finds its entry.
 llvm::Expected<LoadedLibrary> loadLibrary(const Manifest &m,

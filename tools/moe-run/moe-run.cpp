@@ -233,14 +233,8 @@ static Error setUp(Session &s) {
   s.manifest = std::move(*manifest);
   s.manifestDigest =
       mlir::moe::contentDigest(arrayRefFromStringRef((*text)->getBuffer()));
-  int64_t ranks = s.manifest.worldSize;
-  if (ranks != moert::worldSize())
-    return failure(formatv("model compiled for {0} rank{1} but started on "
-                           "{2}; run it {3}",
-                           ranks, ranks == 1 ? "" : "s", moert::worldSize(),
-                           ranks == 1
-                               ? std::string("without mpirun")
-                               : formatv("with mpirun -np {0}", ranks).str()));
+  if (Error error = checkWorldSize(s.manifest, "model"))
+    return error;
   if (Error error = readInputs(s))
     return error;
   if (Error error = prepareOutputs(s))

@@ -12,13 +12,32 @@
 using namespace moe_run;
 using namespace moe_train;
 
-/// The runtime's code for the group of every grid axis: the world, with
-/// positions in rank order.
-static int64_t worldAxes(const Manifest &m) {
+/// The runtime's code for the group of grid axes `axes` (positions
+/// row-major over them, in this order), as moe-compile encodes it.
+static int64_t axesCode(const std::vector<int64_t> &axes) {
   int64_t code = 0;
-  for (size_t axis = 0; axis < m.gridShape.size(); ++axis)
-    code |= static_cast<int64_t>(axis + 1) << (4 * axis);
+  for (size_t i = 0; i < axes.size(); ++i)
+    code |= (axes[i] + 1) << (4 * i);
   return code;
+}
+
+/// Rank `rank`'s coordinates on the grid, row-major.
+static std::vector<int64_t> coordinates(const Manifest &m, int64_t rank) {
+  std::vector<int64_t> coords(m.gridShape.size());
+  for (int64_t axis = static_cast<int64_t>(m.gridShape.size()) - 1; axis >= 0;
+       --axis) {
+    coords[axis] = rank % m.gridShape[axis];
+    rank /= m.gridShape[axis];
+  }
+  return coords;
+}
+
+/// The group of every grid axis: the world, with positions in rank order.
+static int64_t worldAxes(const Manifest &m) {
+  std::vector<int64_t> all(m.gridShape.size());
+  for (size_t axis = 0; axis < all.size(); ++axis)
+    all[axis] = static_cast<int64_t>(axis);
+  return axesCode(all);
 }
 
 Placement moe_train::placementOf(const Manifest &m, const TensorSpec &spec,
@@ -26,13 +45,7 @@ Placement moe_train::placementOf(const Manifest &m, const TensorSpec &spec,
   Placement p;
   p.wholeShape = spec.shape;
   p.offsets.assign(spec.shape.size(), 0);
-  // Rank r's coordinates on the grid, row-major.
-  std::vector<int64_t> coords(m.gridShape.size());
-  for (int64_t axis = static_cast<int64_t>(m.gridShape.size()) - 1, rest = rank;
-       axis >= 0; --axis) {
-    coords[axis] = rest % m.gridShape[axis];
-    rest /= m.gridShape[axis];
-  }
+  std::vector<int64_t> coords = coordinates(m, rank);
   // As moe-compile cut the pieces (lib/Compile/Bundle.cpp): each step splits
   // the current block along `dim` into as many parts as its group has
   // ranks, and the rank keeps the part at its position in the group.
@@ -140,4 +153,43 @@ std::vector<float> moe_train::cutPiece(const std::vector<float> &whole,
                            n * sizeof(float));
              });
   return piece;
+}
+
+Replicas moe_train::replicasOf(const Manifest &m, const TensorSpec &spec,
+                               int64_t rank) {
+  // Ranks that differ only along axes no slice step uses hold the same
+  // piece.
+  std::vector<bool> cut(m.gridShape.size());
+  for (const TensorSpec::Slice &slice : spec.slices)
+    for (int64_t axis : slice.axes)
+      cut[axis] = true;
+  std::vector<int64_t> coords = coordinates(m, rank), axes;
+  Replicas r;
+  for (size_t axis = 0; axis < cut.size(); ++axis)
+    if (!cut[axis] && m.gridShape[axis] > 1) {
+      axes.push_back(static_cast<int64_t>(axis));
+      r.count *= m.gridShape[axis];
+      r.position = r.position * m.gridShape[axis] + coords[axis];
+    }
+  r.axes = axesCode(axes);
+  return r;
+}
+
+std::pair<size_t, size_t> Replicas::chunk(size_t n) const {
+  size_t size = (n + count - 1) / count;
+  size_t begin = std::min(n, size * position);
+  return {begin, std::min(n, begin + size)};
+}
+
+void moe_train::gatherChunks(float *piece, size_t n, const Replicas &replicas) {
+  if (replicas.count == 1)
+    return;
+  // Equal blocks for the all-gather: the last chunk padded.
+  size_t size = (n + replicas.count - 1) / replicas.count;
+  auto [begin, end] = replicas.chunk(n);
+  std::vector<float> mine(size, 0.0f), all(size * replicas.count);
+  std::copy(piece + begin, piece + end, mine.begin());
+  moert_all_gather(mine.data(), all.data(),
+                   static_cast<int64_t>(size * sizeof(float)), replicas.axes);
+  std::copy(all.begin(), all.begin() + n, piece);
 }

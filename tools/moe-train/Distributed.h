@@ -54,6 +54,26 @@ std::vector<float> cutPiece(const std::vector<float> &whole,
                             const std::vector<int64_t> &localShape,
                             const Placement &placement);
 
+/// The ranks that hold the same piece of a parameter (every rank, for one
+/// that is not cut): under ZeRO-1 each updates a chunk of the piece and
+/// keeps the optimizer state of that chunk only.
+struct Replicas {
+  /// The runtime's code of the grid axes that the replicas span.
+  int64_t axes = 0;
+  int64_t count = 1;
+  /// This rank's position among them.
+  int64_t position = 0;
+
+  /// The elements [begin, end) of a piece of `n` that this rank updates.
+  std::pair<size_t, size_t> chunk(size_t n) const;
+};
+Replicas replicasOf(const moe_run::Manifest &m, const moe_run::TensorSpec &spec,
+                    int64_t rank);
+
+/// Every replica's chunk of `piece` (n elements), each rank having updated
+/// its own: the whole piece on every replica. Collective over the replicas.
+void gatherChunks(float *piece, size_t n, const Replicas &replicas);
+
 } // namespace moe_train
 
 #endif // MOE_TRAIN_DISTRIBUTED_H

@@ -6,6 +6,7 @@
 //            --schedule constant|cosine|linear] [--log FILE.csv]
 //           [--checkpoint-dir DIR --checkpoint-every K] [--stop-after K]
 //           [--resume DIR] [--output-dir DIR] [--stats] [--timeout S]
+//           [--zero-stage 1]
 //
 // BUNDLE comes from moe-compile --train. Each input file holds the whole
 // data set, samples along its first dimension; step s (from 0) reads the
@@ -119,6 +120,13 @@ struct Options {
       cl::cat(category)};
   cl::opt<int> threads{"threads", cl::desc("Threads (default: all cores)"),
                        cl::init(0), cl::cat(category)};
+  cl::opt<int> zeroStage{
+      "zero-stage",
+      cl::desc("1: ZeRO-1, the optimizer state of each parameter cut over "
+               "the ranks that hold it alike (its data-parallel replicas), "
+               "each updating its chunk; 0: every rank keeps all of it "
+               "(default). The result is the same, bit for bit"),
+      cl::init(0), cl::cat(category)};
   cl::opt<double> timeout{
       "timeout",
       cl::desc("Seconds that one wait for other ranks may last before every "
@@ -152,6 +160,13 @@ struct Param {
   /// The weight that describes the parameter's piece on this rank.
   const TensorSpec *spec = nullptr;
   moe_train::Placement placement;
+  moe_train::Replicas replicas;
+
+  /// The elements whose optimizer state this rank keeps and updates.
+  std::pair<size_t, size_t> updated() const {
+    return options().zeroStage ? replicas.chunk(master.size())
+                               : std::pair<size_t, size_t>{0, master.size()};
+  }
 };
 
 struct Trainer {
@@ -284,6 +299,7 @@ Error findParams(Trainer &t, const std::vector<char *> &symbols) {
       p.type = spec.type;
       p.spec = &spec;
       p.placement = moe_train::placementOf(m, spec, moert::worldRank());
+      p.replicas = moe_train::replicasOf(m, spec, moert::worldRank());
       // fp32 master weights, whatever the model computes in.
       p.master.resize(moert::numElements(spec.shape));
       moert::widenToFloat(*spec.type, symbol, p.master.data(),
@@ -372,6 +388,8 @@ Error configure(Trainer &t) {
   if (o.stopAfter < 0 || (o.stopAfter > 0 && o.checkpointDir.empty()))
     return failure("--stop-after needs a positive step count and "
                    "--checkpoint-dir DIR to resume from");
+  if (o.zeroStage != 0 && o.zeroStage != 1)
+    return failure("--zero-stage must be 0 or 1");
   if (!(o.clipGradNorm >= 0) || std::isnan(o.clipGradNorm))
     return failure("--clip-grad-norm must be a number >= 0");
   if (o.checkpointEvery < 0 ||
@@ -405,11 +423,15 @@ Error resumeFrom(Trainer &t, const std::string &dir) {
                              "as {3}",
                              dir, p.name, moert::shapeString(ckpt.shapes[i]),
                              moert::shapeString(p.placement.wholeShape)));
+    p.master = moe_train::cutPiece(ckpt.params[i], p.shape, p.placement);
+    std::pair<size_t, size_t> kept = p.updated();
     auto piece = [&](const std::vector<float> &whole) {
-      return whole.empty() ? whole
-                           : moe_train::cutPiece(whole, p.shape, p.placement);
+      if (whole.empty())
+        return whole;
+      std::vector<float> cut = moe_train::cutPiece(whole, p.shape, p.placement);
+      return std::vector<float>(cut.begin() + kept.first,
+                                cut.begin() + kept.second);
     };
-    p.master = piece(ckpt.params[i]);
     train::ParamState &state = ckpt.states[i];
     state.expAvg = piece(state.expAvg);
     state.expAvgSq = piece(state.expAvgSq);
@@ -463,16 +485,27 @@ void fillBatch(Trainer &t, int64_t step) {
 Error save(Trainer &t, int64_t stepsDone) {
   std::vector<std::vector<float>> wholes;
   std::vector<train::ParamState> states;
+  bool adamw = t.config.kind == train::OptimizerKind::AdamW;
   for (Param &p : t.params) {
-    auto whole = [&](const std::vector<float> &piece) {
-      return piece.empty() ? piece
-                           : moe_train::gatherWhole(t.manifest, *p.spec, piece);
+    size_t begin = p.updated().first;
+    // Every rank decides alike (a ZeRO-1 chunk may be empty): collective.
+    auto whole = [&](const std::vector<float> &kept, bool exists) {
+      if (!exists)
+        return std::vector<float>();
+      // Under ZeRO-1 the replicas' chunks first make the piece.
+      std::vector<float> piece(p.master.size());
+      std::copy(kept.begin(), kept.end(), piece.begin() + begin);
+      if (options().zeroStage)
+        moe_train::gatherChunks(piece.data(), piece.size(), p.replicas);
+      return moe_train::gatherWhole(t.manifest, *p.spec, piece);
     };
-    wholes.push_back(whole(p.master));
+    wholes.push_back(moe_train::gatherWhole(t.manifest, *p.spec, p.master));
     train::ParamState &state = states.emplace_back(p.state);
-    state.expAvg = whole(p.state.expAvg);
-    state.expAvgSq = whole(p.state.expAvgSq);
-    state.momentumBuffer = whole(p.state.momentumBuffer);
+    bool moments = adamw && p.state.hasBuffer;
+    state.expAvg = whole(p.state.expAvg, moments);
+    state.expAvgSq = whole(p.state.expAvgSq, moments);
+    state.momentumBuffer =
+        whole(p.state.momentumBuffer, !adamw && p.state.hasBuffer);
   }
   std::string error;
   if (moert::worldRank() == 0) {
@@ -554,10 +587,15 @@ Error run(Trainer &t) {
         });
     double lr = t.schedule.lrAt(t.config.lr, step);
     size_t next = 0;
-    for (Param &p : t.params)
-      if (p.gradOutput >= 0)
-        train::optimizerStep(t.config, lr, p.master.data(),
-                             grads[next++].first, p.master.size(), p.state);
+    for (Param &p : t.params) {
+      if (p.gradOutput < 0)
+        continue;
+      auto [begin, end] = p.updated();
+      train::optimizerStep(t.config, lr, p.master.data() + begin,
+                           grads[next++].first + begin, end - begin, p.state);
+      if (o.zeroStage)
+        moe_train::gatherChunks(p.master.data(), p.master.size(), p.replicas);
+    }
     publish(t);
     auto now = std::chrono::steady_clock::now();
     double seconds = std::chrono::duration<double>(now - begin).count();
@@ -630,14 +668,8 @@ Error setUp(Trainer &t) {
     return failure(options().bundleDir +
                    " holds a forward program; compile the model with "
                    "moe-compile --train for moe-train");
-  int64_t ranks = t.manifest.worldSize;
-  if (ranks != moert::worldSize())
-    return failure(formatv("the step was compiled for {0} rank{1} but started "
-                           "on {2}; run it {3}",
-                           ranks, ranks == 1 ? "" : "s", moert::worldSize(),
-                           ranks == 1
-                               ? std::string("without mpirun")
-                               : formatv("with mpirun -np {0}", ranks).str()));
+  if (Error error = checkWorldSize(t.manifest, "the step was"))
+    return error;
   if (Error error = configure(t))
     return error;
   if (Error error = readDatasets(t))
@@ -669,10 +701,11 @@ std::vector<std::pair<std::string, std::string>> agreement(const Trainer &t) {
   std::string flags = formatv(
       "steps={0} batch={1} lr={2} momentum={3} dampening={4} nesterov={5} "
       "betas={6} eps={7} wd={8}/{9} clip={10} warmup={11} schedule={12} "
-      "stats={13} threads={14}",
+      "stats={13} threads={14} zero={15}",
       o.steps, o.batchSize, o.lr, o.momentum, o.dampening, o.nesterov,
       o.betas, o.eps, o.weightDecay, o.weightDecay.getNumOccurrences(),
-      o.clipGradNorm, o.warmupSteps, o.schedule, o.stats, o.threads);
+      o.clipGradNorm, o.warmupSteps, o.schedule, o.stats, o.threads,
+      o.zeroStage);
   items.emplace_back("the training options",
                      mlir::moe::contentDigest(arrayRefFromStringRef(flags)));
   for (auto [spec, data] : zip_equal(t.manifest.inputs, t.datasets))

@@ -27,7 +27,7 @@ def main():
     parser.add_argument("--plan", required=True)
     args = parser.parse_args()
     tool = lambda name: os.path.join(args.bin, name)
-    flags, ranks = plan_args(args.plan)
+    flags, ranks, _ = plan_args(args.plan)
     step = os.path.join(args.work, "fault.step")
     subprocess.run([tool("moe-compile"), os.path.join(INPUTS, "mixtral.onnx"),
                     "--train", "--optimizer=adamw", "--loss=causal-lm", *flags,

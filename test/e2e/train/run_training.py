@@ -59,17 +59,21 @@ def data_args(model):
 
 def plan_args(plan):
     """--ep 2 --dp 2 and the number of ranks for "ep=2,dp=2" (also
-    dp_shard=N, which divides dp, dispatcher=all-gather and token_shuffle=1)."""
-    flags, ranks = [], 1
+    dp_shard=N, which divides dp, dispatcher=all-gather, token_shuffle=1),
+    and moe-train's flags (zero=1: --zero-stage 1)."""
+    flags, ranks, train_flags = [], 1, []
     for item in filter(None, plan.split(",")):
         key, value = item.split("=")
         if key == "token_shuffle":
             flags.append("--token-shuffle")
             continue
+        if key == "zero":
+            train_flags += ["--zero-stage", value]
+            continue
         flags += ["--" + key.replace("_", "-"), value]
         if key in ("dp", "ep", "tp", "pp"):
             ranks *= int(value)
-    return flags, ranks
+    return flags, ranks, train_flags
 
 
 def main():
@@ -97,15 +101,17 @@ def main():
 def trainer(args, model, plan, optimizer):
     """The compiled step for `plan` and the command that trains it."""
     tool = lambda name: os.path.join(args.bin, name)
-    flags_of_plan, ranks = plan_args(plan)
+    flags_of_plan, ranks, train_flags = plan_args(plan)
     launch = ["mpirun", "-np", str(ranks)] if ranks > 1 else []
-    base = os.path.join(args.work, f"{model}.{optimizer}{plan}")
-    if not os.path.exists(base):
+    # The step depends on the compile flags only; the logs on the whole plan.
+    bundle = os.path.join(args.work, f"{model}.{optimizer}.step{''.join(flags_of_plan)}")
+    if not os.path.exists(bundle):
         run([tool("moe-compile"), os.path.join(INPUTS, model + ".onnx"),
-             *compile_args(model, optimizer), *flags_of_plan, "-o", base])
+             *compile_args(model, optimizer), *flags_of_plan, "-o", bundle])
+    base = os.path.join(args.work, f"{model}.{optimizer}{plan}")
     # One thread per rank: ranks share this machine's cores.
-    return base, [*launch, tool("moe-train"), base, *data_args(model),
-                  "--steps", "20", *OPTIMIZERS[optimizer]] + \
+    return base, [*launch, tool("moe-train"), bundle, *data_args(model),
+                  "--steps", "20", *OPTIMIZERS[optimizer], *train_flags] + \
         (["--threads", "1"] if launch else [])
 
 
