@@ -129,15 +129,20 @@ std::vector<float> moe_train::gatherWhole(const Manifest &m,
   for (int64_t d : whole.wholeShape)
     elements *= d;
   std::vector<float> result(elements);
-  for (int64_t r = 0; r < m.worldSize; ++r) {
-    const float *from = pieces.data() + r * piece.size();
-    forEachRow(spec.shape, placementOf(m, spec, r),
-               [&](int64_t local, int64_t global, int64_t n) {
-                 std::memcpy(result.data() + global, from + local,
-                             n * sizeof(float));
-               });
-  }
+  for (int64_t r = 0; r < m.worldSize; ++r)
+    placePiece(result, pieces.data() + r * piece.size(), spec.shape,
+               placementOf(m, spec, r));
   return result;
+}
+
+void moe_train::placePiece(std::vector<float> &whole, const float *piece,
+                           const std::vector<int64_t> &localShape,
+                           const Placement &placement) {
+  forEachRow(localShape, placement,
+             [&](int64_t local, int64_t global, int64_t n) {
+               std::memcpy(whole.data() + global, piece + local,
+                           n * sizeof(float));
+             });
 }
 
 std::vector<float> moe_train::cutPiece(const std::vector<float> &whole,

@@ -48,6 +48,12 @@ std::vector<float> gatherWhole(const moe_run::Manifest &m,
                                const moe_run::TensorSpec &spec,
                                const std::vector<float> &piece);
 
+/// Copies `piece` (of `localShape`) to where `placement` puts it in
+/// `whole`.
+void placePiece(std::vector<float> &whole, const float *piece,
+                const std::vector<int64_t> &localShape,
+                const Placement &placement);
+
 /// This rank's piece, at `placement`, of `whole` (the parameter under any
 /// plan: a checkpoint written on other ranks).
 std::vector<float> cutPiece(const std::vector<float> &whole,

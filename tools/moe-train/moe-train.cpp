@@ -23,6 +23,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Distributed.h"
+#include "ShardedCheckpoint.h"
 #include "Library.h"
 #include "Manifest.h"
 
@@ -401,7 +402,10 @@ Error configure(Trainer &t) {
 
 Error resumeFrom(Trainer &t, const std::string &dir) {
   train::LoadedCheckpoint ckpt;
-  if (std::string error = train::loadCheckpoint(dir, ckpt); !error.empty())
+  if (std::string error = moe_train::isSharded(dir)
+                              ? moe_train::loadSharded(dir, ckpt)
+                              : train::loadCheckpoint(dir, ckpt);
+      !error.empty())
     return failure(error);
   if (ckpt.names.size() != t.params.size())
     return failure(formatv("checkpoint {0} holds {1} parameters, the bundle "
@@ -479,44 +483,51 @@ void fillBatch(Trainer &t, int64_t step) {
   }
 }
 
-/// Writes a checkpoint of whole parameters and optimizer states, gathered
-/// from every rank's pieces onto rank 0, which writes it: it resumes under
-/// any plan (resumeFrom). Collective.
+/// Writes a checkpoint from which a run resumes under any plan
+/// (resumeFrom): on one rank, the ordinary one; on several, each rank
+/// writes the pieces it is the first holder of (ShardedCheckpoint.h).
+/// Collective.
 Error save(Trainer &t, int64_t stepsDone) {
-  std::vector<std::vector<float>> wholes;
-  std::vector<train::ParamState> states;
+  const Options &o = options();
+  if (t.manifest.worldSize == 1) {
+    std::vector<train::CheckpointParam> saved;
+    for (Param &p : t.params)
+      saved.push_back({p.name, p.shape, p.master.data(), &p.state});
+    if (std::string error = train::saveCheckpoint(
+            o.checkpointDir, stepsDone, stepsDone * o.batchSize, t.config,
+            t.schedule, saved);
+        !error.empty())
+      return failure(error);
+    return Error::success();
+  }
+  // Each piece's optimizer state whole over the piece: under ZeRO-1 the
+  // replicas' chunks first. Every rank decides alike (a chunk may be
+  // empty): collective.
   bool adamw = t.config.kind == train::OptimizerKind::AdamW;
+  std::vector<train::ParamState> states;
+  states.reserve(t.params.size());
   for (Param &p : t.params) {
     size_t begin = p.updated().first;
-    // Every rank decides alike (a ZeRO-1 chunk may be empty): collective.
-    auto whole = [&](const std::vector<float> &kept, bool exists) {
-      if (!exists)
-        return std::vector<float>();
-      // Under ZeRO-1 the replicas' chunks first make the piece.
-      std::vector<float> piece(p.master.size());
-      std::copy(kept.begin(), kept.end(), piece.begin() + begin);
-      if (options().zeroStage)
-        moe_train::gatherChunks(piece.data(), piece.size(), p.replicas);
-      return moe_train::gatherWhole(t.manifest, *p.spec, piece);
+    auto piece = [&](const std::vector<float> &kept, bool exists) {
+      if (!exists || !o.zeroStage)
+        return kept;
+      std::vector<float> whole(p.master.size());
+      std::copy(kept.begin(), kept.end(), whole.begin() + begin);
+      moe_train::gatherChunks(whole.data(), whole.size(), p.replicas);
+      return whole;
     };
-    wholes.push_back(moe_train::gatherWhole(t.manifest, *p.spec, p.master));
     train::ParamState &state = states.emplace_back(p.state);
     bool moments = adamw && p.state.hasBuffer;
-    state.expAvg = whole(p.state.expAvg, moments);
-    state.expAvgSq = whole(p.state.expAvgSq, moments);
+    state.expAvg = piece(p.state.expAvg, moments);
+    state.expAvgSq = piece(p.state.expAvgSq, moments);
     state.momentumBuffer =
-        whole(p.state.momentumBuffer, !adamw && p.state.hasBuffer);
+        piece(p.state.momentumBuffer, !adamw && p.state.hasBuffer);
   }
-  std::string error;
-  if (moert::worldRank() == 0) {
-    std::vector<train::CheckpointParam> saved;
-    for (auto [p, whole, state] : zip_equal(t.params, wholes, states))
-      saved.push_back({p.name, p.placement.wholeShape, whole.data(), &state});
-    error = train::saveCheckpoint(options().checkpointDir, stepsDone,
-                                  stepsDone * options().batchSize, t.config,
-                                  t.schedule, saved);
-  }
-  moert::failIfAnyRank(error);
+  std::vector<moe_train::HeldParam> held;
+  for (auto [p, state] : zip_equal(t.params, states))
+    held.push_back({p.name, p.spec, &p.master, &state});
+  moe_train::saveSharded(o.checkpointDir, t.manifest, held, stepsDone,
+                         stepsDone * o.batchSize, t.config, t.schedule);
   return Error::success();
 }
 
