@@ -19,6 +19,7 @@
 #include "mlir/Dialect/Bufferization/Transforms/Passes.h"
 #include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
 #include "mlir/Dialect/ControlFlow/Transforms/BufferDeallocationOpInterfaceImpl.h"
+#include "mlir/Dialect/Func/Extensions/InlinerExtension.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -73,6 +74,9 @@ void mlir::moe::registerAllExtensions(DialectRegistry &registry) {
   arith::registerBufferDeallocationOpInterfaceExternalModels(registry);
   cf::registerBufferDeallocationOpInterfaceExternalModels(registry);
   scf::registerBufferDeallocationOpInterfaceExternalModels(registry);
+  // The deallocation helper is inlined where the runtime calls bare
+  // pointers (moe-lower-to-llvm).
+  func::registerInlinerExtension(registry);
   // --target=cuda: NVVM targets serialize kernels; gpu and nvvm ops
   // translate to LLVM IR (kernel launches become mgpu* calls).
   NVVM::registerNVVMTargetInterfaceExternalModels(registry);

@@ -138,11 +138,6 @@ LogicalResult mlir::moe::compileModel(MLIRContext &context,
     if (options.optimizer != "sgd" && options.optimizer != "adamw")
       return module.emitError("moe-compile: unknown --optimizer '")
              << options.optimizer << "' (sgd or adamw)";
-    auto plan = module->getAttrOfType<PlanAttr>("moe.plan");
-    if (plan && plan.getPp() != 1)
-      return module.emitError("moe-compile: --train with pipeline stages "
-                              "(pp ")
-             << plan.getPp() << ") is not supported yet";
     // Differentiated as each rank runs it: partitioned first.
     if (failed(runPipeline(module, "moe-decompose,moe-partition,moe-autodiff{" +
                                        options.autodiffOptions +

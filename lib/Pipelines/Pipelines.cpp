@@ -89,6 +89,14 @@ static void buildBufferizedPipeline(OpPassManager &pm, bool decompose,
   bufferization::buildBufferDeallocationPipeline(pm);
   // The deallocation pipeline's clones and deallocs become memref ops.
   pm.addPass(createConvertBufferizationToMemRefPass());
+  // Deallocs of several buffers that may alias (a pipeline stage switch's
+  // results) call a helper with dynamically shaped arguments, which the
+  // runtime's bare-pointer calling convention cannot pass: inlined, and the
+  // helper dropped.
+  if (runtime) {
+    pm.addPass(createInlinerPass());
+    pm.addPass(createSymbolDCEPass());
+  }
 }
 
 /// Host code on buffers and control flow to the LLVM dialect. `runtime`:

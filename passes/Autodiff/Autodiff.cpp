@@ -15,7 +15,9 @@
 
 #include "passes/Autodiff/Losses.h"
 #include "passes/Autodiff/Replication.h"
+#include "passes/Autodiff/Reverse.h"
 #include "passes/Autodiff/Rules.h"
+#include "passes/Autodiff/Stages.h"
 #include "passes/Passes.h"
 
 #include "dialects/moe/IR/MoEOps.h"
@@ -31,13 +33,29 @@ namespace mlir::moe {
 
 namespace {
 
-using autodiff::AxisSet;
 using autodiff::Emitter;
+using autodiff::isFloatTensor;
 using autodiff::tensorType;
 
-bool isFloatTensor(Value value) {
-  auto type = dyn_cast<RankedTensorType>(value.getType());
-  return type && isa<FloatType>(type.getElementType());
+/// Marks the float results that depend on an active value, in program
+/// order, regions first.
+void markActive(Block &block, llvm::DenseSet<Value> &active) {
+  for (Operation &op : block.without_terminator()) {
+    bool any = llvm::any_of(op.getOperands(),
+                            [&](Value v) { return active.contains(v); });
+    for (Region &region : op.getRegions())
+      for (Block &inner : region) {
+        markActive(inner, active);
+        any |= llvm::any_of(inner.getTerminator()->getOperands(),
+                            [&](Value v) { return active.contains(v); });
+      }
+    any |= isa<shard::RecvOp>(op);
+    if (!any)
+      continue;
+    for (Value result : op.getResults())
+      if (isFloatTensor(result))
+        active.insert(result);
+  }
 }
 
 /// The name of a trainable weight, or none: a float constant the importer
@@ -48,37 +66,6 @@ std::optional<StringRef> parameterName(arith::ConstantOp constant) {
       resource.getNumElements() < 2)
     return std::nullopt;
   return resource.getRawHandle().getKey();
-}
-
-/// The cotangents of upstream ops: elementwise arith on tensors (the shared
-/// expert's sum after moe-decompose), and the reshapes and the per-rank
-/// choice (a bias added on one rank of a tensor-parallel group) that
-/// partitioning puts around a weight.
-LogicalResult buildUpstreamVJP(Emitter &e, Operation *op, ArrayRef<Value> dResults,
-                            MutableArrayRef<Value> d) {
-  Value g = dResults[0];
-  if (isa<arith::AddFOp>(op)) {
-    d[0] = d[1] = g;
-  } else if (isa<arith::SubFOp>(op)) {
-    d[0] = g;
-    d[1] = e.neg(g);
-  } else if (isa<arith::MulFOp>(op)) {
-    d[0] = e.mul(g, op->getOperand(1));
-    d[1] = e.mul(g, op->getOperand(0));
-  } else if (isa<arith::NegFOp>(op)) {
-    d[0] = e.neg(g);
-  } else if (auto select = dyn_cast<arith::SelectOp>(op)) {
-    Value zero = e.splat(tensorType(g), 0.0);
-    OpBuilder &b = e.builder();
-    d[1] = arith::SelectOp::create(b, e.getLoc(), select.getCondition(), g, zero);
-    d[2] = arith::SelectOp::create(b, e.getLoc(), select.getCondition(), zero, g);
-  } else if (isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(op)) {
-    d[0] = e.reshape(g, tensorType(op->getOperand(0)).getShape());
-  } else {
-    return op->emitError("moe-autodiff: no gradient rule for '")
-           << op->getName() << "'";
-  }
-  return success();
 }
 
 struct MoEAutodiffPass : public impl::MoEAutodiffPassBase<MoEAutodiffPass> {
@@ -99,6 +86,7 @@ LogicalResult MoEAutodiffPass::differentiate(func::FuncOp func) {
   options.zLossCoeff = zLossCoeff;
   if (fromPlan)
     autodiff::takeLossesFromPlan(getOperation(), options);
+  autodiff::flattenStages(func);
   auto plan = getOperation()->getAttrOfType<PlanAttr>(spmd::kPlanAttrName);
   FailureOr<autodiff::TrainingLosses> losses =
       autodiff::buildLosses(func, options, plan);
@@ -151,16 +139,10 @@ LogicalResult MoEAutodiffPass::differentiate(func::FuncOp func) {
            << "' is used both whole and sliced between ranks; each rank "
               "trains one piece of a parameter";
 
-  // Activity: float results of ops with an active operand.
+  // Activity: float results of ops with an active operand (a stage
+  // switch's, of cases that yield one), and whatever a stage receives.
   Block &body = func.getBody().front();
-  for (Operation &op : body.without_terminator()) {
-    if (llvm::none_of(op.getOperands(),
-                      [&](Value v) { return active.contains(v); }))
-      continue;
-    for (Value result : op.getResults())
-      if (isFloatTensor(result))
-        active.insert(result);
-  }
+  markActive(body, active);
   if (!active.contains(losses->total)) {
     InFlightDiagnostic diag = func.emitError(
         "moe-autodiff: the loss does not depend on any trainable weight");
@@ -177,66 +159,10 @@ LogicalResult MoEAutodiffPass::differentiate(func::FuncOp func) {
   auto terminator = cast<func::ReturnOp>(body.getTerminator());
   OpBuilder builder(terminator);
   Emitter e(builder, func.getLoc());
-  std::optional<spmd::Exchanges> exchanges;
-  if (plan)
-    exchanges.emplace(builder, plan);
-  llvm::DenseMap<Value, Value> cotangents;
-  cotangents[losses->total] =
-      e.splat(tensorType(losses->total), 1.0);
-  auto accumulate = [&](Value value, Value cotangent) {
-    Value &slot = cotangents[value];
-    slot = slot ? e.add(slot, cotangent) : cotangent;
-  };
-
-  SmallVector<Operation *> forward;
-  for (Operation &op : body.without_terminator())
-    forward.push_back(&op);
-  for (Operation *op : llvm::reverse(forward)) {
-    SmallVector<Value> dResults;
-    bool any = false;
-    for (Value result : op->getResults()) {
-      Value cotangent = active.contains(result) ? cotangents.lookup(result)
-                                                : Value();
-      any |= static_cast<bool>(cotangent);
-      dResults.push_back(cotangent);
-    }
-    // Ops before the parameters (a weight's slicing) need no rule.
-    if (!any || isa<arith::ConstantOp>(op) ||
-        llvm::none_of(op->getOperands(),
-                      [&](Value v) { return active.contains(v); }))
-      continue;
-    Emitter ruleEmitter(builder, op->getLoc());
-    SmallVector<Value> dOperands(op->getNumOperands());
-    Dialect *dialect = op->getDialect();
-    LogicalResult built = failure();
-    if (isa<shard::ShardDialect>(dialect)) {
-      if (!exchanges)
-        return op->emitError("moe-autodiff: an exchange in a module without "
-                             "a plan ('")
-               << spmd::kPlanAttrName << "')";
-      built = autodiff::buildShardVJP(ruleEmitter, *exchanges, op, dResults,
-                                      dOperands);
-    } else if (isa<onnx::ONNXDialect>(dialect)) {
-      built = autodiff::buildOnnxVJP(ruleEmitter, op, dResults, dOperands);
-    } else if (isa<MoEDialect>(dialect)) {
-      built = autodiff::buildMoEVJP(ruleEmitter, op, dResults, dOperands);
-    } else {
-      built = buildUpstreamVJP(ruleEmitter, op, dResults, dOperands);
-    }
-    if (failed(built))
-      return failure();
-    for (auto [operand, cotangent] : llvm::zip(op->getOperands(), dOperands)) {
-      if (!cotangent || !active.contains(operand))
-        continue;
-      // Ranks that used `operand` alike each hold a part of its cotangent.
-      AxisSet extra =
-          replication.usedAs(op, operand) & ~replication.of(operand);
-      if (extra)
-        cotangent = exchanges->allReduceSum(op->getLoc(), cotangent,
-                                            autodiff::axesOf(extra));
-      accumulate(operand, cotangent);
-    }
-  }
+  autodiff::ReverseSweep reverse(builder, replication, active, plan);
+  reverse.accumulate(losses->total, e.splat(tensorType(losses->total), 1.0));
+  if (failed(reverse.sweep(body, /*deferred=*/0)))
+    return failure();
 
   // The step returns the losses, then one gradient per parameter reached.
   MLIRContext *ctx = func.getContext();
@@ -248,7 +174,7 @@ LogicalResult MoEAutodiffPass::differentiate(func::FuncOp func) {
           ctx, {builder.getNamedAttr("onnx.name",
                                      builder.getStringAttr("aux_loss"))})};
   for (auto [value, name] : parameters) {
-    Value grad = cotangents.lookup(value);
+    Value grad = reverse.cotangentOf(value);
     if (!grad)
       continue;
     results.push_back(grad);

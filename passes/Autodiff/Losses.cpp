@@ -10,9 +10,12 @@
 
 #include "passes/Autodiff/Emitter.h"
 #include "passes/Autodiff/Replication.h"
+#include "passes/Autodiff/Stages.h"
 #include "passes/Parallel/ShardLayer.h"
 
 #include "dialects/moe/IR/MoEOps.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "llvm/ADT/MapVector.h"
 
 namespace mlir::moe::autodiff {
 
@@ -38,10 +41,29 @@ struct LossBuilder {
   spmd::Exchanges *exchanges;
   const Replication &replication;
 
+  /// Router values where the losses can read them, with the axes they vary
+  /// along (routers inside a pipeline stage: exportFromStages).
+  llvm::DenseMap<Value, std::pair<Value, AxisSet>> visible{};
+  Value seen(Value value) {
+    auto it = visible.find(value);
+    return it == visible.end() ? value : it->second.first;
+  }
+  AxisSet varying(Value value) {
+    for (auto &[original, seenAs] : visible)
+      if (seenAs.first == value)
+        return seenAs.second;
+    return replication.of(value);
+  }
+
+  /// Values computed in the cases of a pipeline's stage switch, made
+  /// visible after it on every rank: the case that computes one yields it,
+  /// the others zeros, and a sum over the stage axis gives it to all.
+  void exportFromStages(ArrayRef<Value> values);
+
   /// The tokens (dimension 0) of `value` on every rank, where each rank
   /// holds its own part; the value itself under the local scope.
   Value allTokens(Value value) {
-    AxisSet axes = replication.of(value);
+    AxisSet axes = varying(value);
     if (!axes || !exchanges || options.auxLossScope == "local")
       return value;
     return exchanges->gather(e.getLoc(), value, axesOf(axes), 0);
@@ -49,7 +71,7 @@ struct LossBuilder {
   /// A router's loss made equal on every rank: under the local scope, the
   /// mean over the ranks of the losses of their own tokens.
   Value agreed(Value loss, Value logits) {
-    AxisSet axes = replication.of(logits);
+    AxisSet axes = varying(logits);
     if (!axes || !exchanges || options.auxLossScope != "local")
       return loss;
     SmallVector<spmd::Axis> list = axesOf(axes);
@@ -195,6 +217,26 @@ FailureOr<Value> LossBuilder::mainLoss() {
          << kind << "' (model, causal-lm, cross-entropy or mse)";
 }
 
+void LossBuilder::exportFromStages(ArrayRef<Value> values) {
+  llvm::MapVector<Operation *, SmallVector<Value>> byStage;
+  for (Value value : values)
+    if (auto stages = dyn_cast<scf::IndexSwitchOp>(
+            value.getParentRegion()->getParentOp()))
+      byStage[stages].push_back(value);
+  for (auto &[op, inside] : byStage) {
+    auto stages = cast<scf::IndexSwitchOp>(op);
+    AxisSet stageAxes = replication.of(stages.getArg());
+    SmallVector<Value> results = yieldFromStages(stages, inside, /*zeros=*/true);
+    OpBuilder b(stages->getContext());
+    b.setInsertionPointAfter(stages);
+    spmd::Exchanges there(b, exchanges ? exchanges->plan() : PlanAttr());
+    for (auto [value, result] : llvm::zip(inside, results))
+      visible[value] = {there.allReduceSum(stages.getLoc(), result,
+                                           axesOf(stageAxes)),
+                        replication.of(value) & ~stageAxes};
+  }
+}
+
 FailureOr<Value> LossBuilder::moeLosses(Type lossType) {
   SmallVector<RouterOp> routers;
   func.walk([&](RouterOp router) { routers.push_back(router); });
@@ -235,6 +277,12 @@ FailureOr<Value> LossBuilder::moeLosses(Type lossType) {
   }
   double coeff = options.auxLossCoeff;
   bool aux = (balancing == "aux_loss" || balancing == "balanced") && coeff > 0;
+  if (aux || options.zLossCoeff > 0) {
+    SmallVector<Value> used;
+    for (RouterOp router : routers)
+      used.append({router.getLogits(), router.getIds()});
+    exportFromStages(used);
+  }
   if (aux && balancing == "aux_loss" && options.auxLossForm == "transformers") {
     // All layers' rows concatenated: E sum_e (n_e / N) (sum_rows P_e / N).
     Value counts, probabilities;
@@ -243,7 +291,7 @@ FailureOr<Value> LossBuilder::moeLosses(Type lossType) {
       return func.emitError("moe-autodiff: transformers' aux loss is over "
                             "every token of the batch; it has no local scope");
     for (RouterOp router : routers) {
-      Value logits = allTokens(router.getLogits());
+      Value logits = allTokens(seen(router.getLogits()));
       RankedTensorType type = tensorType(logits);
       if (experts && type.getDimSize(1) != experts)
         return router.emitError("moe-autodiff: transformers' aux loss "
@@ -252,7 +300,7 @@ FailureOr<Value> LossBuilder::moeLosses(Type lossType) {
       rows += type.getDimSize(0);
       Value p = e.reduceSum(e.softmax(logits, 1), {0}, false);
       Value n = e.reduceSum(
-          e.idCounts(allTokens(router.getIds()), experts, type.getElementType()),
+          e.idCounts(allTokens(seen(router.getIds())), experts, type.getElementType()),
           {0}, false);
       probabilities = probabilities ? e.add(probabilities, p) : p;
       counts = counts ? e.add(counts, n) : n;
@@ -274,7 +322,7 @@ FailureOr<Value> LossBuilder::moeLosses(Type lossType) {
       seqLen = tensorType(func.getArgument(0)).getDimSize(1);
     }
     for (RouterOp router : routers) {
-      Value logits = allTokens(router.getLogits());
+      Value logits = allTokens(seen(router.getLogits()));
       RankedTensorType type = tensorType(logits);
       if (seqLen && type.getDimSize(0) % *seqLen != 0)
         return router.emitError("moe-autodiff: ")
@@ -283,7 +331,7 @@ FailureOr<Value> LossBuilder::moeLosses(Type lossType) {
       auto loss = AuxLossOp::create(
           b, router.getLoc(),
           RankedTensorType::get({}, type.getElementType()),
-          router.getScoringAttr(), logits, allTokens(router.getIds()),
+          router.getScoringAttr(), logits, allTokens(seen(router.getIds())),
           b.getF64FloatAttr(coeff),
           seqLen ? b.getI64IntegerAttr(*seqLen) : IntegerAttr());
       addLoss(agreed(loss, logits));
@@ -291,7 +339,7 @@ FailureOr<Value> LossBuilder::moeLosses(Type lossType) {
   }
   if (options.zLossCoeff > 0)
     for (RouterOp router : routers) {
-      Value logits = allTokens(router.getLogits());
+      Value logits = allTokens(seen(router.getLogits()));
       RankedTensorType type = tensorType(logits);
       addLoss(agreed(ZLossOp::create(b, router.getLoc(),
                                      RankedTensorType::get(

@@ -2,6 +2,7 @@
 
 #include "passes/Autodiff/Replication.h"
 
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -24,6 +25,17 @@ SmallVector<spmd::Axis> axesOf(AxisSet set) {
 
 Replication::Replication(func::FuncOp func) {
   func.walk([&](Operation *op) {
+    if (auto stages = dyn_cast<scf::IndexSwitchOp>(op)) {
+      // Result i: the selector's axes and those of what the cases yield
+      // as result i.
+      for (auto [i, result] : llvm::enumerate(stages.getResults())) {
+        AxisSet set = of(stages.getArg());
+        for (Region &region : op->getRegions())
+          set |= of(region.front().getTerminator()->getOperand(i));
+        varying[result] = set;
+      }
+      return;
+    }
     AxisSet set = ofOp(op);
     for (Value result : op->getResults())
       varying[result] = set;
@@ -34,6 +46,13 @@ AxisSet Replication::ofOp(Operation *op) const {
   AxisSet operands = 0;
   for (Value operand : op->getOperands())
     operands |= of(operand);
+  // An op with regions (a pipeline's stage switch): also what its regions
+  // yield (visited first: the walk is post-order).
+  for (Region &region : op->getRegions())
+    for (Block &block : region)
+      if (!block.empty() && block.back().hasTrait<OpTrait::IsTerminator>())
+        for (Value yielded : block.back().getOperands())
+          operands |= of(yielded);
   return llvm::TypeSwitch<Operation *, AxisSet>(op)
       .Case([&](shard::AllSliceOp slice) {
         return operands | setOf(slice.getGridAxes());

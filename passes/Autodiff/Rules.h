@@ -26,6 +26,12 @@ LogicalResult buildOnnxVJP(Emitter &e, Operation *op, ArrayRef<Value> dResults,
 LogicalResult buildMoEVJP(Emitter &e, Operation *op, ArrayRef<Value> dResults,
                           MutableArrayRef<Value> dOperands);
 
+/// Ops of upstream dialects: elementwise arith on tensors, reshapes, and
+/// the per-rank choice arith.select.
+LogicalResult buildUpstreamVJP(Emitter &e, Operation *op,
+                               ArrayRef<Value> dResults,
+                               MutableArrayRef<Value> dOperands);
+
 /// Exchanges of a partitioned program (shard.all_slice, all_gather,
 /// all_reduce, reduce_scatter, all_to_all), built in the backward through
 /// `x`.

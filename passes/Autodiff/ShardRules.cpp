@@ -12,6 +12,7 @@
 
 #include "passes/Autodiff/Rules.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -62,9 +63,41 @@ LogicalResult buildShardVJP(Emitter &e, spmd::Exchanges &x, Operation *op,
         d[0] = x.allToAll(loc, g, axesIn(exchange.getGridAxes()));
         return success();
       })
-      .Case<shard::SendOp, shard::RecvOp, shard::BroadcastOp>([&](Operation *) {
-        return unsupported("training with pipeline stages (pp > 1) is not "
-                           "supported yet");
+      // Pipeline stages: a value sent to the next stage gets its cotangent
+      // back from it, and a received one sends its cotangent back; the
+      // stages run their backward in the reverse order, so the sends and
+      // receives pair up as in the forward.
+      .Case([&](shard::SendOp send) -> LogicalResult {
+        if (send.getGridAxes().size() != 1)
+          return unsupported("a send along one grid axis only");
+        d[0] = x.recv(loc, send.getInput().getType(),
+                      static_cast<spmd::Axis>(send.getGridAxes()[0]),
+                      send.getDestination()[0]);
+        return success();
+      })
+      .Case([&](shard::RecvOp recv) -> LogicalResult {
+        if (recv.getGridAxes().size() != 1 || !recv.getSource())
+          return unsupported("a receive along one grid axis, from a given "
+                             "rank, only");
+        x.send(loc, g, static_cast<spmd::Axis>(recv.getGridAxes()[0]),
+               (*recv.getSource())[0]);
+        return success();
+      })
+      // The root's value, the same on every rank: the root's cotangent is
+      // that of the result (the loss counts it once), the others' zero.
+      .Case([&](shard::BroadcastOp broadcast) -> LogicalResult {
+        if (broadcast.getGridAxes().size() != 1)
+          return unsupported("a broadcast along one grid axis only");
+        Value index = x.index(
+            loc, static_cast<spmd::Axis>(broadcast.getGridAxes()[0]));
+        OpBuilder &b = e.builder();
+        Value root =
+            arith::ConstantIndexOp::create(b, loc, broadcast.getRoot()[0]);
+        Value isRoot = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                             index, root);
+        d[0] = arith::SelectOp::create(b, loc, isRoot, g,
+                                       e.splat(tensorType(g), 0.0));
+        return success();
       })
       .Default([&](Operation *) { return unsupported("not an exchange"); });
 }

@@ -47,15 +47,15 @@ bool spmd::isExchange(Operation *op) {
 int64_t Exchanges::size(Axis axis) const {
   switch (axis) {
   case Axis::PP:
-    return plan.getPp();
+    return planAttr.getPp();
   case Axis::DP:
-    return plan.getDp() / plan.getDpShard();
+    return planAttr.getDp() / planAttr.getDpShard();
   case Axis::DPShard:
-    return plan.getDpShard();
+    return planAttr.getDpShard();
   case Axis::EP:
-    return plan.getEp();
+    return planAttr.getEp();
   case Axis::TP:
-    return plan.getTp();
+    return planAttr.getTp();
   }
   llvm_unreachable("unknown grid axis");
 }

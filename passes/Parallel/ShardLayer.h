@@ -52,8 +52,9 @@ bool isExchange(Operation *op);
 /// out of every op, and an exchange over no ranks returns its input.
 class Exchanges {
 public:
-  Exchanges(OpBuilder &builder, PlanAttr plan) : b(builder), plan(plan) {}
+  Exchanges(OpBuilder &builder, PlanAttr plan) : b(builder), planAttr(plan) {}
 
+  PlanAttr plan() const { return planAttr; }
   int64_t size(Axis axis) const;
   int64_t size(ArrayRef<Axis> axes) const;
 
@@ -88,7 +89,7 @@ private:
   FlatSymbolRefAttr grid();
 
   OpBuilder &b;
-  PlanAttr plan;
+  PlanAttr planAttr;
 };
 
 } // namespace mlir::moe::spmd
