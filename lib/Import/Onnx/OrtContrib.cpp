@@ -181,9 +181,9 @@ NodeProto &Expander::add(StringRef opType, ArrayRef<std::string> inputs,
     node.add_input(in);
   for (const std::string &out : outputs)
     node.add_output(out);
-  // Keep the exporter's metadata (module names) on the expansion.
-  for (const auto &prop : cur->metadata_props())
-    *node.add_metadata_props() = prop;
+  // The contrib node's metadata is not copied to each node of its
+  // expansion: nothing reads it, and a model with thousands of entries made
+  // the copies quadratic (a fuzzer's timeout).
   return node;
 }
 
