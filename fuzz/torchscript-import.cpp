@@ -30,16 +30,17 @@
 
 #include <torch/csrc/jit/serialization/import.h>
 
-#include <cerrno>
-#include <csignal>
 #include <sanitizer/common_interface_defs.h>
-#include <fcntl.h>
-#include <sstream>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <fcntl.h>
+#include <poll.h>
+#include <sstream>
+#include <sys/wait.h>
 #include <type_traits>
+#include <unistd.h>
 
 using namespace mlir;
 
@@ -51,14 +52,14 @@ namespace {
 class LoaderChild {
 public:
   /// Whether libtorch's loader gets through `archive` (succeeding or
-  /// throwing) without crashing or exiting.
+  /// throwing) without crashing, exiting or taking more than a few seconds
+  /// (libFuzzer's own timeout would count libtorch's hang as ours).
   bool survives(llvm::StringRef archive) {
     if (pid <= 0 && !spawn())
       return false;
     uint64_t size = archive.size();
-    char answer = 0;
     if (writeAll(&size, sizeof(size)) && writeAll(archive.data(), size) &&
-        read(fromChild, &answer, 1) == 1 && answer == 'y')
+        answered())
       return true;
     reap();
     return false;
@@ -140,7 +141,20 @@ private:
     return transfer(::write, toChild, data, size);
   }
 
+  /// Whether the child answers "survived" within kLoadSeconds.
+  bool answered() {
+    constexpr int kLoadSeconds = 4;
+    pollfd ready{fromChild, POLLIN, 0};
+    int n;
+    while ((n = poll(&ready, 1, kLoadSeconds * 1000)) < 0 && errno == EINTR)
+      ;
+    char answer = 0;
+    return n == 1 && read(fromChild, &answer, 1) == 1 && answer == 'y';
+  }
+
+  /// Ends the child, which crashed, exited or hangs.
   void reap() {
+    kill(pid, SIGKILL);
     close(toChild);
     close(fromChild);
     int status = 0;
