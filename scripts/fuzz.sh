@@ -75,11 +75,14 @@ for target in "${targets[@]}"; do
   mode=()
   [ "$keep_going" = 1 ] && mode=(-fork=1 -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1)
   # Shorter allocation stacks in long runs: recording them is a quarter of
-  # an importer's time under ASan.
+  # an importer's time under ASan. An input that takes 60 s is a hang: a
+  # shorter bound stops a run on inputs that are only slow while the
+  # machine is busy with other work (an importer's input takes at most a
+  # second or two alone).
   (cd "$dir" && ASAN_OPTIONS=${ASAN_OPTIONS:-malloc_context_size=5} \
       "$build/bin/moe-fuzz-$target" "$dir/corpus" "$dir/seeds" "${mode[@]}" \
       -runs="$runs" -max_total_time="$time_limit" \
-      -rss_limit_mb=2048 -timeout=10 -dict="$root/fuzz/dicts/${dict[$target]}.dict" \
+      -rss_limit_mb=2048 -timeout=60 -dict="$root/fuzz/dicts/${dict[$target]}.dict" \
       -artifact_prefix="$dir/findings/" >"$dir/fuzz.log" 2>&1) || true
   seconds=$(( $(date +%s) - start ))
   # Fork mode's progress lines, "#N: cov: C ft: F corp: K exec/s: E
