@@ -121,6 +121,13 @@ struct Options {
       cl::cat(category)};
   cl::opt<int> threads{"threads", cl::desc("Threads (default: all cores)"),
                        cl::init(0), cl::cat(category)};
+  cl::opt<int64_t> microbatches{
+      "microbatches",
+      cl::desc("Microbatches a step accumulates (default 1): the step runs "
+               "the compiled program M times on --batch-size / M samples "
+               "each, and the loss and gradients are the microbatches' "
+               "mean, as Megatron and DeepSpeed accumulate them"),
+      cl::init(1), cl::cat(category)};
   cl::opt<int> zeroStage{
       "zero-stage",
       cl::desc("1: ZeRO-1, the optimizer state of each parameter cut over "
@@ -155,6 +162,8 @@ struct Param {
   std::vector<float> master;
   /// The gradient widened to fp32, for f16 and bf16 weights.
   std::vector<float> grad;
+  /// The microbatches' gradients summed, with --microbatches above 1.
+  std::vector<float> accumulated;
   std::vector<char *> copies;
   train::ParamState state;
   int gradOutput = -1;
@@ -250,10 +259,12 @@ Error readDatasets(Trainer &t) {
                  std::equal(specs[i].shape.begin(), specs[i].shape.end(),
                             shape.begin() + 1);
     t.wholeSamples.push_back(whole);
-    if (whole && options().batchSize != 1)
-      return failure(formatv("input '{0}' takes one sample of {1} per step: "
-                             "--batch-size must be 1",
-                             specs[i].name, moert::shapeString(shape)));
+    int64_t micro = options().batchSize / options().microbatches;
+    if (whole && micro != 1)
+      return failure(formatv("input '{0}' takes one sample of {1} per call: "
+                             "--batch-size must be --microbatches ({2})",
+                             specs[i].name, moert::shapeString(shape),
+                             options().microbatches.getValue()));
     std::vector<int64_t> sample(specs[i].shape.begin() + (whole ? 0 : 1),
                                 specs[i].shape.end());
     if (!whole &&
@@ -267,11 +278,14 @@ Error readDatasets(Trainer &t) {
           join(map_range(sample, [](int64_t d) { return std::to_string(d); }),
                ", "),
           moert::shapeString(specs[i].shape)));
-    if (!whole && specs[i].shape[0] != options().batchSize)
-      return failure(formatv("--batch-size {0}: the step was compiled for "
-                             "batches of {1} (input '{2}')",
-                             options().batchSize, specs[i].shape[0],
-                             specs[i].name));
+    if (!whole && specs[i].shape[0] != micro)
+      return failure(formatv("--batch-size {0} in {1} microbatch{2}: the "
+                             "step was compiled for batches of {3} (input "
+                             "'{4}')",
+                             options().batchSize,
+                             options().microbatches.getValue(),
+                             options().microbatches == 1 ? "" : "es",
+                             specs[i].shape[0], specs[i].name));
     if (t.samples && shape[0] != t.samples)
       return failure(formatv("input '{0}' has {1} samples, another input {2}",
                              specs[i].name, shape[0], t.samples));
@@ -389,6 +403,10 @@ Error configure(Trainer &t) {
   if (o.stopAfter < 0 || (o.stopAfter > 0 && o.checkpointDir.empty()))
     return failure("--stop-after needs a positive step count and "
                    "--checkpoint-dir DIR to resume from");
+  if (o.microbatches < 1 || o.batchSize % o.microbatches != 0)
+    return failure(formatv("--microbatches {0} must be at least 1 and divide "
+                           "--batch-size {1}",
+                           o.microbatches.getValue(), o.batchSize.getValue()));
   if (o.zeroStage != 0 && o.zeroStage != 1)
     return failure("--zero-stage must be 0 or 1");
   if (!(o.clipGradNorm >= 0) || std::isnan(o.clipGradNorm))
@@ -469,13 +487,16 @@ void publish(Trainer &t) {
     }
 }
 
-/// The samples of step `step` into the batch buffers.
-void fillBatch(Trainer &t, int64_t step) {
+/// The samples of microbatch `micro` of step `step` into the batch
+/// buffers: step s reads the samples [s*B, (s+1)*B), microbatch m the m-th
+/// B/M of them.
+void fillBatch(Trainer &t, int64_t step, int64_t micro) {
+  int64_t perStep = options().batchSize;
+  int64_t b = perStep / options().microbatches;
   for (size_t i = 0; i < t.datasets.size(); ++i) {
-    int64_t b = t.wholeSamples[i] ? 1 : options().batchSize.getValue();
-    int64_t sampleBytes = t.batches[i].size() / b;
+    int64_t sampleBytes = t.batches[i].size() / (t.wholeSamples[i] ? 1 : b);
     for (int64_t row = 0; row < b; ++row) {
-      int64_t sample = (step * b + row) % t.samples;
+      int64_t sample = (step * perStep + micro * b + row) % t.samples;
       std::memcpy(t.batches[i].data() + row * sampleBytes,
                   t.datasets[i].data.data() + sample * sampleBytes,
                   sampleBytes);
@@ -556,7 +577,8 @@ Error run(Trainer &t) {
     args.add(out.data(), out.size(), /*isOutput=*/true);
   int64_t tokens = t.manifest.inputs.empty()
                        ? 0
-                       : moert::numElements(t.manifest.inputs[0].shape);
+                       : moert::numElements(t.manifest.inputs[0].shape) *
+                             o.microbatches;
   bool terminal = first && isatty(STDERR_FILENO);
   std::vector<double> stepSeconds;
   float lastLoss = 0;
@@ -566,31 +588,56 @@ Error run(Trainer &t) {
                                  : o.steps;
   for (int64_t step = t.firstStep; step < end; ++step) {
     auto begin = std::chrono::steady_clock::now();
-    fillBatch(t, step);
-    args.copyInputsIn();
-    moert::beginRun();
-    t.entry(args.data());
-    args.finishRun();
-    moert::endRun();
-    args.copyOutputsBack();
-    auto scalar = [&](int index) {
-      return *reinterpret_cast<const float *>(t.outputs[index].data());
-    };
-    float loss = scalar(t.lossOutput), aux = scalar(t.auxOutput);
-    if (!std::isfinite(loss))
-      return failure(formatv("step {0}: the loss is {1}", step + 1, loss));
+    int64_t micros = o.microbatches;
+    float loss = 0, aux = 0;
     std::vector<std::pair<float *, size_t>> grads;
     std::vector<bool> owners;
-    for (Param &p : t.params) {
-      if (p.gradOutput < 0)
-        continue;
-      owners.push_back(p.placement.owner);
-      float *grad = reinterpret_cast<float *>(t.outputs[p.gradOutput].data());
-      if (!p.grad.empty()) {
-        moert::widenToFloat(*p.type, grad, p.grad.data(), p.grad.size());
-        grad = p.grad.data();
+    for (int64_t micro = 0; micro < micros; ++micro) {
+      fillBatch(t, step, micro);
+      args.copyInputsIn();
+      moert::beginRun();
+      t.entry(args.data());
+      args.finishRun();
+      moert::endRun();
+      args.copyOutputsBack();
+      auto scalar = [&](int index) {
+        return *reinterpret_cast<const float *>(t.outputs[index].data());
+      };
+      float microLoss = scalar(t.lossOutput);
+      if (!std::isfinite(microLoss))
+        return failure(formatv("step {0}: the loss is {1}", step + 1,
+                               microLoss));
+      loss += microLoss;
+      aux += scalar(t.auxOutput);
+      for (Param &p : t.params) {
+        if (p.gradOutput < 0)
+          continue;
+        float *grad =
+            reinterpret_cast<float *>(t.outputs[p.gradOutput].data());
+        if (!p.grad.empty()) {
+          moert::widenToFloat(*p.type, grad, p.grad.data(), p.grad.size());
+          grad = p.grad.data();
+        }
+        if (micros > 1) {
+          p.accumulated.resize(p.master.size());
+          for (size_t i = 0; i < p.accumulated.size(); ++i)
+            p.accumulated[i] = micro ? p.accumulated[i] + grad[i] : grad[i];
+          grad = p.accumulated.data();
+        }
+        if (micro == micros - 1) {
+          owners.push_back(p.placement.owner);
+          grads.push_back({grad, p.master.size()});
+        }
       }
-      grads.push_back({grad, p.master.size()});
+    }
+    // The microbatches' mean.
+    if (micros > 1) {
+      float scale = 1.0f / static_cast<float>(micros);
+      loss *= scale;
+      aux *= scale;
+      for (auto [grad, n] : grads)
+        for (size_t i = 0; i < n; ++i)
+          grad[i] *= scale;
     }
     double norm = train::clipGradNorm(
         grads, o.clipGradNorm, [&](std::vector<float> &norms) {
@@ -712,11 +759,11 @@ std::vector<std::pair<std::string, std::string>> agreement(const Trainer &t) {
   std::string flags = formatv(
       "steps={0} batch={1} lr={2} momentum={3} dampening={4} nesterov={5} "
       "betas={6} eps={7} wd={8}/{9} clip={10} warmup={11} schedule={12} "
-      "stats={13} threads={14} zero={15}",
+      "stats={13} threads={14} zero={15} micro={16}",
       o.steps, o.batchSize, o.lr, o.momentum, o.dampening, o.nesterov,
       o.betas, o.eps, o.weightDecay, o.weightDecay.getNumOccurrences(),
       o.clipGradNorm, o.warmupSteps, o.schedule, o.stats, o.threads,
-      o.zeroStage);
+      o.zeroStage, o.microbatches);
   items.emplace_back("the training options",
                      mlir::moe::contentDigest(arrayRefFromStringRef(flags)));
   for (auto [spec, data] : zip_equal(t.manifest.inputs, t.datasets))

@@ -2,7 +2,10 @@
 """Whether two moe-train logs have the same loss, aux loss, gradient norm
 and lr at every step, within a relative tolerance.
 
-    curves_equal.py A.csv B.csv [--rtol 1e-5]
+    curves_equal.py A.csv B.csv [--rtol 1e-5] [--weights DIR_A DIR_B]
+
+With --weights, also every parameter of DIR_A (moe-train --output-dir)
+against DIR_B's.
 """
 import argparse
 import csv
@@ -14,6 +17,7 @@ def main():
     parser.add_argument("a")
     parser.add_argument("b")
     parser.add_argument("--rtol", type=float, default=1e-5)
+    parser.add_argument("--weights", nargs=2)
     args = parser.parse_args()
     a, b = (list(csv.DictReader(open(path))) for path in (args.a, args.b))
     if len(a) != len(b) or not a:
@@ -25,6 +29,18 @@ def main():
         print(("ok" if worst <= args.rtol else "FAIL") +
               f" {column}: {len(a)} steps within rtol {args.rtol:g}" +
               ("" if worst <= args.rtol else f" (worst {worst:.2e})"))
+    if args.weights:
+        import os
+        import numpy as np
+        first, second = args.weights
+        names = sorted(os.listdir(first))
+        bad = [n for n in names
+               if not os.path.exists(os.path.join(second, n)) or not np.allclose(
+                   np.load(os.path.join(first, n)), np.load(os.path.join(second, n)),
+                   rtol=args.rtol, atol=1e-7)]
+        print(("ok" if names and not bad else "FAIL") +
+              f" final weights: {len(names) - len(bad)} of {len(names)} within rtol {args.rtol:g}" +
+              (f" ({', '.join(bad[:3])} differ)" if bad else ""))
     return 0
 
 
