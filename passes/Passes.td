@@ -83,7 +83,10 @@ def MoEAutodiffPass : Pass<"moe-autodiff", "::mlir::ModuleOp"> {
       cotangent is summed over the ranks that used its value alike, which
       sums dense gradients over data-parallel ranks, expert gradients over
       an expert's replicas and tensor-parallel partial products. A weight
-      sliced between ranks is trained as each rank's piece. The loss is the
+      sliced between ranks is trained as each rank's piece. Pipeline
+      stages (an scf.index_switch on the rank's stage, one function per
+      stage) are inlined; the backward is a switch of the reversed cases,
+      sends and receives exchanged, the sums over stages after it. The loss is the
       same on every rank: the MoE losses are over every token
       (`aux-loss-scope=global`, the routers' logits and choices gathered)
       or each rank's over its own tokens, averaged (`local`, Megatron's).
