@@ -116,7 +116,7 @@ static std::string replaceDir(const std::string &tmp, const std::string &dir) {
   return "";
 }
 
-std::string moe_train::saveSharded(const std::string &dir, const Manifest &m,
+void moe_train::saveSharded(const std::string &dir, const Manifest &m,
                                    const std::vector<HeldParam> &params,
                                    int64_t step, int64_t samplesConsumed,
                                    const train::OptimizerConfig &config,
@@ -146,7 +146,6 @@ std::string moe_train::saveSharded(const std::string &dir, const Manifest &m,
   }
   moert::failIfAnyRank(error.empty() ? "" : "cannot save checkpoint " + dir +
                                                 ": " + error);
-  return "";
 }
 
 std::string moe_train::loadSharded(const std::string &dir,

@@ -32,9 +32,9 @@ struct HeldParam {
   const moert::train::ParamState *state;
 };
 
-/// Writes the sharded checkpoint DIR. Collective; returns the same error on
-/// every rank (empty on success).
-std::string saveSharded(const std::string &dir, const moe_run::Manifest &m,
+/// Writes the sharded checkpoint DIR. Collective; a rank that cannot write
+/// its part ends every rank with the error (moert::failIfAnyRank).
+void saveSharded(const std::string &dir, const moe_run::Manifest &m,
                         const std::vector<HeldParam> &params, int64_t step,
                         int64_t samplesConsumed,
                         const moert::train::OptimizerConfig &config,
