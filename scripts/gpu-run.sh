@@ -134,7 +134,7 @@ if [ "$bench_only" = 0 ]; then
     # One moe-run of a small model: 60 s is far past a healthy run.
     step "corpus-$entry" 120 "$PY" "$ROOT/test/e2e/run_corpus.py" --bin "$PACK/bin" \
       --corpus "$ROOT/test/corpus" --work "$bundle" --target cuda --run-only --plans one \
-      --dtype "${dtype:-f32}" --timeout 60 "$model"
+      --dtype "${dtype:-f32}" --timeout "${MOE_GPU_BUNDLE_TIMEOUT_S:-60}" "$model"
   done
   step moert-cuda-bench 120 "${unbuffered[@]}" "$PACK/bin/moert-cuda-bench"
 fi

@@ -32,7 +32,7 @@ static int localRank() {
 }
 
 Device &cuda::device() {
-  static Device dev = [] {
+  static Device &dev = *new Device([] {
     Device d;
     int count = 0;
     cudaError_t status = cudaGetDeviceCount(&count);
@@ -63,7 +63,7 @@ Device &cuda::device() {
     check(cublasCreate(&d.blas), "cublasCreate");
     check(cublasSetStream(d.blas, d.stream), "cublasSetStream");
     return d;
-  }();
+  }());
   return dev;
 }
 
@@ -264,10 +264,12 @@ void mgpuMemFree(void *ptr, void *stream) {
     check(cudaFreeAsync(ptr, streamOr(stream)), "cudaFreeAsync");
 }
 
-/// The device copies of the globals, by host address.
+/// The device copies of the globals, by host address. Never destroyed, as
+/// the other tables here: the bundle's destructors run at exit after the
+/// program's static objects are gone, and must still find them.
 static std::unordered_map<const void *, void *> &globalCopies() {
-  static std::unordered_map<const void *, void *> copies;
-  return copies;
+  static auto *copies = new std::unordered_map<const void *, void *>();
+  return *copies;
 }
 
 /// The copy of the global at `host`, made by `copy` on the first call for
@@ -346,8 +348,9 @@ void *mgpuModuleLoadJIT(void *data, int /*optLevel*/) {
 /// The kernels looked up so far, by module and name: generated code looks
 /// a kernel up at every launch, with its name's constant.
 static std::map<std::pair<void *, const char *>, cudaKernel_t> &kernels() {
-  static std::map<std::pair<void *, const char *>, cudaKernel_t> found;
-  return found;
+  static auto *found =
+      new std::map<std::pair<void *, const char *>, cudaKernel_t>();
+  return *found;
 }
 
 void mgpuModuleUnload(void *module) {
