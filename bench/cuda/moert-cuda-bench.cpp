@@ -142,10 +142,18 @@ int main(int argc, char **argv) {
   double copyGBs = 2.0 * std::min(T, R) * H * bf16 / (copyMs * 1e6);
 
   double flops = 2.0 * R * H * F;
-  double groupedMs = medianMs([&] {
-    moert_cuda_grouped_gemm(MOERT_BF16, E, hostOffsets.data(), H, F, xp, w, y,
-                            nullptr);
-  });
+  // The runtime's choice, then each of the two ways it chooses between.
+  auto groupedGemmMs = [&](int32_t strategy) {
+    moert_cuda_set_gemm_strategy(strategy);
+    return medianMs([&] {
+      moert_cuda_grouped_gemm(MOERT_BF16, E, hostOffsets.data(), H, F, xp, w,
+                              y, nullptr);
+    });
+  };
+  double groupedMs = groupedGemmMs(MOERT_GEMM_AUTO);
+  double oneCallMs = groupedGemmMs(MOERT_GEMM_GROUPED);
+  double perGroupMs = groupedGemmMs(MOERT_GEMM_SEPARATE);
+  moert_cuda_set_gemm_strategy(MOERT_GEMM_AUTO);
   cublasHandle_t blas;
   if (cublasCreate(&blas) != CUBLAS_STATUS_SUCCESS ||
       cublasSetStream(blas, stream) != CUBLAS_STATUS_SUCCESS)
@@ -173,6 +181,9 @@ int main(int argc, char **argv) {
               "same FLOPs: %.3f ms, %.1f TFLOP/s; ratio %.2f (target >= "
               "0.80)\n",
               groupedMs, groupedTF, denseMs, denseTF, groupedTF / denseTF);
+  std::printf("  of which: cuBLAS's grouped call %.3f ms (ratio %.2f), a "
+              "GEMM per expert %.3f ms (ratio %.2f)\n",
+              oneCallMs, denseMs / oneCallMs, perGroupMs, denseMs / perGroupMs);
   std::printf("permute: %.3f ms, %.0f GB/s; device copy: %.3f ms, %.0f GB/s; "
               "ratio %.2f\n",
               permuteMs, permuteGBs, copyMs, copyGBs, permuteGBs / copyGBs);

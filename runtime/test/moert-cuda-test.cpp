@@ -739,9 +739,6 @@ int main(int argc, char **argv) {
     testCombine(rng, type);
   }
   for (const TypeCase &type : kTypes)
-    for (int64_t capacity : {0, 40})
-      testLayer(rng, type, capacity);
-  for (const TypeCase &type : kTypes)
     for (int layout = 0; layout < 16; ++layout)
       testMatmul(rng, type, layout & 1, layout & 2, false, layout & 4,
                  layout & 8);
@@ -760,13 +757,22 @@ int main(int argc, char **argv) {
     for (bool withAfter : {false, true})
       testCapacityDispatch(rng, type, withAfter);
   }
-  for (const TypeCase &type : kTypes)
-    for (int64_t groupStride : {0, 8})
-      for (bool withBias : {false, true})
-        testGroupedMatmul(rng, type, groupStride, withBias);
-  for (const TypeCase &type : kTypes)
-    for (int64_t groupStride : {0, 8})
-      testGroupedMatmulPair(rng, type, groupStride);
+  // The grouped GEMMs both ways cuBLAS runs them: one grouped call, and
+  // one GEMM per group (what large groups get).
+  for (int32_t strategy : {MOERT_GEMM_GROUPED, MOERT_GEMM_SEPARATE}) {
+    moert_cuda_set_gemm_strategy(strategy);
+    for (const TypeCase &type : kTypes)
+      for (int64_t capacity : {0, 40})
+        testLayer(rng, type, capacity);
+    for (const TypeCase &type : kTypes)
+      for (int64_t groupStride : {0, 8})
+        for (bool withBias : {false, true})
+          testGroupedMatmul(rng, type, groupStride, withBias);
+    for (const TypeCase &type : kTypes)
+      for (int64_t groupStride : {0, 8})
+        testGroupedMatmulPair(rng, type, groupStride);
+  }
+  moert_cuda_set_gemm_strategy(MOERT_GEMM_AUTO);
   testExchangesOfOne(rng);
   testLayerStats();
   std::printf("moert-cuda-test: %d of %d checks passed\n", checks - failures,

@@ -114,12 +114,19 @@ void moert_cuda_dispatch_capacity(int32_t dtype, const void *x,
 
 /* Grouped GEMM: for each expert e, rows offsets[e] .. offsets[e + 1] of
  * C [R, N] = rows of A [R, K] x W[e] [K, N] (row-major; weights of all
- * experts contiguous). hostOffsets are the E + 1 offsets on the host. One
- * cuBLAS grouped call, f32 accumulation. */
+ * experts contiguous). hostOffsets are the E + 1 offsets on the host.
+ * cuBLAS with f32 accumulation: one grouped call, or one GEMM per group
+ * where the groups are large (moert_cuda_set_gemm_strategy). */
 void moert_cuda_grouped_gemm(int32_t dtype, int64_t experts,
                              const int64_t *hostOffsets, int64_t K, int64_t N,
                              const void *A, const void *W, void *C,
                              void *stream);
+
+/* How the grouped GEMMs here go to cuBLAS: AUTO (the default) picks per
+ * call by the groups' sizes; GROUPED and SEPARATE force one way, for the
+ * tests and benchmarks that compare them. */
+enum { MOERT_GEMM_AUTO = 0, MOERT_GEMM_GROUPED = 1, MOERT_GEMM_SEPARATE = 2 };
+void moert_cuda_set_gemm_strategy(int32_t strategy);
 
 /* Copies `groups` counts from the device to `hostCounts` (host memory),
  * waiting for the stream: cuBLAS takes group sizes on the host, so the

@@ -4,10 +4,14 @@
 // moert_cuda_grouped_matmul (moe.experts' form: [E, N, K] weights read
 // transposed, groups of rows by counts that moert_cuda_read_counts brought
 // to the host; _pair: a gated FFN's two projections of the same rows) are
-// one cublasGemmGroupedBatchedEx over the groups that have rows. The pointer
-// arrays live on the device (cuBLAS reads them there) and are staged
-// through pinned host memory kept between calls. Expert biases are written
-// into C first, row by row, and the GEMMs accumulate onto them.
+// one cublasGemmGroupedBatchedEx over the groups that have rows, or, where
+// the groups are large, one cublasGemmEx each: cuBLAS's grouped kernel ran
+// at 0.35 of its plain GEMM's rate on Mixtral's expert shapes on an H200
+// (moert-cuda-bench), and a large group hides its own launch. The pointer
+// arrays of a grouped call live on the device (cuBLAS reads them there)
+// and are staged through pinned host memory kept between calls. Expert
+// biases are written into C first, row by row, and the GEMMs accumulate
+// onto them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -106,7 +110,29 @@ struct Projection {
 };
 } // namespace
 
-/// Every group with rows as one cuBLAS grouped call on `stream`. Row-major
+static int32_t gemmStrategy = MOERT_GEMM_AUTO;
+
+void moert_cuda_set_gemm_strategy(int32_t strategy) {
+  if (strategy != MOERT_GEMM_AUTO && strategy != MOERT_GEMM_GROUPED &&
+      strategy != MOERT_GEMM_SEPARATE)
+    detail::fail("moert_cuda_set_gemm_strategy: unknown strategy ", strategy);
+  gemmStrategy = strategy;
+}
+
+/// Whether `groups` go to cuBLAS one plain GEMM each: when they average
+/// 2^30 FLOPs or more, over a microsecond of a Hopper GPU's tensor cores
+/// each, longer than the host takes to launch one.
+static bool separateCalls(const std::vector<Group> &groups, int64_t K,
+                          int64_t N) {
+  if (gemmStrategy != MOERT_GEMM_AUTO)
+    return gemmStrategy == MOERT_GEMM_SEPARATE;
+  double flops = 0;
+  for (const Group &g : groups)
+    flops += 2.0 * g.rows * K * N;
+  return flops >= double(groups.size()) * (1 << 30);
+}
+
+/// Every group with rows as cuBLAS GEMMs on `stream`. Row-major
 /// C = A W is column-major C^T = W^T A^T: cuBLAS's (m, n, k) = (N, rows, K)
 /// with the weight first, read transposed when it is stored [N, K].
 static void groupedGemm(int32_t dtype, const std::vector<Group> &all,
@@ -129,6 +155,19 @@ static void groupedGemm(int32_t dtype, const std::vector<Group> &all,
   // requires (with K = 0 it scales C by beta).
   int ldK = static_cast<int>(std::max<int64_t>(K, 1)),
       ldN = static_cast<int>(std::max<int64_t>(N, 1));
+  cudaDataType_t type = blasType(dtype);
+  cublasOperation_t opW = transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
+  if (separateCalls(groups, K, N)) {
+    const float one = 1.0f;
+    for (const Group &g : groups)
+      check(cublasGemmEx(dev.blas, opW, CUBLAS_OP_N, static_cast<int>(N),
+                         static_cast<int>(g.rows), static_cast<int>(K), &one,
+                         g.w, type, transposed ? ldK : ldN, g.a, type, ldK,
+                         &g.beta, g.c, type, ldN, CUBLAS_COMPUTE_32F,
+                         CUBLAS_GEMM_DEFAULT),
+            "cublasGemmEx");
+    return;
+  }
   std::vector<int> m(count, N), n(count), k(count, K),
       lda(count, transposed ? ldK : ldN), ldb(count, ldK), ldc(count, ldN),
       groupSize(count, 1);
@@ -144,12 +183,9 @@ static void groupedGemm(int32_t dtype, const std::vector<Group> &all,
   }
   static PointerStaging staging;
   void **arrays = staging.stage(pointers, stream);
-  std::vector<cublasOperation_t> opW(count, transposed ? CUBLAS_OP_T
-                                                       : CUBLAS_OP_N),
-      opA(count, CUBLAS_OP_N);
-  cudaDataType_t type = blasType(dtype);
+  std::vector<cublasOperation_t> opWs(count, opW), opA(count, CUBLAS_OP_N);
   check(cublasGemmGroupedBatchedEx(
-            dev.blas, opW.data(), opA.data(), m.data(), n.data(), k.data(),
+            dev.blas, opWs.data(), opA.data(), m.data(), n.data(), k.data(),
             alpha.data(), arrays, type, lda.data(), arrays + count, type,
             ldb.data(), betas.data(), arrays + 2 * count, type, ldc.data(),
             count,
