@@ -3,7 +3,7 @@
 # GPU machine that cannot reach PyPI and takes at most 64 MiB per transfer:
 # downloads the wheel for the machine's Python, keeps what `import
 # onnxruntime` and the CUDA provider need, compresses it (xz, which Python's
-# lzma module reads everywhere) and splits it into parts of at most 50 MiB,
+# lzma module reads everywhere) and splits it into parts of at most 32 MiB (one goes with the 28 MiB checkout),
 # with a manifest, in .gpu-ort (ignored by git). scripts/gpu-ort-unpack.sh
 # gathers the parts there, one transfer at a time, and unpacks them once all
 # have arrived; bench/gpu_bench.py then finds the package through
@@ -36,7 +36,7 @@ mkdir "$work/site"
 tar -C "$work/site" -cf - onnxruntime | xz -T2 -6 > "$work/ort.tar.xz"
 rm -rf "$OUTDIR"
 mkdir -p "$OUTDIR"
-split -b 50M -d -a 2 "$work/ort.tar.xz" "$OUTDIR/part-"
+split -b 32M -d -a 2 "$work/ort.tar.xz" "$OUTDIR/part-"
 parts=$(ls "$OUTDIR"/part-* | wc -l)
 {
   echo "wheel=$(basename "$wheel")"
