@@ -30,10 +30,11 @@
 
 #include <torch/csrc/jit/serialization/import.h>
 
-#include <sanitizer/common_interface_defs.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <csignal>
 #include <fcntl.h>
 #include <poll.h>
@@ -41,14 +42,54 @@
 #include <sys/wait.h>
 #include <type_traits>
 #include <unistd.h>
+#include <vector>
+
+extern char **environ;
 
 using namespace mlir;
 
 namespace {
-/// A child process, forked once, that loads each archive it is sent with
+/// The variable that makes this program the loader child ("IN,OUT": the
+/// file descriptors of its requests and replies).
+constexpr const char *kLoaderVariable = "MOE_FUZZ_TORCHSCRIPT_LOADER";
+
+/// The loader child's loop: loads each archive it is sent and answers one
+/// byte. Its crashes must end it quietly, not as the fuzzer's findings.
+[[noreturn]] void serveLoads(int in, int out) {
+  int null = open("/dev/null", O_WRONLY);
+  dup2(null, STDOUT_FILENO);
+  dup2(null, STDERR_FILENO);
+  std::string archive;
+  for (;;) {
+    uint64_t size = 0;
+    if (read(in, &size, sizeof(size)) != sizeof(size))
+      _exit(0);
+    archive.resize(size);
+    for (size_t done = 0; done < size;) {
+      ssize_t n = read(in, archive.data() + done, size - done);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n <= 0)
+        _exit(0);
+      done += static_cast<size_t>(n);
+    }
+    try {
+      std::istringstream stream(archive);
+      torch::jit::load(stream, c10::Device(c10::kCPU));
+    } catch (...) {
+    }
+    if (write(out, "y", 1) != 1)
+      _exit(0);
+  }
+}
+
+/// A child process, started once, that loads each archive it is sent with
 /// libtorch's loader and answers one byte; one that dies on an archive is
 /// replaced for the next. Forking a sanitized process per input (copying
-/// its shadow mappings) took a third of the target's time.
+/// its shadow mappings) took a third of the target's time. The child
+/// execs this program afresh (LLVMFuzzerInitialize serves before libFuzzer
+/// starts): a bare fork would keep libFuzzer's malloc limit hook, which
+/// wrote the child's large allocations as oom-* findings of an empty input.
 class LoaderChild {
 public:
   /// Whether libtorch's loader gets through `archive` (succeeding or
@@ -72,6 +113,21 @@ private:
       std::perror("moe-fuzz-torchscript: pipe");
       std::abort();
     }
+    // Everything the child needs is made before fork: between fork and
+    // exec only async-signal-safe calls.
+    std::vector<std::string> variables;
+    for (char **v = environ; *v; ++v)
+      if (!llvm::StringRef(*v).starts_with(std::string(kLoaderVariable) + "="))
+        variables.push_back(*v);
+    variables.push_back(std::string(kLoaderVariable) + "=" +
+                        std::to_string(request[0]) + "," +
+                        std::to_string(reply[1]));
+    std::vector<char *> envp;
+    for (std::string &v : variables)
+      envp.push_back(v.data());
+    envp.push_back(nullptr);
+    char name[] = "moe-fuzz-torchscript-loader";
+    char *argv[] = {name, nullptr};
     std::signal(SIGPIPE, SIG_IGN);
     pid = fork();
     if (pid < 0) {
@@ -81,41 +137,14 @@ private:
     if (pid == 0) {
       close(request[1]);
       close(reply[0]);
-      serve(request[0], reply[1]);
+      execve("/proc/self/exe", argv, envp.data());
+      _exit(127);
     }
     close(request[0]);
     close(reply[1]);
     toChild = request[1];
     fromChild = reply[0];
     return true;
-  }
-
-  /// The child's loop. A crash must end it quietly, not as the fuzzer's
-  /// finding: the sanitizers' and libFuzzer's handlers and death callback
-  /// (which would write the parent's input as a crash-* file) are undone.
-  [[noreturn]] static void serve(int in, int out) {
-    int null = open("/dev/null", O_WRONLY);
-    dup2(null, STDOUT_FILENO);
-    dup2(null, STDERR_FILENO);
-    __sanitizer_set_death_callback(nullptr);
-    for (int sig : {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL, SIGTRAP})
-      std::signal(sig, SIG_DFL);
-    std::string archive;
-    for (;;) {
-      uint64_t size = 0;
-      if (!readAll(in, &size, sizeof(size)))
-        _exit(0);
-      archive.resize(size);
-      if (!readAll(in, archive.data(), size))
-        _exit(0);
-      try {
-        std::istringstream stream(archive);
-        torch::jit::load(stream, c10::Device(c10::kCPU));
-      } catch (...) {
-      }
-      if (write(out, "y", 1) != 1)
-        _exit(0);
-    }
   }
 
   /// All `size` bytes at `data` through `io` (read or write) on `fd`.
@@ -133,9 +162,6 @@ private:
       size -= static_cast<size_t>(n);
     }
     return true;
-  }
-  static bool readAll(int fd, void *data, size_t size) {
-    return transfer(::read, fd, data, size);
   }
   bool writeAll(const void *data, size_t size) {
     return transfer(::write, toChild, data, size);
@@ -167,6 +193,16 @@ private:
   int toChild = -1, fromChild = -1;
 };
 } // namespace
+
+extern "C" int LLVMFuzzerInitialize(int *, char ***) {
+  if (const char *fds = std::getenv(kLoaderVariable)) {
+    int in = -1, out = -1;
+    if (std::sscanf(fds, "%d,%d", &in, &out) != 2)
+      _exit(2);
+    serveLoads(in, out);
+  }
+  return 0;
+}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   static const DialectRegistry registry = [] {
