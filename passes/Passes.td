@@ -129,6 +129,50 @@ def MoEAutodiffPass : Pass<"moe-autodiff", "::mlir::ModuleOp"> {
                            "::mlir::arith::ArithDialect"];
 }
 
+def MoEPipelineSchedulePass : Pass<"moe-pipeline-schedule", "::mlir::ModuleOp"> {
+  let summary = "Run M microbatches through a pipelined training step in "
+                "1F1B order";
+  let description = [{
+    Runs after `moe-autodiff` on a step with pipeline stages. The step then
+    takes `microbatches` microbatches at once: each input `microbatches`
+    times as large along its first dimension. Each rank runs them through
+    its stage in the one-forward-one-backward order of PipeDream-Flush (as
+    Megatron's schedule): stage s of P runs min(P - 1 - s, M) forwards, then
+    one forward and one backward in turn, then the remaining backwards.
+    A microbatch's loss part runs just before its backward, so the
+    exchanges it makes between stages come in microbatch order on every
+    rank. The backward's results are summed over the microbatches in the
+    stages; the gradients' sums over the stages (which must be linear: a
+    step that does anything else after the stages' backward is refused)
+    then run once. The loss, the aux loss and the gradients are the
+    microbatches' mean, as with `moe-train --microbatches`. The step is
+    marked `moe.microbatches`.
+
+    ```mlir
+    // Before: func.func @main_graph(%ids: tensor<4x16xi64>, ...)
+    //   %f:n = scf.index_switch %stage ... (forward)   ... loss ...
+    //   %b:k = scf.index_switch %stage ... {moe.stages_backward}
+    //   shard.all_reduce %b#i on @world grid_axes = [0] ...
+    // After (microbatches=2, 2 stages):
+    //   func.func @main_graph(%ids: tensor<8x16xi64>, ...)
+    //   %s:k = scf.index_switch %stage
+    //   case 0 { F(0) F(1) B(0) B(1): sums of the B's results }
+    //   default { F(0) B(0) F(1) B(1) }
+    //   mean, then the all_reduces over the stages on it
+    ```
+
+    The schedule relies on sends that do not wait for their receivers, as
+    the runtime's `moert_send`.
+  }];
+  let options = [
+    Option<"microbatches", "microbatches", "int64_t", "1",
+           "Microbatches per step (1: the step is left as it is)">
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 def MoEEmitEntryPass : Pass<"moe-emit-entry", "::mlir::ModuleOp"> {
   let summary = "Add the `moe_entry(void **args)` wrapper that moe-run calls";
   let description = [{

@@ -139,9 +139,12 @@ LogicalResult mlir::moe::compileModel(MLIRContext &context,
       return module.emitError("moe-compile: unknown --optimizer '")
              << options.optimizer << "' (sgd or adamw)";
     // Differentiated as each rank runs it: partitioned first.
-    if (failed(runPipeline(module, "moe-decompose,moe-partition,moe-autodiff{" +
-                                       options.autodiffOptions +
-                                       "},canonicalize")))
+    if (failed(runPipeline(
+            module, "moe-decompose,moe-partition,moe-autodiff{" +
+                        options.autodiffOptions +
+                        "},moe-pipeline-schedule{microbatches=" +
+                        std::to_string(options.microbatches) +
+                        "},canonicalize")))
       return failure();
   } else if (failed(runPipeline(module, "moe-partition,canonicalize"))) {
     return failure();

@@ -140,6 +140,9 @@ LogicalResult ReverseSweep::stageSwitch(Operation *op,
   auto backward = scf::IndexSwitchOp::create(
       builder, loc, types, stages.getArg(), stages.getCases(),
       stages.getNumCases());
+  // moe-pipeline-schedule splits the step here into its forward and its
+  // backward halves.
+  backward->setAttr(kStagesBackwardAttr, builder.getUnitAttr());
   // The sums over the stage axis wait until every rank is out of the switch.
   AxisSet stageAxes = replication.of(stages.getArg());
   for (unsigned i = 0, e = stages.getNumRegions(); i < e; ++i) {

@@ -16,6 +16,9 @@
 
 namespace mlir::moe::autodiff {
 
+/// Marks the switch of the stages' backward cases in a training step.
+inline constexpr llvm::StringLiteral kStagesBackwardAttr = "moe.stages_backward";
+
 /// Inlines the stage functions into their cases and hoists every constant
 /// (the weights among them), and the slicing of a weight between ranks, to
 /// the start of `func`.

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
 #include <optional>
 
 using namespace moert;
@@ -308,9 +309,39 @@ void moert_send(const void *in, int64_t bytes, int64_t axes, int64_t dest) {
     g.selfMessages.emplace_back(i, i + bytes);
     return;
   }
-  Waiting wait(std::string(op) + " over " + g.name + " to position " +
-               std::to_string(d));
-  MPI_Send(in, toInt(bytes, op), MPI_BYTE, d, 0, g.comm);
+  completeSends(/*wait=*/false);
+  // A copy the send owns, so that the sender goes on at once: a pipeline
+  // stage sends a microbatch's activations and then, in a 1F1B schedule,
+  // receives another's gradients before the receiver takes the first.
+  PendingSend &send = pendingSends().emplace_back();
+  send.bytes.assign(static_cast<const char *>(in),
+                    static_cast<const char *>(in) + bytes);
+  send.what = std::string(op) + " over " + g.name + " to position " +
+              std::to_string(d);
+  MPI_Isend(send.bytes.data(), toInt(bytes, op), MPI_BYTE, d, 0, g.comm,
+            &send.request);
+}
+
+std::deque<PendingSend> &moert::detail::pendingSends() {
+  static std::deque<PendingSend> sends;
+  return sends;
+}
+
+void moert::detail::completeSends(bool wait) {
+  std::deque<PendingSend> &sends = pendingSends();
+  while (!sends.empty()) {
+    PendingSend &front = sends.front();
+    if (wait) {
+      Waiting waiting(front.what);
+      MPI_Wait(&front.request, MPI_STATUS_IGNORE);
+    } else {
+      int done = 0;
+      MPI_Test(&front.request, &done, MPI_STATUS_IGNORE);
+      if (!done)
+        return;
+    }
+    sends.pop_front();
+  }
 }
 
 void moert_recv(void *out, int64_t bytes, int64_t axes, int64_t source) {

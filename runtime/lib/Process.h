@@ -89,6 +89,18 @@ public:
   Waiting &operator=(const Waiting &) = delete;
 };
 
+/// A point-to-point send still under way: moert_send returns at once, with
+/// its own copy of the message.
+struct PendingSend {
+  std::vector<char> bytes;
+  MPI_Request request;
+  std::string what;
+};
+std::deque<PendingSend> &pendingSends();
+/// Retires the sends that have completed, oldest first; with `wait`, waits
+/// for every one (within the timeout, as any wait for other ranks).
+void completeSends(bool wait);
+
 /// The watchdog thread, started with MPI and stopped before it ends.
 void startWatchdog();
 void stopWatchdog();

@@ -92,6 +92,8 @@ void moert::init(int &argc, char **&argv) {
 void moert::finalize() {
   if (!proc.mpi)
     return;
+  // Every message sent reaches its receiver before the job ends.
+  completeSends(/*wait=*/true);
   {
     Waiting wait("the end of the job (MPI_Finalize)");
     MPI_Finalize();

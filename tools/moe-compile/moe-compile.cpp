@@ -129,6 +129,12 @@ static cl::opt<double> auxLossCoeff("moe-aux-loss-coeff",
 static cl::opt<double> zLossCoeff("moe-z-loss-coeff",
                                   cl::desc("Router z-loss coefficient"),
                                   cl::cat(category));
+static cl::opt<int64_t> microbatches(
+    "microbatches",
+    cl::desc("With --pp: the step takes this many microbatches at once (its "
+             "inputs as many times larger) and runs them through the "
+             "pipeline stages in 1F1B order (default 1)"),
+    cl::init(1), cl::cat(category));
 static cl::opt<std::string> params(
     "params",
     cl::desc("Regular expression of the weights that are parameters "
@@ -232,6 +238,18 @@ int main(int argc, char **argv) {
   options.optimizer = optimizer;
   if (train)
     options.autodiffOptions = autodiffOptions();
+  options.microbatches = microbatches;
+  if (microbatches.getNumOccurrences() && !train) {
+    emitError(UnknownLoc::get(&context))
+        << "moe-compile: --microbatches needs --train";
+    return 1;
+  }
+  if (microbatches < 1) {
+    emitError(UnknownLoc::get(&context))
+        << "moe-compile: --microbatches must be at least 1, not "
+        << microbatches;
+    return 1;
+  }
   for (auto *option : {&loss, &lossOutput, &optimizer, &loadBalancing,
                        &auxLossForm, &auxLossScope, &freeze, &params})
     if (option->getNumOccurrences() && !train) {

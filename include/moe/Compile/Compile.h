@@ -46,6 +46,8 @@ struct CompileOptions {
   /// optimizer moe-train runs it with (sgd or adamw).
   bool train = false;
   std::string autodiffOptions;
+  /// With --train and pipeline stages: microbatches per step, in 1F1B order.
+  int64_t microbatches = 1;
   std::string optimizer = "adamw";
 };
 
