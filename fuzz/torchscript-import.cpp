@@ -31,6 +31,8 @@
 #include <torch/csrc/jit/serialization/import.h>
 
 
+#include <sanitizer/allocator_interface.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -53,9 +55,24 @@ namespace {
 /// file descriptors of its requests and replies).
 constexpr const char *kLoaderVariable = "MOE_FUZZ_TORCHSCRIPT_LOADER";
 
+/// The largest allocation the fuzzer allows (its -malloc_limit_mb, else
+/// -rss_limit_mb, else 2048 MB, as libFuzzer takes them), in bytes.
+size_t mallocLimit = size_t(2048) << 20;
+
+/// In the loader child: an allocation past the fuzzer's limit ends it, as
+/// a crash does, so that the archive is skipped (libtorch reserves what an
+/// archive's length fields claim). libFuzzer's own hook, which would have
+/// reported it as this target's finding, is not installed there.
+void endOnLargeMalloc(const volatile void *, size_t size) {
+  if (size > mallocLimit)
+    _exit(3);
+}
+void ignoreFree(const volatile void *) {}
+
 /// The loader child's loop: loads each archive it is sent and answers one
 /// byte. Its crashes must end it quietly, not as the fuzzer's findings.
 [[noreturn]] void serveLoads(int in, int out) {
+  __sanitizer_install_malloc_and_free_hooks(endOnLargeMalloc, ignoreFree);
   int null = open("/dev/null", O_WRONLY);
   dup2(null, STDOUT_FILENO);
   dup2(null, STDERR_FILENO);
@@ -121,7 +138,8 @@ private:
         variables.push_back(*v);
     variables.push_back(std::string(kLoaderVariable) + "=" +
                         std::to_string(request[0]) + "," +
-                        std::to_string(reply[1]));
+                        std::to_string(reply[1]) + "," +
+                        std::to_string(mallocLimit));
     std::vector<char *> envp;
     for (std::string &v : variables)
       envp.push_back(v.data());
@@ -194,13 +212,23 @@ private:
 };
 } // namespace
 
-extern "C" int LLVMFuzzerInitialize(int *, char ***) {
+extern "C" int LLVMFuzzerInitialize(int *argc, char ***argv) {
   if (const char *fds = std::getenv(kLoaderVariable)) {
     int in = -1, out = -1;
-    if (std::sscanf(fds, "%d,%d", &in, &out) != 2)
+    unsigned long long limit = 0;
+    if (std::sscanf(fds, "%d,%d,%llu", &in, &out, &limit) != 3)
       _exit(2);
+    mallocLimit = limit;
     serveLoads(in, out);
   }
+  // The fuzzer's limit, for the loader child.
+  long long rss = -1, malloc = -1;
+  for (int i = 1; i < *argc; ++i) {
+    std::sscanf((*argv)[i], "-rss_limit_mb=%lld", &rss);
+    std::sscanf((*argv)[i], "-malloc_limit_mb=%lld", &malloc);
+  }
+  long long mb = malloc > 0 ? malloc : rss > 0 ? rss : 2048;
+  mallocLimit = size_t(mb) << 20;
   return 0;
 }
 

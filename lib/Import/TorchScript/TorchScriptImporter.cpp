@@ -23,8 +23,12 @@
 #include "llvm/Support/Path.h"
 
 #include <csignal>
+#include <new>
 #include <fcntl.h>
+#include <cinttypes>
+#include <cstdio>
 #include <cstring>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -65,6 +69,9 @@ private:
 /// The message of a libtorch or ONNX exception, without libtorch's C++
 /// backtrace, and with bytes that a corrupted archive put into it escaped.
 static std::string messageOf(const std::exception &error) {
+  if (dynamic_cast<const std::bad_alloc *>(&error))
+    return "loading it takes more memory than an archive of its size can "
+           "hold (a length field that claims more than there is?)";
   const auto *torchError = dynamic_cast<const c10::Error *>(&error);
   StringRef message =
       StringRef(torchError ? torchError->what_without_backtrace()
@@ -565,6 +572,40 @@ static bool writeAll(int fd, const char *data, size_t size) {
   return true;
 }
 
+/// Bounds the memory the loader child may take: libtorch's unpickler
+/// reserves what an archive's length fields claim (a fuzzed 80 kB archive
+/// took 4 GB), which could end the machine's memory, not just the import.
+/// The bound is the child's memory now, plus four times the archive and
+/// 2 GiB: a real archive's tensors, held once by libtorch and once by the
+/// translation, fit. Under AddressSanitizer, whose shadow memory already
+/// counts against the limit, nothing is bounded.
+static void boundLoaderMemory(size_t archiveBytes) {
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  return;
+#endif
+#endif
+  // VmData: the private writable memory that RLIMIT_DATA counts, in kB.
+  uint64_t now = 0;
+  if (FILE *status = std::fopen("/proc/self/status", "r")) {
+    char line[256];
+    while (std::fgets(line, sizeof line, status))
+      if (std::sscanf(line, "VmData: %" SCNu64, &now) == 1)
+        break;
+    std::fclose(status);
+  }
+  rlimit limit;
+  if (::getrlimit(RLIMIT_DATA, &limit) != 0)
+    return;
+  uint64_t bound = now * 1024 + 4 * uint64_t(archiveBytes) + (uint64_t(2) << 30);
+  if (limit.rlim_max != RLIM_INFINITY && bound > limit.rlim_max)
+    bound = limit.rlim_max;
+  if (limit.rlim_cur == RLIM_INFINITY || bound < limit.rlim_cur) {
+    limit.rlim_cur = bound;
+    ::setrlimit(RLIMIT_DATA, &limit);
+  }
+}
+
 /// translateArchive in a child process; its errors are re-emitted here.
 static LogicalResult translateIsolated(llvm::MemoryBufferRef buffer,
                                        Location loc,
@@ -589,6 +630,7 @@ static LogicalResult translateIsolated(llvm::MemoryBufferRef buffer,
     int null = ::open("/dev/null", O_WRONLY);
     ::dup2(null, STDOUT_FILENO);
     ::dup2(null, STDERR_FILENO);
+    boundLoaderMemory(buffer.getBufferSize());
     std::string errors;
     bool translated = false;
     {
