@@ -10,6 +10,7 @@ packages=(
   libprotobuf-dev protobuf-compiler libtorch-dev python3-venv python3-pip
   python3-numpy python3-onnx python3-torch
   libopenmpi-dev openmpi-bin libopenblas-dev libdnnl-dev
+  libzip-dev python3-matplotlib
 )
 
 missing=()
