@@ -25,7 +25,7 @@ constexpr int64_t searchWidth = 4;
 /// Replicas the search may pack in all from one start, so that re-planning
 /// 1024 ranks stays near a millisecond (a few packings of thousands of
 /// slots); small layers get hundreds of packings.
-constexpr int64_t searchBudget = int64_t{1} << 13;
+constexpr int64_t searchBudget = int64_t{1} << 12;
 /// How far above the best maximum a stickier plan may go; the cost rule
 /// picks among them.
 constexpr double slack[] = {0.0, 0.01, 0.02, 0.05};
@@ -48,7 +48,7 @@ public:
               int64_t numSlots, Packer &packer)
       : load(load), ranks(numRanks), perRank(numSlots / numRanks),
         packer(packer),
-        maxPackings(std::max<int64_t>(2, searchBudget / numSlots)) {}
+        maxPackings(std::max<int64_t>(1, searchBudget / numSlots)) {}
 
   /// The best counts reached from `counts`, and their packing.
   std::pair<std::vector<int32_t>, Packing> run(std::vector<int32_t> counts) {

@@ -38,64 +38,77 @@ std::vector<int32_t> detail::apportion(const std::vector<double> &load,
 namespace {
 /// Ranks by load, the least loaded (then the lowest) on top, with each
 /// rank's place in the heap so that a rank whose load grows sinks in place.
+/// Loads are copied into the entries: comparisons read no other memory.
 class RankHeap {
 public:
-  explicit RankHeap(const std::vector<double> &loads, int64_t numRanks)
+  RankHeap(const std::vector<double> &loads, int64_t numRanks)
       : loads(loads), place(numRanks, -1) {}
 
   bool empty() const { return heap.empty(); }
-  int64_t top() const { return heap.front(); }
+  int64_t top() const { return heap.front().rank; }
   void push(int64_t rank) {
     place[rank] = static_cast<int64_t>(heap.size());
-    heap.push_back(rank);
+    heap.push_back({loads[rank], rank});
     up(place[rank]);
   }
   void remove(int64_t rank) {
-    int64_t i = place[rank], last = heap.back();
+    int64_t i = place[rank];
+    Entry last = heap.back();
     heap.pop_back();
     place[rank] = -1;
     if (i < static_cast<int64_t>(heap.size())) {
       heap[i] = last;
-      place[last] = i;
+      place[last.rank] = i;
       down(i);
-      up(place[last]);
+      up(place[last.rank]);
     }
   }
   /// `rank`'s load grew.
-  void grew(int64_t rank) { down(place[rank]); }
+  void grew(int64_t rank) {
+    heap[place[rank]].load = loads[rank];
+    down(place[rank]);
+  }
 
 private:
-  bool before(int64_t a, int64_t b) const {
-    return loads[a] < loads[b] || (loads[a] == loads[b] && a < b);
-  }
-  void swapAt(int64_t i, int64_t j) {
-    std::swap(heap[i], heap[j]);
-    place[heap[i]] = i;
-    place[heap[j]] = j;
+  struct Entry {
+    double load;
+    int64_t rank;
+    bool operator<(const Entry &o) const {
+      return load < o.load || (load == o.load && rank < o.rank);
+    }
+  };
+  void set(int64_t i, Entry e) {
+    heap[i] = e;
+    place[e.rank] = i;
   }
   void up(int64_t i) {
-    while (i > 0 && before(heap[i], heap[(i - 1) / 2])) {
-      swapAt(i, (i - 1) / 2);
+    Entry moving = heap[i];
+    while (i > 0 && moving < heap[(i - 1) / 2]) {
+      set(i, heap[(i - 1) / 2]);
       i = (i - 1) / 2;
     }
+    set(i, moving);
   }
   void down(int64_t i) {
     int64_t n = static_cast<int64_t>(heap.size());
+    Entry moving = heap[i];
     for (;;) {
-      int64_t least = i, l = 2 * i + 1, r = l + 1;
-      if (l < n && before(heap[l], heap[least]))
-        least = l;
-      if (r < n && before(heap[r], heap[least]))
-        least = r;
-      if (least == i)
-        return;
-      swapAt(i, least);
-      i = least;
+      int64_t child = 2 * i + 1;
+      if (child >= n)
+        break;
+      if (child + 1 < n && heap[child + 1] < heap[child])
+        ++child;
+      if (!(heap[child] < moving))
+        break;
+      set(i, heap[child]);
+      i = child;
     }
+    set(i, moving);
   }
 
   const std::vector<double> &loads;
-  std::vector<int64_t> heap, place;
+  std::vector<Entry> heap;
+  std::vector<int64_t> place;
 };
 } // namespace
 
