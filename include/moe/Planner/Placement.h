@@ -195,15 +195,18 @@ struct MigrationCost {
 /// Ours: migration-aware placement with replicas, at most one copy of an
 /// expert per rank. Replica counts start from the min-max apportionment
 /// (and from the current counts), then move one replica at a time while
-/// that lowers the maximum rank load of a largest-first packing; the
-/// packing prefers each expert's current ranks. Among the candidate plans
-/// (tighter, or stickier within a few percent of the best maximum), it
-/// keeps the one whose gain over the next interval,
-/// (current max - new max) * secondsPerToken * repeats, minus the busiest
-/// rank's migration time is largest, and `current` when none is positive
-/// (none lowers the maximum when secondsPerToken is 0). Within a rank,
-/// experts that stay keep their local slots. Same shape as `current`,
-/// which must hold every expert (it may hold duplicates). Deterministic.
+/// that lowers the maximum rank load of a largest-first packing (a bounded
+/// number of packings); the packing prefers each expert's current ranks.
+/// Among the candidate plans (the tightest, and stickier ones within a few
+/// percent of the best maximum) it keeps the one whose gain over the next
+/// interval, (current max - new max) * secondsPerToken * repeats, minus
+/// the busiest rank's migration time (cost.bytesPerExpert per expert it
+/// sends or receives, at bytesPerSecond) is largest and positive, else
+/// `current`. With secondsPerToken 0 it keeps the lowest maximum (fewest
+/// moves on ties) if that is below the current one. Within a rank, experts
+/// that stay keep their local slots. Same shape as `current`, which must
+/// hold every expert (duplicates on a rank are allowed and removed);
+/// `current` itself when numSlots > numExperts * numRanks. Deterministic.
 Placement migrationAwarePlacement(const Placement &current,
                                   const std::vector<double> &expertLoad,
                                   const MigrationCost &cost = {});
