@@ -15,7 +15,7 @@ config.test_exec_root = os.path.join(config.moe_obj_root, "test")
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.add_tool_substitutions(
-    ["moe-opt", "moe-translate", "moe-compile", "moe-run", "moe-train", "moert-cuda-test",
+    ["moe-opt", "moe-translate", "moe-compile", "moe-run", "moe-train", "moe-plan", "moert-cuda-test",
      "mlir-runner"],
     [config.moe_tools_dir, config.llvm_tools_dir]
 )
@@ -125,7 +125,8 @@ config.substitutions.append(("%limit_memory_mb", limit_memory))
 # `moe-tools`: the tools are built here (scripts/test.sh builds only the fuzz
 # targets of the sanitized tree, and runs test/fuzz in it).
 if all(os.path.exists(os.path.join(config.moe_tools_dir, t))
-       for t in ["moe-opt", "moe-translate", "moe-compile", "moe-run", "moe-train"]):
+       for t in ["moe-opt", "moe-translate", "moe-compile", "moe-run", "moe-train",
+                 "moe-plan"]):
     config.available_features.add("moe-tools")
 
 # `fuzzers`: this tree has the libFuzzer targets (MOE_ENABLE_FUZZERS), which

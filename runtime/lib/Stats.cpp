@@ -24,6 +24,7 @@ using Clock = std::chrono::steady_clock;
 namespace {
 struct Layer {
   std::vector<int64_t> tokens; ///< per expert, summed over runs
+  std::vector<int64_t> taken;  ///< what takeLayerTokens returned of them
   int64_t dropped = 0;         ///< summed over runs
   std::vector<double> seconds; ///< per run
   Clock::time_point begin;
@@ -173,6 +174,37 @@ void moert::resetStats() {
   for (void (*collect)() : collectors())
     collect();
   stats = Stats();
+}
+
+std::vector<std::vector<int64_t>> moert::takeLayerTokens() {
+  for (void (*collect)() : collectors())
+    collect();
+  std::vector<int64_t> extents = {0, 0};
+  for (const auto &[id, l] : stats.layers) {
+    extents[0] = id + 1;
+    extents[1] = std::max<int64_t>(extents[1], l.tokens.size());
+  }
+  reduce(extents, MPI_INT64_T, MPI_MAX, /*all=*/true);
+  int64_t numLayers = extents[0], numExperts = extents[1];
+  // Per layer: its expert count (max), then its new tokens (sum).
+  std::vector<int64_t> counts(numLayers), tokens(numLayers * numExperts);
+  for (auto &[id, l] : stats.layers) {
+    counts[id] = l.tokens.size();
+    l.taken.resize(l.tokens.size());
+    for (size_t e = 0; e < l.tokens.size(); ++e) {
+      tokens[id * numExperts + e] = l.tokens[e] - l.taken[e];
+      l.taken[e] = l.tokens[e];
+    }
+  }
+  reduce(counts, MPI_INT64_T, MPI_MAX);
+  reduce(tokens, MPI_INT64_T, MPI_SUM);
+  std::vector<std::vector<int64_t>> result;
+  if (worldRank() != 0)
+    return result;
+  for (int64_t id = 0; id < numLayers; ++id)
+    result.emplace_back(tokens.begin() + id * numExperts,
+                        tokens.begin() + id * numExperts + counts[id]);
+  return result;
 }
 
 void moert::printStats() {

@@ -14,7 +14,8 @@
 //
 //   one record per step (or per sampled step: steps_per_record, default 1,
 //   is how many steps each stands for); `tokens[l][e]` is how many routing
-//   choices (top-k counted, dropped tokens not) layer l sent to expert e
+//   choices (top-k counted; those a capacity dropped too) layer l made for
+//   expert e
 //   in that step, summed over the expert-parallel group. `step` is
 //   optional; every record has the same layers and experts.
 //

@@ -22,6 +22,7 @@ using namespace moe_run;
 
 void moe_run::setAsideLLVMOptions() {
   for (auto [name, aside] : {std::pair{"stats", "llvm-stats"},
+                             std::pair{"stats-json", "llvm-stats-json"},
                              std::pair{"threads", "llvm-threads"}})
     if (cl::Option *o = cl::getRegisteredOptions().lookup(name))
       o->setArgStr(aside);
@@ -161,6 +162,70 @@ moe_run::loadWeights(const Manifest &m, void *library, StringRef bundleDir,
     symbols.push_back(static_cast<char *>(symbol));
   }
   return symbols;
+}
+
+Error moe_run::readNamedInputs(ArrayRef<std::string> args,
+                               const std::vector<TensorSpec> &specs,
+                               StringRef what,
+                               std::vector<moert::Array> &arrays,
+                               std::vector<std::string> &files) {
+  for (StringRef arg : args) {
+    StringRef name, file;
+    std::tie(name, file) = arg.split('=');
+    if (file.empty())
+      return failure("--input " + arg + ": expected NAME=FILE.npy");
+    auto spec =
+        find_if(specs, [&](const TensorSpec &t) { return t.name == name; });
+    if (spec == specs.end()) {
+      std::vector<std::string> names;
+      for (const TensorSpec &t : specs)
+        names.push_back(t.name);
+      return failure(formatv("unknown input '{0}'; the {1}'s inputs: {2}",
+                             name, what, join(names, ", ")));
+    }
+    size_t i = spec - specs.begin();
+    if (!files[i].empty())
+      return failure(formatv("input '{0}' given twice", name));
+    files[i] = file.str();
+    moert::Array &array = arrays[i];
+    if (std::string error = moert::readNpy(file.str(), array); !error.empty())
+      return failure(formatv("input '{0}': {1}", name, error));
+    if (!moert::convertToModelType(array, *spec->type)) {
+      const moert::DType *type = moert::findDTypeByDescr(array.descr);
+      return failure(formatv("input '{0}': {1} holds {2} data, the {3} "
+                             "expects {4}",
+                             name, file, type ? type->name : array.descr, what,
+                             spec->type->name));
+    }
+  }
+  return Error::success();
+}
+
+void ExpertLoadLog::record(int64_t step) {
+  if (!enabled())
+    return;
+  std::vector<std::vector<int64_t>> layers = moert::takeLayerTokens();
+  if (moert::worldRank() != 0)
+    return;
+  json::Array tokens;
+  for (const std::vector<int64_t> &experts : layers)
+    tokens.push_back(json::Array(experts));
+  records.push_back(json::Object{{"step", step}, {"tokens", std::move(tokens)}});
+}
+
+Error ExpertLoadLog::write() const {
+  if (!enabled() || moert::worldRank() != 0)
+    return Error::success();
+  std::error_code ec;
+  raw_fd_ostream out(path, ec);
+  if (ec)
+    return failure("--stats-json: cannot write " + path + ": " + ec.message());
+  out << formatv("{0}", json::Value(json::Object{
+                              {"moe_expert_load", 1},
+                              {"steps_per_record", 1},
+                              {"records", json::Array(records)}}))
+      << "\n";
+  return Error::success();
 }
 
 Error moe_run::checkWorldSize(const Manifest &m, StringRef what) {

@@ -14,6 +14,7 @@
 
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Error.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 
 #include <memory>
@@ -22,8 +23,9 @@
 
 namespace moe_run {
 
-/// Moves libLLVM.so's own --stats and --threads aside (to --llvm-stats and
-/// --llvm-threads), so that a runner's options of those names can be made.
+/// Moves libLLVM.so's own --stats, --stats-json and --threads aside (to
+/// --llvm-stats, --llvm-stats-json and --llvm-threads), so that a runner's
+/// options of those names can be made.
 void setAsideLLVMOptions();
 
 /// Parses the command line of a runner whose options are in `category`; a
@@ -48,6 +50,35 @@ readChecked(const std::string &path, int64_t bytes, llvm::StringRef digest);
 /// Where the world the bundle was compiled for (`m`) is not the one this
 /// process runs in: the error, saying how to start it.
 llvm::Error checkWorldSize(const Manifest &m, llvm::StringRef what);
+
+/// Reads each `--input NAME=FILE.npy` of `args` into the array of the
+/// input of `specs` that it names, converted to the input's type, and
+/// records FILE in `files` (both sized as `specs`; an input not given keeps
+/// an empty name). `what` names the program in the messages ("model",
+/// "step"); shapes are the caller's to check.
+llvm::Error readNamedInputs(llvm::ArrayRef<std::string> args,
+                            const std::vector<TensorSpec> &specs,
+                            llvm::StringRef what,
+                            std::vector<moert::Array> &arrays,
+                            std::vector<std::string> &files);
+
+/// --stats-json: the tokens each MoE layer's experts received, one record
+/// per call (moe-run) or step (moe-train), in the format moe-plan reads
+/// (tools/moe-plan/Trace.h). Every rank records (a collective); rank 0
+/// holds the records and writes the file.
+class ExpertLoadLog {
+public:
+  explicit ExpertLoadLog(std::string path) : path(std::move(path)) {}
+  bool enabled() const { return !path.empty(); }
+  /// Collective: the counts since the last record, as record `step`.
+  void record(int64_t step);
+  /// Rank 0 writes the file; the error if it cannot.
+  llvm::Error write() const;
+
+private:
+  std::string path;
+  llvm::json::Array records;
+};
 
 /// Loads the model.so of the bundle in `bundleDir` (initializing the device
 /// first for a CUDA bundle) and finds its entry.

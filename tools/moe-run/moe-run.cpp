@@ -1,6 +1,7 @@
 //===- moe-run.cpp - Runs a compiled MoE bundle ---------------------------===//
 //
 // moe-run OUT --input NAME=FILE.npy ... --output-dir DIR [--stats]
+//        [--stats-json FILE]
 //         [--warmup N] [--repeat N] [--threads N] [--timeout SECONDS]
 //
 // Started alone, or once per rank by mpirun. Every rank reads the bundle that
@@ -67,6 +68,12 @@ struct Options {
       cl::desc("Print the entry's time, each MoE layer's tokens per expert, "
                "dropped tokens and time, and the expert GEMM rate"),
       cl::cat(category)};
+  cl::opt<std::string> statsJson{
+      "stats-json",
+      cl::desc("Write the tokens each MoE layer's experts received, one "
+               "record per call, as JSON (moe-plan placement --trace reads "
+               "it)"),
+      cl::value_desc("file"), cl::cat(category)};
   cl::opt<unsigned> repeat{"repeat", cl::init(1),
                            cl::desc("Calls of the entry (default 1)"),
                            cl::cat(category)};
@@ -130,44 +137,19 @@ static std::string inBundle(StringRef file) {
 static Error readInputs(Session &s) {
   const std::vector<TensorSpec> &specs = s.manifest.inputs;
   s.inputs.resize(specs.size());
-  std::vector<bool> given(specs.size());
-  for (StringRef arg : options().inputs) {
-    StringRef name, file;
-    std::tie(name, file) = arg.split('=');
-    if (file.empty())
-      return failure("--input " + arg + ": expected NAME=FILE.npy");
-    auto spec =
-        find_if(specs, [&](const TensorSpec &t) { return t.name == name; });
-    if (spec == specs.end()) {
-      std::vector<std::string> names;
-      for (const TensorSpec &t : specs)
-        names.push_back(t.name);
-      return failure(formatv("unknown input '{0}'; the model's inputs: {1}",
-                             name, join(names, ", ")));
-    }
-    size_t i = spec - specs.begin();
-    if (given[i])
-      return failure(formatv("input '{0}' given twice", name));
-    given[i] = true;
-
-    moert::Array &array = s.inputs[i];
-    if (std::string error = moert::readNpy(file.str(), array); !error.empty())
-      return failure(formatv("input '{0}': {1}", name, error));
-    if (!moert::convertToModelType(array, *spec->type)) {
-      const moert::DType *type = moert::findDTypeByDescr(array.descr);
-      return failure(formatv("input '{0}': {1} holds {2} data, the model "
-                             "expects {3}",
-                             name, file, type ? type->name : array.descr,
-                             spec->type->name));
-    }
-    if (array.shape != spec->shape)
+  std::vector<std::string> files(specs.size());
+  if (Error error =
+          readNamedInputs(options().inputs, specs, "model", s.inputs, files))
+    return error;
+  for (size_t i = 0; i < specs.size(); ++i)
+    if (!files[i].empty() && s.inputs[i].shape != specs[i].shape)
       return failure(formatv("input '{0}': {1} has shape {2}, the model "
                              "expects {3}",
-                             name, file, moert::shapeString(array.shape),
-                             moert::shapeString(spec->shape)));
-  }
+                             specs[i].name, files[i],
+                             moert::shapeString(s.inputs[i].shape),
+                             moert::shapeString(specs[i].shape)));
   for (size_t i = 0; i < specs.size(); ++i)
-    if (!given[i])
+    if (files[i].empty())
       return failure(formatv("missing input '{0}' (pass --input "
                              "{0}=FILE.npy)",
                              specs[i].name));
@@ -250,10 +232,12 @@ agreement(const Session &s) {
   std::vector<std::pair<std::string, std::string>> items;
   items.emplace_back("the bundle (model.json)", s.manifestDigest);
   // Only the options that decide which calls the ranks make together.
-  std::string calls = formatv("repeat={0} warmup={1} stats={2}",
+  std::string calls = formatv("repeat={0} warmup={1} stats={2} json={3}",
                               options().repeat, options().warmup,
-                              options().stats ? 1 : 0);
-  items.emplace_back("the options --repeat, --warmup and --stats",
+                              options().stats ? 1 : 0,
+                              options().statsJson.empty() ? 0 : 1);
+  items.emplace_back("the options --repeat, --warmup, --stats and "
+                     "--stats-json",
                      mlir::moe::contentDigest(arrayRefFromStringRef(calls)));
   if (!s.weightsDigest.empty())
     items.emplace_back("the --weights file", s.weightsDigest);
@@ -292,6 +276,7 @@ int main(int argc, char **argv) {
   moert::setGrid(s.manifest.gridShape, s.manifest.axes);
   moert::setThreads(opts.threads);
 
+  ExpertLoadLog loads(opts.statsJson);
   {
     // Freed before the runtime finishes.
     CallArguments args(s.manifest.target == "cuda");
@@ -310,9 +295,11 @@ int main(int argc, char **argv) {
       s.entry(args.data());
       args.finishRun();
       moert::endRun();
+      loads.record(run);
     }
     args.copyOutputsBack();
   }
+  moert::failIfAnyRank(toString(loads.write()));
 
   if (opts.stats)
     moert::printStats();

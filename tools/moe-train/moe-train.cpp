@@ -5,7 +5,8 @@
 //            --eps X --weight-decay X --clip-grad-norm X --warmup-steps N
 //            --schedule constant|cosine|linear] [--log FILE.csv]
 //           [--checkpoint-dir DIR --checkpoint-every K] [--stop-after K]
-//           [--resume DIR] [--output-dir DIR] [--stats] [--timeout S]
+//           [--resume DIR] [--output-dir DIR] [--stats] [--stats-json FILE]
+//           [--timeout S]
 //           [--zero-stage 1]
 //
 // BUNDLE comes from moe-compile --train. Each input file holds the whole
@@ -119,6 +120,12 @@ struct Options {
       cl::desc("At the end, print each MoE layer's tokens per expert, "
                "dropped tokens and time over the run"),
       cl::cat(category)};
+  cl::opt<std::string> statsJson{
+      "stats-json",
+      cl::desc("Write the tokens each MoE layer's experts received, one "
+               "record per step, as JSON (moe-plan placement --trace reads "
+               "it)"),
+      cl::value_desc("file"), cl::cat(category)};
   cl::opt<int> threads{"threads", cl::desc("Threads (default: all cores)"),
                        cl::init(0), cl::cat(category)};
   cl::opt<int64_t> microbatches{
@@ -207,37 +214,15 @@ std::string inBundle(StringRef file) {
 Error readDatasets(Trainer &t) {
   const std::vector<TensorSpec> &specs = t.manifest.inputs;
   t.datasets.resize(specs.size());
-  std::vector<bool> given(specs.size());
-  for (StringRef arg : options().inputs) {
-    StringRef name, file;
-    std::tie(name, file) = arg.split('=');
-    if (file.empty())
-      return failure("--input " + arg + ": expected NAME=FILE.npy");
-    auto spec = find_if(specs, [&](const TensorSpec &s) { return s.name == name; });
-    if (spec == specs.end()) {
-      std::vector<std::string> names;
-      for (const TensorSpec &s : specs)
-        names.push_back(s.name);
-      return failure(formatv("unknown input '{0}'; the step's inputs: {1}",
-                             name, join(names, ", ")));
-    }
-    size_t i = spec - specs.begin();
-    if (given[i])
-      return failure(formatv("input '{0}' given twice", name));
-    given[i] = true;
-    moert::Array &data = t.datasets[i];
-    if (std::string error = moert::readNpy(file.str(), data); !error.empty())
-      return failure(formatv("input '{0}': {1}", name, error));
-    if (!moert::convertToModelType(data, *spec->type))
-      return failure(formatv("input '{0}': {1} holds {2} data, the step "
-                             "expects {3}",
-                             name, file, data.descr, spec->type->name));
-  }
+  std::vector<std::string> files(specs.size());
+  if (Error error = moe_run::readNamedInputs(options().inputs, specs, "step",
+                                             t.datasets, files))
+    return error;
   // transformers' causal LM: the labels are the input ids.
   for (size_t i = 0; i < specs.size(); ++i)
-    if (!given[i] && specs[i].name == "labels")
+    if (files[i].empty() && specs[i].name == "labels")
       for (size_t j = 0; j < specs.size(); ++j)
-        if (given[j] && specs[j].name == "input_ids" &&
+        if (!files[j].empty() && specs[j].name == "input_ids" &&
             specs[j].shape == specs[i].shape) {
           moert::Array &labels = t.datasets[i];
           labels.descr = t.datasets[j].descr;
@@ -245,10 +230,10 @@ Error readDatasets(Trainer &t) {
           labels.data = moert::Buffer(t.datasets[j].data.size());
           std::memcpy(labels.data.data(), t.datasets[j].data.data(),
                       labels.data.size());
-          given[i] = true;
+          files[i] = files[j];
         }
   for (size_t i = 0; i < specs.size(); ++i) {
-    if (!given[i])
+    if (files[i].empty())
       return failure(formatv("missing input '{0}' (pass --input "
                              "{0}=FILE.npy)",
                              specs[i].name));
@@ -586,6 +571,7 @@ Error run(Trainer &t) {
   publish(t);
   int64_t end = o.stopAfter > 0 ? std::min<int64_t>(o.stopAfter, o.steps)
                                  : o.steps;
+  ExpertLoadLog loads(o.statsJson);
   for (int64_t step = t.firstStep; step < end; ++step) {
     auto begin = std::chrono::steady_clock::now();
     int64_t micros = o.microbatches;
@@ -655,6 +641,7 @@ Error run(Trainer &t) {
         moe_train::gatherChunks(p.master.data(), p.master.size(), p.replicas);
     }
     publish(t);
+    loads.record(step);
     auto now = std::chrono::steady_clock::now();
     double seconds = std::chrono::duration<double>(now - begin).count();
     stepSeconds.push_back(seconds);
@@ -677,6 +664,8 @@ Error run(Trainer &t) {
       if (Error error = save(t, step + 1))
         return error;
   }
+  if (Error error = loads.write())
+    return error;
   // The summary: the median step (optimizer included), which the
   // benchmarks read.
   if (!stepSeconds.empty() && first) {
@@ -759,11 +748,11 @@ std::vector<std::pair<std::string, std::string>> agreement(const Trainer &t) {
   std::string flags = formatv(
       "steps={0} batch={1} lr={2} momentum={3} dampening={4} nesterov={5} "
       "betas={6} eps={7} wd={8}/{9} clip={10} warmup={11} schedule={12} "
-      "stats={13} threads={14} zero={15} micro={16}",
+      "stats={13} threads={14} zero={15} micro={16} json={17}",
       o.steps, o.batchSize, o.lr, o.momentum, o.dampening, o.nesterov,
       o.betas, o.eps, o.weightDecay, o.weightDecay.getNumOccurrences(),
       o.clipGradNorm, o.warmupSteps, o.schedule, o.stats, o.threads,
-      o.zeroStage, o.microbatches);
+      o.zeroStage, o.microbatches, o.statsJson.empty() ? 0 : 1);
   items.emplace_back("the training options",
                      mlir::moe::contentDigest(arrayRefFromStringRef(flags)));
   for (auto [spec, data] : zip_equal(t.manifest.inputs, t.datasets))

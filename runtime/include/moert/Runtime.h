@@ -76,6 +76,12 @@ void endRun();
 /// the runs after it: moe-run --warmup calls it after the warm-up runs.
 void resetStats();
 
+/// Collective: the tokens each MoE layer's experts received since the last
+/// call (or since the start, or resetStats), summed over the ranks, on rank
+/// 0: one vector per layer id (empty where no rank has that layer). Other
+/// ranks get an empty result. For moe-run's and moe-train's --stats-json.
+std::vector<std::vector<int64_t>> takeLayerTokens();
+
 /// Collective: reduces the statistics of every run to rank 0, which prints
 /// the entry's time, each MoE layer's tokens per expert, dropped tokens and
 /// time, and the expert GEMMs' FLOP rate.
