@@ -186,11 +186,16 @@ static std::vector<int64_t> piecePositions(ArrayRef<SliceStep> steps,
   return positions;
 }
 
-/// The piece of `data` (shape `shape`) at `positions` of the steps.
-static std::string slicePiece(ArrayRef<char> data, SmallVector<int64_t> shape,
-                              int64_t elementBytes, ArrayRef<SliceStep> steps,
-                              ArrayRef<int64_t> grid,
-                              ArrayRef<int64_t> positions) {
+/// Appends the piece of `data` (shape `shape`) at `positions` of the steps.
+static void appendPiece(std::string &out, ArrayRef<char> data,
+                        SmallVector<int64_t> shape, int64_t elementBytes,
+                        ArrayRef<SliceStep> steps, ArrayRef<int64_t> grid,
+                        ArrayRef<int64_t> positions) {
+  // A whole weight goes straight from its constant.
+  if (steps.empty()) {
+    out.append(data.begin(), data.end());
+    return;
+  }
   std::string piece(data.begin(), data.end());
   for (auto [step, position] : llvm::zip_equal(steps, positions)) {
     int64_t groupSize = 1;
@@ -209,12 +214,21 @@ static std::string slicePiece(ArrayRef<char> data, SmallVector<int64_t> shape,
     piece = std::move(next);
     shape[step.dim] = part;
   }
-  return piece;
+  out += piece;
 }
 
 LogicalResult mlir::moe::packWeights(ModuleOp module, Bundle &bundle) {
   int64_t world = *bundle.manifest.getInteger("world_size");
   json::Array &weights = *bundle.manifest.getArray("weights");
+  // Each weight's pieces add up to the weight: reserved at once, so that a
+  // model's gigabytes are not copied again each time the buffer grows.
+  size_t total = 0;
+  for (auto global : module.getOps<memref::GlobalOp>())
+    if (auto source = global->getAttrOfType<ElementsAttr>("moe.weight_source"))
+      total += kPieceAlignment +
+               cast<ShapedType>(source.getType()).getNumElements() *
+                   ((global.getType().getElementTypeBitWidth() + 7) / 8);
+  bundle.weights.reserve(total);
   for (auto global : module.getOps<memref::GlobalOp>()) {
     auto source = global->getAttrOfType<ElementsAttr>("moe.weight_source");
     if (!source)
@@ -249,8 +263,8 @@ LogicalResult mlir::moe::packWeights(ModuleOp module, Bundle &bundle) {
         bundle.weights.resize(
             llvm::alignTo(bundle.weights.size(), kPieceAlignment), '\0');
         it->second = bundle.weights.size();
-        bundle.weights += slicePiece(*data, sourceShape, elementBytes, steps,
-                                     grid, positions);
+        appendPiece(bundle.weights, *data, sourceShape, elementBytes, steps,
+                    grid, positions);
       }
       offsets.push_back(it->second);
     }
