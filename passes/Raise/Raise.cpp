@@ -8,6 +8,7 @@
 #include "passes/Raise/GatheredExperts.h"
 #include "passes/Raise/SharedExpert.h"
 #include "passes/Raise/SortedExperts.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/Dominance.h"
 #include "mlir/Transforms/CSE.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
@@ -68,6 +69,36 @@ struct ExplainListener : public RewriterBase::Listener {
   llvm::StringSet<> seen;
 };
 
+/// The keys of the dense_resource data that `root`'s attributes hold,
+/// inherent and discardable, however deep.
+llvm::StringSet<> resourceKeys(Operation *root) {
+  llvm::StringSet<> keys;
+  auto collect = [&](DenseResourceElementsAttr resource) {
+    keys.insert(resource.getRawHandle().getKey());
+  };
+  root->walk([&](Operation *op) {
+    op->getRawDictionaryAttrs().walk(collect);
+    if (Attribute properties = op->getPropertiesAsAttribute())
+      properties.walk(collect);
+  });
+  return keys;
+}
+
+/// Frees the data of the weights that raising replaced (each expert's,
+/// now packed into one weight for all experts): nothing refers to them any
+/// more, and the context would keep them, a second copy of a model's
+/// experts, until it ends.
+void releaseReplacedWeights(MLIRContext *context,
+                            const llvm::StringSet<> &before,
+                            const llvm::StringSet<> &after) {
+  DialectResourceBlobManager &blobs =
+      DenseResourceElementsHandle::getManagerInterface(context)
+          .getBlobManager();
+  for (const auto &key : before)
+    if (!after.contains(key.getKey()))
+      blobs.update(key.getKey(), AsmResourceBlob());
+}
+
 struct MoERaisePass : public impl::MoERaisePassBase<MoERaisePass> {
   using Base::Base;
 
@@ -87,15 +118,17 @@ struct MoERaisePass : public impl::MoERaisePassBase<MoERaisePass> {
     Operation *root = getOperation();
     if (keepWeights)
       root->setAttr(raise::kKeepWeightsAttrName, UnitAttr::get(&getContext()));
-    auto restore = llvm::make_scope_exit(
+    llvm::scope_exit restore(
         [&] { root->removeAttr(raise::kKeepWeightsAttrName); });
     ExplainListener listener;
     GreedyRewriteConfig config;
     if (explain)
       config.setListener(&listener);
+    llvm::StringSet<> weightsBefore = resourceKeys(root);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns),
                                      config)))
       return signalPassFailure();
+    releaseReplacedWeights(&getContext(), weightsBefore, resourceKeys(root));
     if (reportIncompleteBlocks(getOperation()))
       return signalPassFailure();
   }
