@@ -124,11 +124,15 @@ struct MoERaisePass : public impl::MoERaisePassBase<MoERaisePass> {
     GreedyRewriteConfig config;
     if (explain)
       config.setListener(&listener);
-    llvm::StringSet<> weightsBefore = resourceKeys(root);
+    llvm::StringSet<> weightsBefore;
+    if (isa<ModuleOp>(root))
+      weightsBefore = resourceKeys(root);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns),
                                      config)))
       return signalPassFailure();
-    releaseReplacedWeights(&getContext(), weightsBefore, resourceKeys(root));
+    // Only a whole module sees every use of its weights.
+    if (isa<ModuleOp>(root))
+      releaseReplacedWeights(&getContext(), weightsBefore, resourceKeys(root));
     if (reportIncompleteBlocks(getOperation()))
       return signalPassFailure();
   }
