@@ -62,6 +62,12 @@ OwningOpRef<ModuleOp> importTorchScript(llvm::MemoryBufferRef buffer,
                                         MLIRContext *context,
                                         const ImportOptions &options);
 
+/// Loads a TorchScript archive with libtorch exactly as importTorchScript
+/// does first (newer operators registered), and nothing more; throws what
+/// libtorch throws. For the fuzz target's loader child, which must reach
+/// whatever libtorch reaches in the importer.
+void loadTorchScriptArchive(llvm::MemoryBufferRef buffer);
+
 } // namespace mlir::moe
 
 #endif // MOE_IMPORT_IMPORT_H

@@ -485,6 +485,18 @@ static void flattenOutput(GraphTranslator &translator, const Operand &output,
   results.push_back(translator.tensor(output));
 }
 
+/// libtorch's module of the archive in `buffer`, with the operators of newer
+/// PyTorch versions registered; throws what libtorch throws.
+static torch::jit::Module loadArchive(llvm::MemoryBufferRef buffer) {
+  registerNewerOps();
+  return torch::jit::load(std::make_shared<BufferReadAdapter>(buffer),
+                          c10::Device(c10::kCPU));
+}
+
+void moe::loadTorchScriptArchive(llvm::MemoryBufferRef buffer) {
+  (void)loadArchive(buffer);
+}
+
 /// Translates `forward` of the archive in `buffer` into `model`.
 static LogicalResult translateArchive(llvm::MemoryBufferRef buffer,
                                       Location loc,
@@ -492,9 +504,7 @@ static LogicalResult translateArchive(llvm::MemoryBufferRef buffer,
                                       ::ONNX_NAMESPACE::ModelProto &model) {
   torch::jit::Module module;
   try {
-    registerNewerOps();
-    module = torch::jit::load(std::make_shared<BufferReadAdapter>(buffer),
-                              c10::Device(c10::kCPU));
+    module = loadArchive(buffer);
   } catch (const std::exception &error) {
     return emitError(loc) << "not a valid TorchScript archive: "
                           << messageOf(error);
