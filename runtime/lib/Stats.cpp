@@ -176,16 +176,22 @@ void moert::resetStats() {
   stats = Stats();
 }
 
-std::vector<std::vector<int64_t>> moert::takeLayerTokens() {
-  for (void (*collect)() : collectors())
-    collect();
+/// Collective: the extents every rank's tables take, layer ids and experts
+/// per layer (pipeline stages hold different layers).
+static std::pair<int64_t, int64_t> agreedExtents() {
   std::vector<int64_t> extents = {0, 0};
   for (const auto &[id, l] : stats.layers) {
     extents[0] = id + 1;
     extents[1] = std::max<int64_t>(extents[1], l.tokens.size());
   }
   reduce(extents, MPI_INT64_T, MPI_MAX, /*all=*/true);
-  int64_t numLayers = extents[0], numExperts = extents[1];
+  return {extents[0], extents[1]};
+}
+
+std::vector<std::vector<int64_t>> moert::takeLayerTokens() {
+  for (void (*collect)() : collectors())
+    collect();
+  auto [numLayers, numExperts] = agreedExtents();
   // Per layer: its expert count (max), then its new tokens (sum).
   std::vector<int64_t> counts(numLayers), tokens(numLayers * numExperts);
   for (auto &[id, l] : stats.layers) {
@@ -212,14 +218,7 @@ void moert::printStats() {
     collect();
   int64_t runs = stats.runSeconds.size(); // the same on every rank
 
-  // Agreed extents: layer ids, experts per layer.
-  std::vector<int64_t> extents = {0, 0};
-  for (const auto &[id, l] : stats.layers) {
-    extents[0] = id + 1;
-    extents[1] = std::max<int64_t>(extents[1], l.tokens.size());
-  }
-  reduce(extents, MPI_INT64_T, MPI_MAX, /*all=*/true);
-  int64_t numLayers = extents[0], numExperts = extents[1];
+  auto [numLayers, numExperts] = agreedExtents();
 
   // Per layer: seen and expert count (max), tokens and dropped (sum), seconds
   // per run (max); the entry's seconds per run come last.
