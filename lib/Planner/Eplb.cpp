@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "moe/Planner/Placement.h"
+#include "Packing.h"
 
 #include <algorithm>
 #include <numeric>
@@ -96,12 +97,10 @@ std::string moe::planner::eplb(const std::vector<double> &expertLoad,
   if (numRanks % numNodes != 0)
     return std::to_string(numRanks) + " ranks do not divide over " +
            std::to_string(numNodes) + " nodes";
-  if (numSlots % numRanks != 0)
-    return std::to_string(numSlots) + " slots do not divide over " +
-           std::to_string(numRanks) + " ranks";
-  if (numSlots < numExperts)
-    return std::to_string(numSlots) + " slots cannot hold " +
-           std::to_string(numExperts) + " experts";
+  if (std::string error =
+          detail::slotLayoutError(numExperts, numRanks, numSlots);
+      !error.empty())
+    return error;
 
   std::vector<float> weight(expertLoad.begin(), expertLoad.end());
   int64_t groupSize = numExperts / numGroups;

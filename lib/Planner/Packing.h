@@ -13,9 +13,15 @@
 #include "moe/Planner/Placement.h"
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace moe::planner::detail {
+
+/// Why E experts cannot take P slots over R ranks (none, at least one
+/// expert and rank, S = P / R whole, P >= E), or "".
+std::string slotLayoutError(int64_t numExperts, int64_t numRanks,
+                            int64_t numSlots);
 
 /// Replica counts: one each, then each further slot to the expert with the
 /// largest load per replica (the lowest id on ties) that has fewer than

@@ -8,10 +8,8 @@
 
 using namespace moe::planner;
 
-std::string moe::planner::validatePlacement(
-    int64_t numExperts, int64_t numRanks,
-    const std::vector<int32_t> &slotToExpert, bool distinctPerRank) {
-  int64_t numSlots = static_cast<int64_t>(slotToExpert.size());
+std::string detail::slotLayoutError(int64_t numExperts, int64_t numRanks,
+                                    int64_t numSlots) {
   if (numExperts <= 0)
     return "a placement needs at least one expert";
   if (numRanks <= 0)
@@ -22,6 +20,16 @@ std::string moe::planner::validatePlacement(
   if (numSlots < numExperts)
     return std::to_string(numSlots) + " slots cannot hold " +
            std::to_string(numExperts) + " experts";
+  return "";
+}
+
+std::string moe::planner::validatePlacement(
+    int64_t numExperts, int64_t numRanks,
+    const std::vector<int32_t> &slotToExpert, bool distinctPerRank) {
+  int64_t numSlots = static_cast<int64_t>(slotToExpert.size());
+  if (std::string error = detail::slotLayoutError(numExperts, numRanks, numSlots);
+      !error.empty())
+    return error;
   int64_t perRank = numSlots / numRanks;
   std::vector<int64_t> count(numExperts, 0), lastRank(numExperts, -1);
   for (int64_t p = 0; p < numSlots; ++p) {
