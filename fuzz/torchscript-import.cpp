@@ -38,6 +38,7 @@
 #include <cstdlib>
 #include <csignal>
 #include <fcntl.h>
+#include <new>
 #include <poll.h>
 #include <sys/wait.h>
 #include <type_traits>
@@ -217,6 +218,88 @@ private:
   int toChild = -1, fromChild = -1;
 };
 } // namespace
+
+// The global allocation functions of this target. libtorch's unpickler
+// reserves what an archive's length fields claim (26 GB for one fuzzed
+// archive), and it reads uninitialized memory, so an archive the loader
+// child got through may still claim more here. In the importer such an
+// allocation fails in its memory-bounded loader child, as std::bad_alloc;
+// here too, past the fuzzer's limit, instead of AddressSanitizer's report
+// (its operator new never throws). Memory comes from malloc, which
+// AddressSanitizer still checks; only new/delete mismatches go unseen.
+static void *allocate(size_t size) {
+  if (size > mallocLimit)
+    throw std::bad_alloc();
+  void *memory = std::malloc(size ? size : 1);
+  if (!memory)
+    throw std::bad_alloc();
+  return memory;
+}
+static void *allocate(size_t size, std::align_val_t align) {
+  if (size > mallocLimit)
+    throw std::bad_alloc();
+  void *memory = nullptr;
+  size_t alignment = std::max(static_cast<size_t>(align), sizeof(void *));
+  if (posix_memalign(&memory, alignment, size ? size : 1) != 0)
+    throw std::bad_alloc();
+  return memory;
+}
+void *operator new(size_t size) { return allocate(size); }
+void *operator new[](size_t size) { return allocate(size); }
+void *operator new(size_t size, std::align_val_t align) {
+  return allocate(size, align);
+}
+void *operator new[](size_t size, std::align_val_t align) {
+  return allocate(size, align);
+}
+void *operator new(size_t size, const std::nothrow_t &) noexcept {
+  return size > mallocLimit ? nullptr : std::malloc(size ? size : 1);
+}
+void *operator new[](size_t size, const std::nothrow_t &tag) noexcept {
+  return operator new(size, tag);
+}
+void *operator new(size_t size, std::align_val_t align,
+                   const std::nothrow_t &) noexcept {
+  try {
+    return allocate(size, align);
+  } catch (const std::bad_alloc &) {
+    return nullptr;
+  }
+}
+void *operator new[](size_t size, std::align_val_t align,
+                     const std::nothrow_t &tag) noexcept {
+  return operator new(size, align, tag);
+}
+void operator delete(void *memory) noexcept { std::free(memory); }
+void operator delete[](void *memory) noexcept { std::free(memory); }
+void operator delete(void *memory, size_t) noexcept { std::free(memory); }
+void operator delete[](void *memory, size_t) noexcept { std::free(memory); }
+void operator delete(void *memory, const std::nothrow_t &) noexcept {
+  std::free(memory);
+}
+void operator delete[](void *memory, const std::nothrow_t &) noexcept {
+  std::free(memory);
+}
+void operator delete(void *memory, std::align_val_t) noexcept {
+  std::free(memory);
+}
+void operator delete[](void *memory, std::align_val_t) noexcept {
+  std::free(memory);
+}
+void operator delete(void *memory, size_t, std::align_val_t) noexcept {
+  std::free(memory);
+}
+void operator delete[](void *memory, size_t, std::align_val_t) noexcept {
+  std::free(memory);
+}
+void operator delete(void *memory, std::align_val_t,
+                     const std::nothrow_t &) noexcept {
+  std::free(memory);
+}
+void operator delete[](void *memory, std::align_val_t,
+                       const std::nothrow_t &) noexcept {
+  std::free(memory);
+}
 
 extern "C" int LLVMFuzzerInitialize(int *argc, char ***argv) {
   if (const char *fds = std::getenv(kLoaderVariable)) {
