@@ -556,6 +556,39 @@ def MoEPartitionPass : Pass<"moe-partition", "::mlir::ModuleOp"> {
                            "::mlir::tensor::TensorDialect"];
 }
 
+def MoEPlaceExpertsPass : Pass<"moe-place-experts", "::mlir::ModuleOp"> {
+  let summary = "Put each MoE layer's experts on physical slots";
+  let description = [{
+    Runs after `moe-set-plan` and before `moe-partition`. Every dropless MoE
+    block (a `moe.layer` is decomposed first) gets P = E + ep x
+    `redundant-per-rank` slots, P / ep on each EP rank:
+
+    * `moe.slot_table` (layer i is the i-th router of the module) holds the
+      slot -> expert table, starting from the identity layout (slot p holds
+      expert p mod E: the experts in order, then the redundant slots from
+      expert 0 on), which the runtime may change between calls;
+    * `moe.place` maps each routing choice to one of its expert's slots
+      (the replica rule), and `moe.dispatch` and `moe.experts` work on slots;
+    * every expert weight and bias reaches `moe.experts` through
+      `moe.slot_weights`, which `moe-partition` slices per rank and
+      `moe-externalize-weights` makes a buffer that the runtime fills.
+
+    With `runtime=0` the table is a constant instead (a fixed placement): an
+    identity table of E slots folds away with the ops above. Capacity
+    dispatch is refused, since which tokens a capacity drops would depend on
+    the placement.
+  }];
+  let options = [
+    Option<"redundantPerRank", "redundant-per-rank", "int64_t", "0",
+           "Slots per EP rank beyond E / ep, for replicas of hot experts">,
+    Option<"runtime", "runtime", "bool", "true",
+           "The table is the runtime's (re-placement without recompiling), "
+           "not a constant">
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::moe::MoEDialect"];
+}
+
 def MoEStaticShapesPass : Pass<"moe-static-shapes", "::mlir::ModuleOp"> {
   let summary = "Fold the shape computations of onnx programs into static "
                 "types";

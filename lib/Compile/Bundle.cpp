@@ -224,10 +224,16 @@ LogicalResult mlir::moe::packWeights(ModuleOp module, Bundle &bundle) {
   // model's gigabytes are not copied again each time the buffer grows.
   size_t total = 0;
   for (auto global : module.getOps<memref::GlobalOp>())
-    if (auto source = global->getAttrOfType<ElementsAttr>("moe.weight_source"))
+    if (auto source = global->getAttrOfType<ElementsAttr>("moe.weight_source")) {
+      auto shape = cast<ShapedType>(source.getType());
+      int64_t elements = shape.getNumElements();
+      if (auto slots =
+              global->getAttrOfType<DenseI32ArrayAttr>("moe.weight_slot_table"))
+        elements = elements / std::max<int64_t>(shape.getDimSize(0), 1) *
+                   slots.size();
       total += kPieceAlignment +
-               cast<ShapedType>(source.getType()).getNumElements() *
-                   ((global.getType().getElementTypeBitWidth() + 7) / 8);
+               elements * ((global.getType().getElementTypeBitWidth() + 7) / 8);
+    }
   bundle.weights.reserve(total);
   for (auto global : module.getOps<memref::GlobalOp>()) {
     auto source = global->getAttrOfType<ElementsAttr>("moe.weight_source");
@@ -251,6 +257,22 @@ LogicalResult mlir::moe::packWeights(ModuleOp module, Bundle &bundle) {
         cast<ShapedType>(source.getType()).getNumElements() * elementBytes)
       return global.emitError("moe-compile: the weight holds ")
              << data->size() << " bytes, not what its type says";
+    // Laid out by slot: slot p's rows are those of its initial expert.
+    std::string bySlot;
+    auto slotTable =
+        global->getAttrOfType<DenseI32ArrayAttr>("moe.weight_slot_table");
+    if (slotTable) {
+      int64_t rowBytes = data->size() / sourceShape[0];
+      bySlot.reserve(rowBytes * slotTable.size());
+      for (int32_t expert : slotTable.asArrayRef()) {
+        if (expert < 0 || expert >= sourceShape[0])
+          return global.emitError("moe-compile: a slot holds expert ")
+                 << expert << " of " << sourceShape[0];
+        bySlot.append(data->data() + expert * rowBytes, rowBytes);
+      }
+      data = ArrayRef<char>(bySlot.data(), bySlot.size());
+      sourceShape[0] = slotTable.size();
+    }
 
     // Ranks at the same positions (all of them for a replicated weight)
     // share one stored piece.
@@ -272,6 +294,14 @@ LogicalResult mlir::moe::packWeights(ModuleOp module, Bundle &bundle) {
                         {"dtype", *dtype},
                         {"shape", shapeOf(type.getShape())},
                         {"offsets", std::move(offsets)}};
+    // What moe-run re-places: each layer's table, and the weights that
+    // move with it (rows by local slot).
+    if (auto table = global->getAttrOfType<DictionaryAttr>("moe.slot_table"))
+      weight["slot_table"] = json::Object{
+          {"layer", cast<IntegerAttr>(table.get("layer")).getInt()},
+          {"experts", cast<IntegerAttr>(table.get("experts")).getInt()}};
+    if (auto layer = global->getAttrOfType<IntegerAttr>("moe.weight_slot_layer"))
+      weight["slot_layer"] = layer.getInt();
     // What moe-train updates: the weights its gradients are named after,
     // and how each rank's piece lies in the whole (to gather it).
     if (auto resource = dyn_cast<DenseResourceElementsAttr>(source);
@@ -290,6 +320,9 @@ LogicalResult mlir::moe::packWeights(ModuleOp module, Bundle &bundle) {
     global->removeAttr("moe.weight_source");
     global->removeAttr("moe.weight_slices");
     global->removeAttr("moe.weight_grid");
+    global->removeAttr("moe.weight_slot_table");
+    global->removeAttr("moe.weight_slot_layer");
+    global->removeAttr("moe.slot_table");
   }
   return success();
 }

@@ -134,6 +134,10 @@ LogicalResult mlir::moe::compileModel(MLIRContext &context,
                                      ",moe-set-plan{" + options.planOptions +
                                      "}")))
     return failure();
+  if (options.train && options.redundantPerRank >= 0)
+    return module.emitError("moe-compile: --redundant-per-rank compiles "
+                            "inference only: training with re-placed "
+                            "experts is not supported yet");
   if (options.train) {
     if (options.optimizer != "sgd" && options.optimizer != "adamw")
       return module.emitError("moe-compile: unknown --optimizer '")
@@ -146,7 +150,13 @@ LogicalResult mlir::moe::compileModel(MLIRContext &context,
                         std::to_string(options.microbatches) +
                         "},canonicalize")))
       return failure();
-  } else if (failed(runPipeline(module, "moe-partition,canonicalize"))) {
+  } else if (failed(runPipeline(
+                 module,
+                 (options.redundantPerRank >= 0
+                      ? "moe-place-experts{redundant-per-rank=" +
+                            std::to_string(options.redundantPerRank) + "},"
+                      : std::string()) +
+                     "moe-partition,canonicalize"))) {
     return failure();
   }
   if (options.emit == EmitStage::SPMD)

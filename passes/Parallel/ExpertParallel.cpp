@@ -24,6 +24,7 @@ namespace {
 /// The ops of one MoE block.
 struct MoEBlock {
   RouterOp router;
+  PlaceOp place; // optional: the router's choices -> slots
   DispatchOp dispatch;
   ExpertsOp experts;
   CombineOp combine;
@@ -48,7 +49,10 @@ FailureOr<MoEBlock> matchBlock(CombineOp combine, std::string &why) {
     return why = "moe.experts and moe.combine do not use one moe.dispatch's "
                  "rows, counts and slots",
            failure();
-  blk.router = blk.dispatch.getIds().getDefiningOp<RouterOp>();
+  Value ids = blk.dispatch.getIds();
+  if ((blk.place = ids.getDefiningOp<PlaceOp>()))
+    ids = blk.place.getIds();
+  blk.router = ids.getDefiningOp<RouterOp>();
   if (!blk.router || combine.getWeights() != blk.router.getWeights())
     return why = "the dispatch ids and combine weights do not come from one "
                  "moe.router",
@@ -314,6 +318,8 @@ LogicalResult BlockPartitioner::run(MoEBlock &blk) {
   // Insert after the router and everything the block reads are defined.
   Operation *after = router;
   SmallVector<Value> reads{input};
+  if (blk.place)
+    reads.push_back(blk.place.getTable());
   llvm::append_range(reads, blk.experts->getOperands());
   if (blk.shared)
     llvm::append_range(reads, blk.shared->getOperands());
@@ -378,6 +384,11 @@ LogicalResult BlockPartitioner::run(MoEBlock &blk) {
     ids = newRouter.getIds();
     weights = newRouter.getWeights();
   }
+  // Each routing choice to one of its expert's slots.
+  Value routerIds = ids;
+  if (blk.place)
+    ids = PlaceOp::create(b, blk.place.getLoc(), ids.getType(), ids,
+                          blk.place.getTable());
 
   // This rank's experts.
   ExpertsOp experts = blk.experts;
@@ -483,7 +494,8 @@ LogicalResult BlockPartitioner::run(MoEBlock &blk) {
   auto usedOutside = [&](Value v) {
     return llvm::any_of(v.getUsers(), [&](Operation *user) {
       return user != experts && user != blk.combine &&
-             user != dispatch.getOperation();
+             user != dispatch.getOperation() &&
+             user != blk.place.getOperation();
     });
   };
   Value dropped, keptCounts, allIds, allWeights;
@@ -497,7 +509,7 @@ LogicalResult BlockPartitioner::run(MoEBlock &blk) {
   // A batch-wide router already holds every token's choice.
   bool whole = gathered && !perm;
   if (usedOutside(router.getIds()))
-    allIds = whole ? newRouter.getIds() : restoreTokens(loc, ids);
+    allIds = whole ? newRouter.getIds() : restoreTokens(loc, routerIds);
   if (usedOutside(router.getWeights()))
     allWeights = whole ? newRouter.getWeights() : restoreTokens(loc, weights);
 
@@ -513,6 +525,8 @@ LogicalResult BlockPartitioner::run(MoEBlock &blk) {
   if (keptCounts)
     dispatch.getCounts().replaceAllUsesWith(keptCounts);
   dispatch->erase();
+  if (blk.place)
+    blk.place->erase();
   if (allIds)
     router.getIds().replaceAllUsesWith(allIds);
   if (allWeights)

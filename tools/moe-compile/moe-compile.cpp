@@ -135,6 +135,12 @@ static cl::opt<int64_t> microbatches(
              "inputs as many times larger) and runs them through the "
              "pipeline stages in 1F1B order (default 1)"),
     cl::init(1), cl::cat(category));
+static cl::opt<int64_t> redundantPerRank(
+    "redundant-per-rank",
+    cl::desc("Put each MoE layer's experts on slots whose table moe-run owns "
+             "(re-placement without recompiling: moe-run --replan-every), "
+             "with this many slots per EP rank for replicas of hot experts"),
+    cl::cat(category));
 static cl::opt<std::string> params(
     "params",
     cl::desc("Regular expression of the weights that are parameters "
@@ -239,6 +245,15 @@ int main(int argc, char **argv) {
   if (train)
     options.autodiffOptions = autodiffOptions();
   options.microbatches = microbatches;
+  if (redundantPerRank.getNumOccurrences()) {
+    if (redundantPerRank < 0 || redundantPerRank > (1 << 20)) {
+      emitError(UnknownLoc::get(&context))
+          << "moe-compile: --redundant-per-rank must be in [0, 2^20], not "
+          << redundantPerRank;
+      return 1;
+    }
+    options.redundantPerRank = redundantPerRank;
+  }
   if (microbatches.getNumOccurrences() && !train) {
     emitError(UnknownLoc::get(&context))
         << "moe-compile: --microbatches needs --train";

@@ -10,6 +10,8 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/Matchers.h"
+#include "llvm/ADT/BitVector.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallSet.h"
 
@@ -781,3 +783,66 @@ LogicalResult LayerOp::verify() {
 
 #define GET_OP_CLASSES
 #include "dialects/moe/IR/MoEOps.cpp.inc"
+
+//===----------------------------------------------------------------------===//
+// Placement
+//===----------------------------------------------------------------------===//
+
+LogicalResult SlotTableOp::verify() {
+  int64_t E = getExperts();
+  if (getLayer() < 0)
+    return emitOpError("layer must be at least 0, got ") << getLayer();
+  if (E < 1)
+    return emitOpError("experts must be at least 1, got ") << E;
+  if (failed(verifyNumExperts(*this, E)))
+    return failure();
+  ArrayRef<int32_t> initial = getInitial();
+  int64_t P = getTable().getType().getDimSize(0);
+  if (static_cast<int64_t>(initial.size()) != P)
+    return emitOpError("initial has ")
+           << initial.size() << " entries for " << P << " slots";
+  llvm::BitVector placed(E);
+  for (auto [slot, expert] : llvm::enumerate(initial)) {
+    if (expert < 0 || expert >= E)
+      return emitOpError("slot ") << slot << " holds expert " << expert
+                                  << ", not one of the " << E << " experts";
+    placed.set(expert);
+  }
+  if (int missing = placed.find_first_unset(); missing >= 0)
+    return emitOpError("expert ") << missing << " has no slot";
+  return success();
+}
+
+/// Whether `table` is a constant `table[p] = p`.
+static bool isIdentityTable(Value table) {
+  DenseIntElementsAttr values;
+  if (!matchPattern(table, m_Constant(&values)))
+    return false;
+  int64_t p = 0;
+  for (const APInt &v : values)
+    if (v.getSExtValue() != p++)
+      return false;
+  return true;
+}
+
+OpFoldResult PlaceOp::fold(FoldAdaptor) {
+  return isIdentityTable(getTable()) ? getIds() : Value();
+}
+
+LogicalResult SlotWeightsOp::verify() {
+  RankedTensorType input = getInput().getType();
+  SmallVector<int64_t> shape(input.getShape());
+  shape[0] = getTable().getType().getDimSize(0);
+  if (failed(expectShape(*this, getOutput(), "result", shape)) ||
+      failed(expectElementType(*this, getOutput(), "result",
+                               input.getElementType())))
+    return failure();
+  return success();
+}
+
+OpFoldResult SlotWeightsOp::fold(FoldAdaptor) {
+  if (getInput().getType() == getOutput().getType() &&
+      isIdentityTable(getTable()))
+    return getInput();
+  return {};
+}

@@ -661,6 +661,90 @@ def MoE_GatherRowsOp : MoE_Op<"gather_rows", [Pure]> {
 }
 
 //===----------------------------------------------------------------------===//
+// Placement: experts on physical slots
+//===----------------------------------------------------------------------===//
+
+def MoE_SlotTableOp : MoE_Op<"slot_table", [Pure]> {
+  let summary = "the runtime's slot -> expert table of one MoE layer";
+  let description = [{
+    Layer `layer`'s placement: `table[p]` is the expert that physical slot p
+    holds, for P slots (P >= E; the P - E more are replicas of some
+    experts). Slot p lives on EP rank `p / (P / ep)`. The runtime owns the
+    table and may change it between calls of the program (re-placement),
+    moving the slots' weights with it; shapes never change. `initial` is the
+    placement the program starts with, written into its bundle.
+
+    ```mlir
+    %table = moe.slot_table layer 0 experts 8 initial [0, 1, 2, 3, 4, 5, 6, 7, 0, 1]
+        : tensor<10xi32>
+    ```
+
+    **Constraints:**
+    * `initial` has the P entries of the result, each an expert in
+      `[0, experts)`, and names every expert at least once (so P >= E);
+    * `layer >= 0` and `1 <= experts <= 2^31 - 1`.
+  }];
+  let arguments = (ins I64Attr:$layer, I64Attr:$experts,
+                       DenseI32ArrayAttr:$initial);
+  let results = (outs MoE_CountVector:$table);
+  let assemblyFormat = [{
+    `layer` $layer `experts` $experts `initial` $initial attr-dict `:` type($table)
+  }];
+  let hasVerifier = 1;
+}
+
+def MoE_PlaceOp : MoE_Op<"place", [Pure, AllTypesMatch<["ids", "slots"]>]> {
+  let summary = "each routing choice's expert -> one of that expert's slots";
+  let description = [{
+    The replica rule: the choice at flat position `q = t * k + j` (token t's
+    j-th of k) that picked expert e goes to slot number `q mod c_e` of e's
+    `c_e` slots in `table`, in ascending slot order. It is deterministic,
+    keeps no state and splits an expert's tokens evenly over its replicas;
+    replicas hold the same weights, so the result never depends on the
+    placement. Ids that no slot holds (unrouted -1, out of range) give -1.
+    With an identity table (`table[p] = p`) it is the identity and folds
+    away.
+
+    ```mlir
+    %slots = moe.place %ids, %table : tensor<16x2xi32>, tensor<10xi32>
+    ```
+  }];
+  let arguments = (ins MoE_IdMatrix:$ids, MoE_CountVector:$table);
+  let results = (outs MoE_IdMatrix:$slots);
+  let assemblyFormat = [{
+    $ids `,` $table attr-dict `:` type($ids) `,` type($table)
+  }];
+  let hasFolder = 1;
+}
+
+def MoE_SlotWeightsOp : MoE_Op<"slot_weights", [Pure]> {
+  let summary = "the per-expert weights of each slot";
+  let description = [{
+    `output[p] = input[table[p]]`: the weights of a layer's experts
+    (`[E, ...]`) laid out by slot (`[P, ...]`). After `moe-partition` each
+    rank holds its `P / ep` slots' rows, and `moe-externalize-weights` makes
+    them a buffer the runtime fills and migrates when the table changes. An
+    identity table of E slots folds away.
+
+    ```mlir
+    %w = moe.slot_weights %w1[%table] : (tensor<8x16x8xf32>, tensor<10xi32>) -> tensor<10x16x8xf32>
+    ```
+
+    **Constraints:**
+    * `input` has rank >= 2; the result has its element type and shape but
+      for the first dimension, which is the P of `table`.
+  }];
+  let arguments = (ins MoE_Tensor<[AnyFloat], [2, 3]>:$input,
+                       MoE_CountVector:$table);
+  let results = (outs MoE_Tensor<[AnyFloat], [2, 3]>:$output);
+  let assemblyFormat = [{
+    $input `[` $table `]` attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
 // moe.layer
 //===----------------------------------------------------------------------===//
 

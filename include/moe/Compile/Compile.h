@@ -49,6 +49,9 @@ struct CompileOptions {
   /// With --train and pipeline stages: microbatches per step, in 1F1B order.
   int64_t microbatches = 1;
   std::string optimizer = "adamw";
+  /// Experts on slots whose table the runtime owns (moe-place-experts), with
+  /// this many redundant slots per EP rank; -1 for the compiled placement.
+  int64_t redundantPerRank = -1;
 };
 
 /// Registers the dialects and translations that compileModel uses.

@@ -27,6 +27,7 @@ void populateDispatchPatterns(RewritePatternSet &patterns);
 void populateExpertsPatterns(RewritePatternSet &patterns);
 void populateLossPatterns(RewritePatternSet &patterns);
 void populateExpertsGradPatterns(RewritePatternSet &patterns);
+void populatePlacementPatterns(RewritePatternSet &patterns);
 
 /// `act(h1 [, h3]) [n, F]` for moe.experts and moe.shared_expert: the
 /// activation of h1, gated by h3 when given, or the SwiGLU of the halves of

@@ -54,6 +54,7 @@ void populateMoEToLinalgPatterns(RewritePatternSet &patterns) {
   lowering::populateExpertsPatterns(patterns);
   lowering::populateLossPatterns(patterns);
   lowering::populateExpertsGradPatterns(patterns);
+  lowering::populatePlacementPatterns(patterns);
 }
 
 } // namespace mlir::moe
