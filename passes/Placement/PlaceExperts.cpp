@@ -40,7 +40,7 @@ struct MoEPlaceExpertsPass
     if (redundantPerRank < 0 || redundantPerRank > (1 << 20)) {
       module.emitError() << "moe-place-experts: redundant-per-rank must be in "
                             "[0, 2^20], not "
-                         << redundantPerRank;
+                         << static_cast<int64_t>(redundantPerRank);
       return signalPassFailure();
     }
     RewritePatternSet patterns(&getContext());

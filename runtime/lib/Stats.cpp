@@ -213,6 +213,22 @@ std::vector<std::vector<int64_t>> moert::takeLayerTokens() {
   return result;
 }
 
+std::vector<std::vector<int64_t>> moert::layerTokenTotals() {
+  for (void (*collect)() : collectors())
+    collect();
+  auto [numLayers, numExperts] = agreedExtents();
+  std::vector<int64_t> tokens(numLayers * numExperts);
+  for (const auto &[id, l] : stats.layers)
+    std::copy(l.tokens.begin(), l.tokens.end(),
+              tokens.begin() + id * numExperts);
+  reduce(tokens, MPI_INT64_T, MPI_SUM, /*all=*/true);
+  std::vector<std::vector<int64_t>> result;
+  for (int64_t id = 0; id < numLayers; ++id)
+    result.emplace_back(tokens.begin() + id * numExperts,
+                        tokens.begin() + (id + 1) * numExperts);
+  return result;
+}
+
 void moert::printStats() {
   for (void (*collect)() : collectors())
     collect();

@@ -249,7 +249,7 @@ int main(int argc, char **argv) {
     if (redundantPerRank < 0 || redundantPerRank > (1 << 20)) {
       emitError(UnknownLoc::get(&context))
           << "moe-compile: --redundant-per-rank must be in [0, 2^20], not "
-          << redundantPerRank;
+          << static_cast<int64_t>(redundantPerRank);
       return 1;
     }
     options.redundantPerRank = redundantPerRank;
@@ -262,7 +262,7 @@ int main(int argc, char **argv) {
   if (microbatches < 1) {
     emitError(UnknownLoc::get(&context))
         << "moe-compile: --microbatches must be at least 1, not "
-        << microbatches;
+        << static_cast<int64_t>(microbatches);
     return 1;
   }
   for (auto *option : {&loss, &lossOutput, &optimizer, &loadBalancing,

@@ -29,8 +29,16 @@ static bool mapTensor(const json::Value &v, TensorSpec &t, json::Path p,
       !o.map("dtype", dtype) || !o.map("shape", t.shape) ||
       (weight && (!o.map("offsets", t.offsets) ||
                   !o.mapOptional("param", t.param) ||
-                  !o.mapOptional("slices", t.slices))))
+                  !o.mapOptional("slices", t.slices) ||
+                  !o.mapOptional("slot_layer", t.slotLayer))))
     return false;
+  if (weight)
+    if (const json::Value *table = v.getAsObject()->get("slot_table")) {
+      json::ObjectMapper to(*table, p.field("slot_table"));
+      if (!to || !to.map("layer", t.slotTableLayer) ||
+          !to.map("experts", t.slotTableExperts))
+        return false;
+    }
   if (!(t.type = moert::findDType(dtype))) {
     p.field("dtype").report("expected f32, f64, i32, i64, i8, bool, f16 or bf16");
     return false;

@@ -38,6 +38,11 @@ struct TensorSpec {
     int64_t dim = 0;
   };
   std::vector<Slice> slices;
+  /// Bundles with re-placeable experts (moe-compile --redundant-per-rank):
+  /// the slot -> expert table of layer `slotTableLayer` (i32 [P]) over
+  /// `slotTableExperts` experts, or a weight laid out by the slots of layer
+  /// `slotLayer` (one row per local slot); -1 for other weights.
+  int64_t slotTableLayer = -1, slotTableExperts = 0, slotLayer = -1;
 
   int64_t bytes() const { return moert::numElements(shape) * type->size; }
 };

@@ -3,6 +3,7 @@
 // moe-run OUT --input NAME=FILE.npy ... --output-dir DIR [--stats]
 //        [--stats-json FILE]
 //         [--warmup N] [--repeat N] [--threads N] [--timeout SECONDS]
+//         [--replan-every N] [--placement-algorithm ours|eplb]
 //
 // Started alone, or once per rank by mpirun. Every rank reads the bundle that
 // moe-compile --emit=lib wrote to OUT and the same whole inputs, copies its
@@ -20,6 +21,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Library.h"
+#include "Replacement.h"
 #include "Manifest.h"
 
 #include "moert/Npy.h"
@@ -74,6 +76,17 @@ struct Options {
                "record per call, as JSON (moe-plan placement --trace reads "
                "it)"),
       cl::value_desc("file"), cl::cat(category)};
+  cl::opt<unsigned> replanEvery{
+      "replan-every", cl::init(10),
+      cl::desc("Bundles with re-placeable experts (moe-compile "
+               "--redundant-per-rank): re-place them by the load of the last "
+               "N calls, every N calls (default 10, as SmartMoE; 0: never)"),
+      cl::cat(category)};
+  cl::opt<std::string> placementAlgorithm{
+      "placement-algorithm", cl::init("ours"),
+      cl::desc("How to re-place experts: ours (migration-aware, one copy of "
+               "an expert per rank) or eplb (DeepSeek's EPLB)"),
+      cl::cat(category)};
   cl::opt<unsigned> repeat{"repeat", cl::init(1),
                            cl::desc("Calls of the entry (default 1)"),
                            cl::cat(category)};
@@ -121,6 +134,8 @@ struct Session {
   std::vector<moert::Buffer> outputs; ///< manifest order
   std::vector<std::string> outputFiles;
   Entry entry = nullptr;
+  /// Each weight's buffer in the library, manifest order.
+  std::vector<char *> weights;
 };
 } // namespace
 
@@ -195,6 +210,7 @@ static Error loadLibrary(Session &s) {
                   options().weights, &s.weightsDigest);
   if (!weights)
     return weights.takeError();
+  s.weights = std::move(*weights);
   return Error::success();
 }
 
@@ -232,12 +248,13 @@ agreement(const Session &s) {
   std::vector<std::pair<std::string, std::string>> items;
   items.emplace_back("the bundle (model.json)", s.manifestDigest);
   // Only the options that decide which calls the ranks make together.
-  std::string calls = formatv("repeat={0} warmup={1} stats={2} json={3}",
-                              options().repeat, options().warmup,
-                              options().stats ? 1 : 0,
-                              options().statsJson.empty() ? 0 : 1);
-  items.emplace_back("the options --repeat, --warmup, --stats and "
-                     "--stats-json",
+  std::string calls = formatv(
+      "repeat={0} warmup={1} stats={2} json={3} replan={4} algorithm={5}",
+      options().repeat, options().warmup, options().stats ? 1 : 0,
+      options().statsJson.empty() ? 0 : 1, options().replanEvery,
+      options().placementAlgorithm);
+  items.emplace_back("the options --repeat, --warmup, --stats, "
+                     "--stats-json, --replan-every and --placement-algorithm",
                      mlir::moe::contentDigest(arrayRefFromStringRef(calls)));
   if (!s.weightsDigest.empty())
     items.emplace_back("the --weights file", s.weightsDigest);
@@ -277,6 +294,9 @@ int main(int argc, char **argv) {
   moert::setThreads(opts.threads);
 
   ExpertLoadLog loads(opts.statsJson);
+  Expected<ExpertReplacer> replacer = ExpertReplacer::create(
+      s.manifest, s.weights, opts.replanEvery, opts.placementAlgorithm);
+  moert::failIfAnyRank(replacer ? "" : toString(replacer.takeError()));
   {
     // Freed before the runtime finishes.
     CallArguments args(s.manifest.target == "cuda");
@@ -288,21 +308,26 @@ int main(int argc, char **argv) {
     // others do; the statistics then start afresh.
     uint64_t calls = uint64_t(opts.warmup) + opts.repeat;
     for (uint64_t run = 0; run < calls; ++run) {
-      if (run == opts.warmup && run > 0)
+      if (run == opts.warmup && run > 0) {
         moert::resetStats();
+        replacer->restartWindow();
+      }
       moert::barrier();
       moert::beginRun();
       s.entry(args.data());
       args.finishRun();
       moert::endRun();
       loads.record(run);
+      replacer->afterCalls(run + 1);
     }
     args.copyOutputsBack();
   }
   moert::failIfAnyRank(toString(loads.write()));
 
-  if (opts.stats)
+  if (opts.stats) {
     moert::printStats();
+    replacer->printSummary();
+  }
   moert::failIfAnyRank(moert::worldRank() == 0 ? writeOutputs(s) : "");
   moert::finalize();
   return 0;

@@ -789,9 +789,10 @@ LogicalResult LayerOp::verify() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult SlotTableOp::verify() {
-  int64_t E = getExperts();
-  if (getLayer() < 0)
-    return emitOpError("layer must be at least 0, got ") << getLayer();
+  // I64Attr's getters are unsigned.
+  int64_t E = getExpertsAttr().getInt(), layer = getLayerAttr().getInt();
+  if (layer < 0)
+    return emitOpError("layer must be at least 0, got ") << layer;
   if (E < 1)
     return emitOpError("experts must be at least 1, got ") << E;
   if (failed(verifyNumExperts(*this, E)))

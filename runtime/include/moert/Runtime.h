@@ -82,6 +82,26 @@ void resetStats();
 /// ranks get an empty result. For moe-run's and moe-train's --stats-json.
 std::vector<std::vector<int64_t>> takeLayerTokens();
 
+/// Collective: the tokens each MoE layer's experts received since the
+/// start (or resetStats), summed over the ranks, on every rank; one vector
+/// per layer id. Re-placement takes its loads from them.
+std::vector<std::vector<int64_t>> layerTokenTotals();
+
+/// One slot-laid buffer of this rank: its slots' rows, `rowBytes` each.
+struct SlotBuffer {
+  char *data;
+  int64_t rowBytes;
+};
+
+/// Collective over this rank's EP group: turns the slots of `buffers` (this
+/// rank's P / ep slots each) from the placement `from` into `to` (slot ->
+/// expert tables of P entries, slot p on EP rank p / (P / ep)). Rows of
+/// experts the rank already held are copied locally; the others come from
+/// a rank that held the expert.
+void migrateSlots(const std::vector<int32_t> &from,
+                  const std::vector<int32_t> &to,
+                  const std::vector<SlotBuffer> &buffers);
+
 /// Collective: reduces the statistics of every run to rank 0, which prints
 /// the entry's time, each MoE layer's tokens per expert, dropped tokens and
 /// time, and the expert GEMMs' FLOP rate.

@@ -102,3 +102,33 @@ func.func @all_to_all_one_rank_other_buffer(%x: tensor<16x8xf32>, %c: tensor<4xi
       : (tensor<16x8xf32>, tensor<4xi32>) -> (tensor<32x8xf32>, tensor<4xi32>)
   return %0, %1 : tensor<32x8xf32>, tensor<4xi32>
 }
+
+// -----
+
+// A constant identity table: moe.place and moe.slot_weights fold away. A
+// runtime table (moe.slot_table) or another constant keeps them.
+
+// CHECK-LABEL: func.func @identity_placement(
+// CHECK-SAME: %[[IDS:[^:]*]]: tensor<4x2xi32>, %[[W:[^:]*]]: tensor<4x16x8xf32>
+// CHECK-NOT: moe.place
+// CHECK-NOT: moe.slot_weights
+// CHECK: return %[[IDS]], %[[W]]
+func.func @identity_placement(%ids: tensor<4x2xi32>, %w: tensor<4x16x8xf32>) -> (tensor<4x2xi32>, tensor<4x16x8xf32>) {
+  %t = arith.constant dense<[0, 1, 2, 3]> : tensor<4xi32>
+  %s = moe.place %ids, %t : tensor<4x2xi32>, tensor<4xi32>
+  %y = moe.slot_weights %w[%t] : (tensor<4x16x8xf32>, tensor<4xi32>) -> tensor<4x16x8xf32>
+  return %s, %y : tensor<4x2xi32>, tensor<4x16x8xf32>
+}
+
+// CHECK-LABEL: func.func @kept_placement(
+// CHECK: moe.place
+// CHECK: moe.slot_weights
+// CHECK: moe.place
+func.func @kept_placement(%ids: tensor<4x2xi32>, %w: tensor<4x16x8xf32>) -> (tensor<4x2xi32>, tensor<4x16x8xf32>, tensor<4x2xi32>) {
+  %t = moe.slot_table layer 0 experts 4 initial [0, 1, 2, 3] : tensor<4xi32>
+  %s = moe.place %ids, %t : tensor<4x2xi32>, tensor<4xi32>
+  %y = moe.slot_weights %w[%t] : (tensor<4x16x8xf32>, tensor<4xi32>) -> tensor<4x16x8xf32>
+  %c = arith.constant dense<[1, 0, 2, 3]> : tensor<4xi32>
+  %z = moe.place %ids, %c : tensor<4x2xi32>, tensor<4xi32>
+  return %s, %y, %z : tensor<4x2xi32>, tensor<4x16x8xf32>, tensor<4x2xi32>
+}

@@ -1157,3 +1157,67 @@ func.func @prefix_sum_grid(%c: tensor<4xi32>) {
   %y = moe.prefix_sum %c on @nowhere grid_axes = [0] : tensor<4xi32>
   return
 }
+
+// -----
+
+func.func @slot_table_layer() {
+  // expected-error @below {{layer must be at least 0, got -1}}
+  %t = moe.slot_table layer -1 experts 2 initial [0, 1] : tensor<2xi32>
+  return
+}
+
+// -----
+
+func.func @slot_table_experts() {
+  // expected-error @below {{experts must be at least 1, got 0}}
+  %t = moe.slot_table layer 0 experts 0 initial [0, 1] : tensor<2xi32>
+  return
+}
+
+// -----
+
+func.func @slot_table_entries() {
+  // expected-error @below {{initial has 2 entries for 3 slots}}
+  %t = moe.slot_table layer 0 experts 2 initial [0, 1] : tensor<3xi32>
+  return
+}
+
+// -----
+
+func.func @slot_table_not_an_expert() {
+  // expected-error @below {{slot 1 holds expert 2, not one of the 2 experts}}
+  %t = moe.slot_table layer 0 experts 2 initial [0, 2, 1] : tensor<3xi32>
+  return
+}
+
+// -----
+
+func.func @slot_table_unplaced_expert() {
+  // expected-error @below {{expert 2 has no slot}}
+  %t = moe.slot_table layer 0 experts 3 initial [0, 1, 1, 0] : tensor<4xi32>
+  return
+}
+
+// -----
+
+func.func @slot_weights_shape(%w: tensor<4x16x8xf32>, %t: tensor<6xi32>) {
+  // expected-error @below {{result must be [6, 16, 8], got [4, 16, 8]}}
+  %y = moe.slot_weights %w[%t] : (tensor<4x16x8xf32>, tensor<6xi32>) -> tensor<4x16x8xf32>
+  return
+}
+
+// -----
+
+func.func @slot_weights_type(%w: tensor<4x16xf32>, %t: tensor<6xi32>) {
+  // expected-error @below {{result element type 'f16' does not match 'f32'}}
+  %y = moe.slot_weights %w[%t] : (tensor<4x16xf32>, tensor<6xi32>) -> tensor<6x16xf16>
+  return
+}
+
+// -----
+
+func.func @place_types(%ids: tensor<4x2xi32>, %t: tensor<6xi32>) {
+  // expected-error @below {{all of {ids, slots} have same type}}
+  %s = "moe.place"(%ids, %t) : (tensor<4x2xi32>, tensor<6xi32>) -> tensor<4x1xi32>
+  return
+}

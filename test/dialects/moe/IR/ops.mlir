@@ -374,3 +374,16 @@ func.func @layer_routing_attrs(%x: tensor<4x8xf32>, %l: tensor<4x4xf32>, %w1: te
       : (tensor<4x8xf32>, tensor<4x4xf32>, tensor<4x16x8xf32>, tensor<4x8x16xf32>) -> tensor<4x8xf32>
   return %0, %1 : tensor<4x8xf32>, tensor<4x8xf32>
 }
+
+// CHECK-LABEL: func.func @placement(
+func.func @placement(%ids: tensor<4x2xi32>, %w1: tensor<4x16x8xf32>, %b1: tensor<4x16xf32>) -> (tensor<4x2xi32>, tensor<6x16x8xf32>, tensor<6x16xf32>) {
+  // CHECK: %[[T:.*]] = moe.slot_table layer 3 experts 4 initial [0, 1, 2, 3, 0, 1] : tensor<6xi32>
+  %t = moe.slot_table layer 3 experts 4 initial [0, 1, 2, 3, 0, 1] : tensor<6xi32>
+  // CHECK: moe.place %{{.*}}, %[[T]] : tensor<4x2xi32>, tensor<6xi32>
+  %s = moe.place %ids, %t : tensor<4x2xi32>, tensor<6xi32>
+  // CHECK: moe.slot_weights %{{.*}}[%[[T]]] : (tensor<4x16x8xf32>, tensor<6xi32>) -> tensor<6x16x8xf32>
+  %w = moe.slot_weights %w1[%t] : (tensor<4x16x8xf32>, tensor<6xi32>) -> tensor<6x16x8xf32>
+  // CHECK: moe.slot_weights %{{.*}}[%[[T]]] : (tensor<4x16xf32>, tensor<6xi32>) -> tensor<6x16xf32>
+  %b = moe.slot_weights %b1[%t] : (tensor<4x16xf32>, tensor<6xi32>) -> tensor<6x16xf32>
+  return %s, %w, %b : tensor<4x2xi32>, tensor<6x16x8xf32>, tensor<6x16xf32>
+}

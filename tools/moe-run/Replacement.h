@@ -1,0 +1,70 @@
+//===- Replacement.h - moe-run's online re-placement of experts -*- C++ -*-===//
+//
+// A bundle compiled with --redundant-per-rank holds each MoE layer's
+// slot -> expert table and its slot-laid weights in buffers of the library.
+// Every K calls, the runner takes the tokens each expert received in those
+// calls (summed over the ranks, so every rank plans the same), plans a new
+// placement with the planner library, moves the weights between the ranks
+// of EP (moert::migrateSlots) and rewrites the table. The program never
+// changes: the next call reads the new table.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOE_RUN_REPLACEMENT_H
+#define MOE_RUN_REPLACEMENT_H
+
+#include "Manifest.h"
+
+#include "moe/Planner/Placement.h"
+#include "moert/Runtime.h"
+
+#include "llvm/Support/Error.h"
+
+#include <string>
+#include <vector>
+
+namespace moe_run {
+
+class ExpertReplacer {
+public:
+  /// The layers of `m` whose tables are among `symbols` (the weights'
+  /// buffers, in manifest order); `every` calls between re-plans (0:
+  /// never); `algorithm` is "ours" or "eplb".
+  static llvm::Expected<ExpertReplacer>
+  create(const Manifest &m, const std::vector<char *> &symbols,
+         unsigned every, std::string algorithm);
+
+  bool enabled() const { return every > 0 && !layers.empty(); }
+  /// Collective: after `calls` calls, re-places every K-th time.
+  void afterCalls(uint64_t calls);
+  /// The token counts restart (moert::resetStats): so does the window.
+  void restartWindow() {
+    for (Layer &l : layers)
+      l.seen.assign(l.seen.size(), 0);
+  }
+  /// What the re-plans did, on rank 0 (moe-run --stats).
+  void printSummary() const;
+
+private:
+  struct Layer {
+    int64_t id = 0;
+    moe::planner::Placement placement;
+    int32_t *table = nullptr;
+    std::vector<moert::SlotBuffer> buffers;
+    double bytesPerExpert = 0;
+    /// Totals at the last re-plan, to take the window's loads from.
+    std::vector<int64_t> seen;
+    int64_t replans = 0, changes = 0;
+    double bytesMoved = 0;
+    /// Balancedness (mean / max rank load) of the first window as compiled
+    /// and of the last window as re-placed for it.
+    double firstBefore = 0, lastAfter = 0;
+  };
+  std::vector<Layer> layers;
+  unsigned every = 0;
+  std::string algorithm;
+};
+
+} // namespace moe_run
+
+#endif // MOE_RUN_REPLACEMENT_H
