@@ -60,6 +60,12 @@ for entry in $MODELS ort_moe.f16 ort_moe.bf16; do
   /usr/bin/python3 "$ROOT/test/e2e/run_corpus.py" --bin "$BUILD/bin" --corpus "$ROOT/test/corpus" \
     --work "$PACK/bundles/$entry" --target cuda --build-only --plans one --dtype "${dtype:-f32}" "$model"
 done
+# Re-placement on the device (moert_cuda_migrate_slots, the table's device
+# copy): Qwen2-MoE with a redundant slot, re-placed after every call by
+# EPLB, which gives the slot to the hottest expert (a copy on the device).
+mkdir -p "$PACK/placement"
+"$BUILD/bin/moe-compile" "$ROOT/test/corpus/qwen2_moe.onnx" --target=cuda \
+  --redundant-per-rank 1 -o "$PACK/placement/qwen2_moe"
 /usr/bin/python3 "$ROOT/bench/gpu_bench.py" pack --build "$BUILD" "$PACK/bench/mixtral_block"
 /usr/bin/python3 "$ROOT/bench/gpu_bench.py" pack --build "$BUILD" --dtype bf16 "$PACK/bench/mixtral_block_bf16"
 # The pack and the checkout together are over the 64 MiB a device call

@@ -136,6 +136,16 @@ if [ "$bench_only" = 0 ]; then
       --corpus "$ROOT/test/corpus" --work "$bundle" --target cuda --run-only --plans one \
       --dtype "${dtype:-f32}" --timeout "${MOE_GPU_BUNDLE_TIMEOUT_S:-60}" "$model"
   done
+  if [ -d "$PACK/placement/qwen2_moe" ]; then
+    step placement-qwen2_moe 120 bash -c '"$1/bin/moe-run" "$1/placement/qwen2_moe" \
+        --input hidden_states="$2/qwen2_moe.in.hidden_states.npy" --output-dir "$1/placement/out" \
+        --repeat 3 --replan-every 1 --placement-algorithm eplb --stats &&
+      "$3" -c "import numpy as np, sys
+y = np.load(sys.argv[1]); r = np.load(sys.argv[2]); e = float(np.abs(y - r).max())
+print(\"max abs error %.3g, scale %.3g\" % (e, np.abs(r).max()))
+sys.exit(1 if e > 1e-4 * np.abs(r).max() else 0)" "$1/placement/out/output.npy" "$2/qwen2_moe.out.output.npy"' \
+      _ "$PACK" "$ROOT/test/corpus" "$PY"
+  fi
   step moert-cuda-bench 120 "${unbuffered[@]}" "$PACK/bin/moert-cuda-bench"
 fi
 for block in "$PACK"/bench/*; do

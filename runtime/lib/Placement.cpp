@@ -18,79 +18,74 @@
 using namespace moert;
 using namespace moert::detail;
 
-/// The encoded axes of the EP axis alone (grid axis 3 of pp, dp, dp_shard,
-/// ep, tp), as compiled code names it.
-static constexpr int64_t kEpAxes = 3 + 1;
-
-void moert::migrateSlots(const std::vector<int32_t> &from,
-                         const std::vector<int32_t> &to,
-                         const std::vector<SlotBuffer> &buffers) {
-  const char *op = "moe-run: re-placing experts";
-  Group &ep = group(kEpAxes, op);
+std::vector<SlotMove> detail::slotMoves(const std::vector<int32_t> &from,
+                                        const std::vector<int32_t> &to,
+                                        int64_t ranks, const char *op) {
   int64_t P = static_cast<int64_t>(from.size());
-  if (P == 0 || to.size() != from.size() || P % ep.size != 0)
+  if (P == 0 || ranks < 1 || to.size() != from.size() || P % ranks != 0)
     fail(op, ": tables of ", from.size(), " and ", to.size(),
-         " slots over ", ep.size, " ranks");
-  int64_t S = P / ep.size, first = ep.pos * S;
-  for (const SlotBuffer &buffer : buffers)
-    if (buffer.rowBytes < 0 || buffer.rowBytes > INT_MAX)
-      fail(op, ": a slot row of ", buffer.rowBytes,
-           " bytes does not fit one message");
-
-  // Old holders: per expert, the first old slot on each rank holding it.
-  auto holders = [&](int32_t expert) {
-    std::vector<int64_t> slots;
-    for (int64_t r = 0; r < ep.size; ++r)
-      for (int64_t p = r * S; p < (r + 1) * S; ++p)
-        if (from[p] == expert) {
-          slots.push_back(p);
-          break;
-        }
-    return slots;
-  };
+         " slots over ", ranks, " ranks");
+  int64_t S = P / ranks;
   auto heldBy = [&](int64_t rank, int32_t expert) -> int64_t {
     for (int64_t p = rank * S; p < (rank + 1) * S; ++p)
       if (from[p] == expert)
         return p;
     return -1;
   };
-
-  std::vector<std::vector<char>> snapshot;
-  for (const SlotBuffer &buffer : buffers)
-    snapshot.emplace_back(buffer.data, buffer.data + S * buffer.rowBytes);
-
-  std::vector<MPI_Request> requests;
-  auto row = [&](size_t b, int64_t localSlot) {
-    return snapshot[b].data() + localSlot * buffers[b].rowBytes;
-  };
-  // In slot order on every rank, so that messages between two ranks match
-  // in the order both post them.
+  std::vector<SlotMove> moves;
   for (int64_t p = 0; p < P; ++p) {
     if (from[p] == to[p])
       continue;
     int64_t dest = p / S;
-    if (heldBy(dest, to[p]) >= 0) {
-      if (dest == ep.pos)
-        for (size_t b = 0; b < buffers.size(); ++b)
-          std::memcpy(buffers[b].data + (p - first) * buffers[b].rowBytes,
-                      row(b, heldBy(dest, to[p]) - first), buffers[b].rowBytes);
+    if (int64_t local = heldBy(dest, to[p]); local >= 0) {
+      moves.push_back({p, local});
       continue;
     }
-    std::vector<int64_t> sources = holders(to[p]);
-    if (sources.empty())
+    // Old holders: the first old slot of each rank that held the expert.
+    std::vector<int64_t> holders;
+    for (int64_t r = 0; r < ranks; ++r)
+      if (int64_t slot = heldBy(r, to[p]); slot >= 0)
+        holders.push_back(slot);
+    if (holders.empty())
       fail(op, ": expert ", to[p], " has no slot to come from");
-    int64_t source = sources[p % sources.size()];
-    int64_t sourceRank = source / S;
+    moves.push_back({p, holders[p % holders.size()]});
+  }
+  return moves;
+}
+
+void moert::migrateSlots(const std::vector<int32_t> &from,
+                         const std::vector<int32_t> &to,
+                         const std::vector<SlotBuffer> &buffers) {
+  const char *op = "moe-run: re-placing experts";
+  Group &ep = group(kEpAxes, op);
+  std::vector<SlotMove> moves = slotMoves(from, to, ep.size, op);
+  int64_t S = static_cast<int64_t>(from.size()) / ep.size, first = ep.pos * S;
+  for (const SlotBuffer &buffer : buffers)
+    if (buffer.rowBytes < 0 || buffer.rowBytes > INT_MAX)
+      fail(op, ": a slot row of ", buffer.rowBytes,
+           " bytes does not fit one message");
+
+  std::vector<std::vector<char>> snapshot;
+  for (const SlotBuffer &buffer : buffers)
+    snapshot.emplace_back(buffer.data, buffer.data + S * buffer.rowBytes);
+  std::vector<MPI_Request> requests;
+  // In slot order on every rank, so that messages between two ranks match
+  // in the order both post them.
+  for (const SlotMove &move : moves) {
+    int64_t dest = move.slot / S, source = move.source / S;
     for (size_t b = 0; b < buffers.size(); ++b) {
-      int bytes = static_cast<int>(buffers[b].rowBytes);
-      if (dest == ep.pos) {
+      int64_t rowBytes = buffers[b].rowBytes;
+      char *into = buffers[b].data + (move.slot - first) * rowBytes;
+      const char *old = snapshot[b].data() + (move.source - first) * rowBytes;
+      if (dest == ep.pos && source == ep.pos) {
+        std::memcpy(into, old, rowBytes);
+      } else if (dest == ep.pos) {
         requests.emplace_back();
-        MPI_Irecv(buffers[b].data + (p - first) * buffers[b].rowBytes, bytes,
-                  MPI_BYTE, static_cast<int>(sourceRank), 0, ep.comm,
-                  &requests.back());
-      } else if (sourceRank == ep.pos) {
+        MPI_Irecv(into, static_cast<int>(rowBytes), MPI_BYTE,
+                  static_cast<int>(source), 0, ep.comm, &requests.back());
+      } else if (source == ep.pos) {
         requests.emplace_back();
-        MPI_Isend(row(b, source - first), bytes, MPI_BYTE,
+        MPI_Isend(old, static_cast<int>(rowBytes), MPI_BYTE,
                   static_cast<int>(dest), 0, ep.comm, &requests.back());
       }
     }

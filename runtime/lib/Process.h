@@ -73,6 +73,23 @@ void addLayerDropped(int64_t id, int64_t dropped);
 void addLayerSeconds(int64_t id, int64_t run, double seconds);
 void beforePrintStats(void (*collect)());
 
+/// The encoded axes of the EP axis alone (grid axis 3 of pp, dp, dp_shard,
+/// ep, tp), as compiled code names it.
+inline constexpr int64_t kEpAxes = 3 + 1;
+
+/// One slot of a re-placement that changes: slot `slot` takes the rows of
+/// old slot `source` (on the same rank: a local copy).
+struct SlotMove {
+  int64_t slot, source;
+};
+/// The changes from placement `from` to `to` over `ranks` ranks, in slot
+/// order: a slot takes its new expert from its own rank's old slots if one
+/// held it, else from one of the ranks that did (spread by slot number).
+/// Every rank computes the same list.
+std::vector<SlotMove> slotMoves(const std::vector<int32_t> &from,
+                                const std::vector<int32_t> &to, int64_t ranks,
+                                const char *op);
+
 /// For ranks that saw an error another rank of `comm` reports: waits in a
 /// barrier of `comm` that the reporting rank never joins, until its
 /// MPI_Abort ends this one. Keeps the report the only message.

@@ -4,6 +4,10 @@
 
 #include "llvm/Support/FormatVariadic.h"
 
+#ifdef MOE_RUN_HAVE_CUDA
+#include "moert/moert_cuda.h"
+#endif
+
 #include <cstdio>
 #include <map>
 
@@ -20,6 +24,7 @@ ExpertReplacer::create(const Manifest &m, const std::vector<char *> &symbols,
                        unsigned every, std::string algorithm) {
   ExpertReplacer r;
   r.every = every;
+  r.cuda = m.target == "cuda";
   r.algorithm = std::move(algorithm);
   if (r.algorithm != "ours" && r.algorithm != "eplb")
     return failure("--placement-algorithm: expected ours or eplb, not '" +
@@ -78,6 +83,27 @@ ExpertReplacer::create(const Manifest &m, const std::vector<char *> &symbols,
   return r;
 }
 
+void ExpertReplacer::moveSlots(Layer &l, const std::vector<int32_t> &to) {
+  if (!cuda) {
+    moert::migrateSlots(l.placement.slotToExpert(), to, l.buffers);
+    return;
+  }
+#ifdef MOE_RUN_HAVE_CUDA
+  std::vector<void *> buffers;
+  std::vector<int64_t> rowBytes;
+  for (const moert::SlotBuffer &buffer : l.buffers) {
+    buffers.push_back(buffer.data);
+    rowBytes.push_back(buffer.rowBytes);
+  }
+  moert_cuda_migrate_slots(l.placement.slotToExpert().data(), to.data(),
+                           l.placement.numSlots(), buffers.data(),
+                           rowBytes.data(),
+                           static_cast<int64_t>(buffers.size()));
+#else
+  moert::fatal("moe-run: this moe-run has no CUDA runtime");
+#endif
+}
+
 void ExpertReplacer::afterCalls(uint64_t calls) {
   if (!enabled() || calls % every != 0)
     return;
@@ -115,10 +141,14 @@ void ExpertReplacer::afterCalls(uint64_t calls) {
       continue;
     ++l.changes;
     l.bytesMoved += planner::bytesMoved(l.placement, next, l.bytesPerExpert);
-    moert::migrateSlots(l.placement.slotToExpert(), next.slotToExpert(),
-                        l.buffers);
+    moveSlots(l, next.slotToExpert());
     std::copy(next.slotToExpert().begin(), next.slotToExpert().end(),
               l.table);
+#ifdef MOE_RUN_HAVE_CUDA
+    if (cuda)
+      moert_cuda_update_global(l.table,
+                               next.numSlots() * int64_t(sizeof(int32_t)));
+#endif
     l.placement = std::move(next);
   }
 }

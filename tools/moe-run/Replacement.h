@@ -60,7 +60,13 @@ private:
     /// and of the last window as re-placed for it.
     double firstBefore = 0, lastAfter = 0;
   };
+  /// Moves the slots' rows from the layer's placement to `to`.
+  void moveSlots(Layer &l, const std::vector<int32_t> &to);
+
   std::vector<Layer> layers;
+  /// A CUDA bundle's weights are read from their device copies, which
+  /// move over NCCL.
+  bool cuda = false;
   unsigned every = 0;
   std::string algorithm;
 };

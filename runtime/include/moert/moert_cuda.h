@@ -241,6 +241,15 @@ void *moert_cuda_device_global(const void *host, int64_t bytes);
  * moe-train's updated weights reach the device before the next step. */
 void moert_cuda_update_global(const void *host, int64_t bytes);
 
+/* moert::migrateSlots on the device: the device copies of the slot-laid
+ * globals at the host addresses `buffers` (this rank's P / ep slots of
+ * `rowBytes[i]` bytes each) go from placement `from` to `to` (slot -> expert
+ * tables of `numSlots` entries) over NCCL within the EP group; local slots
+ * are copied on the device. Collective over that group. */
+void moert_cuda_migrate_slots(const int32_t *from, const int32_t *to,
+                              int64_t numSlots, void *const *buffers,
+                              const int64_t *rowBytes, int64_t numBuffers);
+
 /* The functions MLIR's gpu-to-llvm lowering calls. */
 void *mgpuStreamCreate(void);
 void mgpuStreamDestroy(void *stream);

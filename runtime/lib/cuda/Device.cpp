@@ -285,6 +285,11 @@ static void *globalCopy(const void *host, int64_t bytes, CopyFn copy) {
   return it->second = copy(static_cast<size_t>(bytes));
 }
 
+void *moert::cuda::globalCopyOf(const void *host) {
+  auto it = globalCopies().find(host);
+  return it == globalCopies().end() ? nullptr : it->second;
+}
+
 void *moert_cuda_global(const void *host, int64_t bytes) {
   return globalCopy(host, bytes, [host](size_t size) {
     void *copy = managedAlloc(size);

@@ -36,6 +36,10 @@ cudaStream_t streamOr(void *stream);
 /// then a failure ends every rank.
 void *deviceAlloc(size_t bytes, cudaStream_t stream);
 
+/// The device's copy of the global at `host` (moert_cuda_global,
+/// moert_cuda_device_global), or null when none was made.
+void *globalCopyOf(const void *host);
+
 /// Gives back what the runtime keeps for later calls (the cached managed
 /// buffers, the stream-ordered pool's free blocks), for allocations that
 /// are not the pool's: NCCL's, cuBLAS's, managed and cudaMalloc'ed ones.

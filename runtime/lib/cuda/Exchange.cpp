@@ -413,3 +413,51 @@ void moert_cuda_recv(void *out, int64_t bytes, int64_t axes, int64_t source) {
     fail(op, " over ", g.name, " from position ", s, ": expects ", bytes,
          " bytes, the sender sent ", got);
 }
+
+void moert_cuda_migrate_slots(const int32_t *from, const int32_t *to,
+                              int64_t numSlots, void *const *buffers,
+                              const int64_t *rowBytes, int64_t numBuffers) {
+  const char *op = "moert_cuda_migrate_slots";
+  if (numSlots < 1 || numBuffers < 0)
+    fail(op, ": ", numSlots, " slots, ", numBuffers, " buffers");
+  Peers p = peers(kEpAxes, op);
+  std::vector<int32_t> before(from, from + numSlots), after(to, to + numSlots);
+  std::vector<SlotMove> moves = slotMoves(before, after, p.group->size, op);
+  int64_t S = numSlots / p.group->size, first = p.group->pos * S;
+  // Senders read a snapshot of their old rows on the device.
+  std::vector<char *> device(numBuffers), snapshot(numBuffers);
+  for (int64_t b = 0; b < numBuffers; ++b) {
+    device[b] = static_cast<char *>(globalCopyOf(buffers[b]));
+    if (!device[b] || rowBytes[b] < 0)
+      fail(op, ": buffer ", b, " has no device copy");
+    snapshot[b] = static_cast<char *>(
+        deviceAlloc(std::max<int64_t>(S * rowBytes[b], 1), p.stream));
+    copyOnDevice(snapshot[b], device[b], S * rowBytes[b], p.stream);
+  }
+  if (p.comm)
+    check(ncclGroupStart(), "ncclGroupStart");
+  for (const SlotMove &move : moves) {
+    int64_t dest = move.slot / S, source = move.source / S;
+    for (int64_t b = 0; b < numBuffers; ++b) {
+      char *into = device[b] + (move.slot - first) * rowBytes[b];
+      const char *old = snapshot[b] + (move.source - first) * rowBytes[b];
+      if (dest == p.group->pos && source == p.group->pos)
+        copyOnDevice(into, old, rowBytes[b], p.stream);
+      else if (dest == p.group->pos)
+        check(ncclRecv(into, rowBytes[b], ncclUint8, static_cast<int>(source),
+                       p.comm, p.stream),
+              "ncclRecv");
+      else if (source == p.group->pos)
+        check(ncclSend(old, rowBytes[b], ncclUint8, static_cast<int>(dest),
+                       p.comm, p.stream),
+              "ncclSend");
+    }
+  }
+  if (p.comm)
+    check(ncclGroupEnd(), "ncclGroupEnd");
+  for (char *copy : snapshot)
+    check(cudaFreeAsync(copy, p.stream), "cudaFreeAsync");
+  Waiting waiting("moving expert weights between the GPUs of " +
+                  p.group->name);
+  wait(p);
+}
