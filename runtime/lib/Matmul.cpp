@@ -23,6 +23,9 @@
 
 #include <array>
 #include <chrono>
+#include <cstdlib>
+#include <string>
+#include <ctime>
 #include <algorithm>
 #include <map>
 #include <vector>
@@ -186,6 +189,13 @@ Matmuls &matmuls() {
 }
 } // namespace
 
+/// The CPU time of the calling thread: an expert GEMM's share of a core.
+static double threadCpuSeconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
 static void gemmLoop(const View &a, const float *A, const View &b,
                      const float *B, const View &c, float *C,
                      bool accumulate) {
@@ -223,6 +233,7 @@ void moert_matmul_f32(int64_t batch, int64_t M, int64_t N, int64_t K,
     return;
   }
   auto start = std::chrono::steady_clock::now();
+  double cpuStart = threadCpuSeconds();
   View a{M, K, sAm, sAk}, b{K, N, sBk, sBn}, c{M, N, sCm, sCn};
   Matmuls &all = matmuls();
   bool add = accumulate != 0;
@@ -244,7 +255,8 @@ void moert_matmul_f32(int64_t batch, int64_t M, int64_t N, int64_t K,
     detail::recordGemm(
         2.0 * batch * M * N * K,
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-            .count());
+            .count(),
+        threadCpuSeconds() - cpuStart);
 }
 
 std::vector<int64_t> detail::groupBegins(const int32_t *counts, int64_t groups,
@@ -266,6 +278,12 @@ std::vector<int64_t> detail::groupBegins(const int32_t *counts, int64_t groups,
   return begins;
 }
 
+static void groupedMatmulF32(int64_t groups, int64_t experts,
+                             const int32_t *counts,
+                             const std::vector<int64_t> &begins, int64_t rows,
+                             int64_t K, int64_t N, const void *A,
+                             const void *W, const void *bias, void *C);
+
 void moert_grouped_matmul(int32_t dtype, int64_t groups, int64_t experts,
                           const int32_t *counts, int64_t groupStride,
                           int64_t rows, int64_t K, int64_t N, const void *A,
@@ -278,6 +296,31 @@ void moert_grouped_matmul(int32_t dtype, int64_t groups, int64_t experts,
          " x ", K, " by ", N);
   std::vector<int64_t> begins =
       detail::groupBegins(counts, groups, groupStride, rows, op);
+  // MOERT_SERIAL_EXPERT_GEMMS=1 (benchmarks only: every rank must make the
+  // same calls): the ranks take turns, so that a rank's expert time is its
+  // own where ranks share cores (bench/placement_replay.py).
+  static const bool serial = [] {
+    const char *v = std::getenv("MOERT_SERIAL_EXPERT_GEMMS");
+    return v && std::string(v) == "1";
+  }();
+  int turns = serial ? worldSize() : 1;
+  for (int turn = 0; turn < turns; ++turn) {
+    if (serial)
+      barrier();
+    if (turn == (serial ? worldRank() : 0))
+      groupedMatmulF32(groups, experts, counts, begins, rows, K, N, A, W,
+                       bias, C);
+  }
+  if (serial)
+    barrier();
+}
+
+/// moert_grouped_matmul's work, after its checks.
+static void groupedMatmulF32(int64_t groups, int64_t experts,
+                             const int32_t *counts,
+                             const std::vector<int64_t> &begins, int64_t rows,
+                             int64_t K, int64_t N, const void *A,
+                             const void *W, const void *bias, void *C) {
   auto *a = static_cast<const float *>(A);
   auto *w = static_cast<const float *>(W);
   auto *c = static_cast<float *>(C);

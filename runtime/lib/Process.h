@@ -58,8 +58,10 @@ std::vector<int64_t> groupBegins(const int32_t *counts, int64_t groups,
 /// Bytes of one element of a moert_dtype; ends the process on others.
 int64_t dtypeBytes(int32_t dtype, const char *op);
 
-/// Adds one expert GEMM (site 1 of moert_matmul_f32) to the statistics.
-void recordGemm(double flops, double seconds);
+/// Adds one expert GEMM (site 1 of moert_matmul_f32) to the statistics:
+/// its wall time and the calling thread's CPU time (what a rank computes
+/// when ranks share cores; 0 where not measured).
+void recordGemm(double flops, double seconds, double cpuSeconds = 0);
 
 /// Per-layer statistics that another runtime gathers (the CUDA runtime's,
 /// on the device) and adds when moe-run prints them: `beforePrintStats`

@@ -35,7 +35,7 @@ struct Stats {
   int64_t runsBegun = 0;
   Clock::time_point runBegin;
   std::vector<double> runSeconds;
-  double gemmFlops = 0, gemmSeconds = 0;
+  double gemmFlops = 0, gemmSeconds = 0, gemmCpuSeconds = 0;
 };
 Stats stats;
 } // namespace
@@ -59,9 +59,10 @@ void moert::endRun() {
   stats.runSeconds.push_back(secondsSince(stats.runBegin));
 }
 
-void detail::recordGemm(double flops, double seconds) {
+void detail::recordGemm(double flops, double seconds, double cpuSeconds) {
   stats.gemmFlops += flops;
   stats.gemmSeconds += seconds;
+  stats.gemmCpuSeconds += cpuSeconds;
 }
 
 /// The run that layer times count towards: calls outside a run count
@@ -257,6 +258,11 @@ void moert::printStats() {
   reduce(sumInts, MPI_INT64_T, MPI_SUM);
   reduce(times, MPI_DOUBLE, MPI_MAX);
   reduce(gemm, MPI_DOUBLE, MPI_SUM);
+  // Per rank: the most and the sum, for the slowest rank and the mean.
+  std::vector<double> cpuMax = {stats.gemmCpuSeconds},
+                      cpuSum = {stats.gemmCpuSeconds};
+  reduce(cpuMax, MPI_DOUBLE, MPI_MAX);
+  reduce(cpuSum, MPI_DOUBLE, MPI_SUM);
   if (worldRank() != 0 || runs == 0)
     return;
 
@@ -288,5 +294,9 @@ void moert::printStats() {
                 gemm[0] / gemm[1] * 1e-9, gemm[0] * 1e-9, gemm[1] * 1e3);
   else
     std::printf("expert GEMM: none\n");
+  if (cpuMax[0] > 0)
+    std::printf("expert GEMM thread CPU time per run: %.3f ms on the busiest "
+                "rank, %.3f ms mean\n",
+                cpuMax[0] / runs * 1e3, cpuSum[0] / worldSize() / runs * 1e3);
   std::fflush(stdout);
 }

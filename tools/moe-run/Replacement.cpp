@@ -157,6 +157,11 @@ void ExpertReplacer::printSummary() const {
   if (!enabled() || moert::worldRank() != 0)
     return;
   for (const Layer &l : layers) {
+    if (l.replans == 0) {
+      std::printf("layer %lld: no re-plan (every %u calls)\n",
+                  static_cast<long long>(l.id), every);
+      continue;
+    }
     std::string table;
     for (int32_t e : l.placement.slotToExpert())
       table += (table.empty() ? "" : ", ") + std::to_string(e);

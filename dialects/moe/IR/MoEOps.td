@@ -696,12 +696,15 @@ def MoE_SlotTableOp : MoE_Op<"slot_table", [Pure]> {
 def MoE_PlaceOp : MoE_Op<"place", [Pure, AllTypesMatch<["ids", "slots"]>]> {
   let summary = "each routing choice's expert -> one of that expert's slots";
   let description = [{
-    The replica rule: the choice at flat position `q = t * k + j` (token t's
-    j-th of k) that picked expert e goes to slot number `q mod c_e` of e's
-    `c_e` slots in `table`, in ascending slot order. It is deterministic,
-    keeps no state and splits an expert's tokens evenly over its replicas;
-    replicas hold the same weights, so the result never depends on the
-    placement. Ids that no slot holds (unrouted -1, out of range) give -1.
+    The replica rule: the routing choices are taken in (token t, choice j)
+    order, and the choice that is the i-th of `ids` to pick expert e goes to
+    slot number `i mod c_e` of e's `c_e` slots in `table`, in ascending slot
+    order. It is deterministic, keeps no state between calls and splits each
+    expert's choices over its replicas evenly, whatever their pattern (a
+    rule on the position `t * k + j` would send every top-1 choice of an
+    expert to one replica when k and c_e share a factor). Replicas hold the
+    same weights, so the result never depends on the placement. Ids that no
+    slot holds (unrouted -1, out of range) give -1.
     With an identity table (`table[p] = p`) it is the identity and folds
     away.
 

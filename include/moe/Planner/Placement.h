@@ -63,13 +63,14 @@ public:
     return replicaSlots[replicaBegin[expert] + replica];
   }
 
-  /// The replica rule: the slot that serves the routing choice at flat
-  /// `position` (token t's j-th of k choices is t * k + j) when it picked
-  /// `expert`: replica (position mod replicaCount) in ascending slot order.
-  /// Deterministic, no state, and it splits any expert's tokens evenly over
-  /// its replicas (vLLM's rule), which the load model assumes.
-  int32_t slotFor(int32_t expert, int64_t position) const {
-    return replicaSlot(expert, position % replicaCount(expert));
+  /// The replica rule (moe.place): the slot that serves the routing choice
+  /// that is the `occurrence`-th of its batch, in (token, choice) order, to
+  /// pick `expert`: replica (occurrence mod replicaCount) in ascending slot
+  /// order. Deterministic, no state between batches, and it splits any
+  /// expert's choices evenly over its replicas, which the load model
+  /// assumes.
+  int32_t slotFor(int32_t expert, int64_t occurrence) const {
+    return replicaSlot(expert, occurrence % replicaCount(expert));
   }
 
   /// The runtime's tables: expert e's replicas at [e * maxReplicas + r],

@@ -94,7 +94,7 @@ void testPlacement() {
   // The replica rule: positions go round-robin over ascending slots.
   check(p.slotFor(1, 0) == 1 && p.slotFor(1, 1) == 4 && p.slotFor(1, 2) == 1,
         "slotFor round-robin");
-  check(p.slotFor(2, 7) == 5, "slotFor position 7 of a 2-replica expert");
+  check(p.slotFor(2, 7) == 5, "slotFor occurrence 7 of a 2-replica expert");
   Placement q(3, 2, {0, 0, 1, 2, 2, 2});
   check(q.expertToSlotTable() ==
             std::vector<int32_t>{0, 1, -1, 2, -1, -1, 3, 4, 5},

@@ -35,15 +35,20 @@
 // FIXED-NOT: moe.slot_weights
 // FIXED: moe.dispatch {{.*}} -> (tensor<32x8xf32>, tensor<16x2xi32>, tensor<8xi32>, tensor<i64>)
 
-// The table scanned per choice: the replica count, then the chosen slot.
+// The table read once (replica counts, their prefix sum, each expert's
+// slots), then one pass over the choices in (t, j) order.
 // LOWER-LABEL: func.func @block(
 // LOWER: %[[T:.*]] = arith.constant dense<[0, 1, 2, 3, 4, 5, 6, 7, 0, 1]> : tensor<10xi32>
-// LOWER: linalg.generic
-// LOWER: scf.for
+// LOWER: %[[C:.*]] = scf.for {{.*}} -> (tensor<10xi32>)
 // LOWER: tensor.extract %[[T]]
+// LOWER: %[[B:.*]]:2 = scf.for {{.*}} -> (tensor<10xi32>, i32)
+// LOWER: %[[S:.*]]:2 = scf.for {{.*}} -> (tensor<10xi32>, tensor<10xi32>)
+// LOWER: scf.for {{.*}} -> (tensor<16x2xi32>, tensor<10xi32>)
+// LOWER: scf.for {{.*}} -> (tensor<16x2xi32>, tensor<10xi32>)
+// LOWER: tensor.extract %[[C]]
 // LOWER: arith.remui
-// LOWER: scf.for
-// LOWER: tensor.extract %[[T]]
+// LOWER: tensor.extract %[[B]]#0
+// LOWER: tensor.extract %[[S]]#1
 func.func @block(%x: tensor<16x8xf32>, %logits: tensor<16x8xf32>,
                  %w1: tensor<8x16x8xf32>, %w3: tensor<8x16x8xf32>,
                  %w2: tensor<8x8x16xf32>) -> tensor<16x8xf32> {
