@@ -134,29 +134,26 @@ LogicalResult mlir::moe::compileModel(MLIRContext &context,
                                      ",moe-set-plan{" + options.planOptions +
                                      "}")))
     return failure();
-  if (options.train && options.redundantPerRank >= 0)
-    return module.emitError("moe-compile: --redundant-per-rank compiles "
-                            "inference only: training with re-placed "
-                            "experts is not supported yet");
+  std::string placeExperts =
+      options.redundantPerRank >= 0
+          ? "moe-place-experts{redundant-per-rank=" +
+                std::to_string(options.redundantPerRank) + "},"
+          : "";
   if (options.train) {
     if (options.optimizer != "sgd" && options.optimizer != "adamw")
       return module.emitError("moe-compile: unknown --optimizer '")
              << options.optimizer << "' (sgd or adamw)";
     // Differentiated as each rank runs it: partitioned first.
     if (failed(runPipeline(
-            module, "moe-decompose,moe-partition,moe-autodiff{" +
+            module, "moe-decompose," + placeExperts +
+                        "moe-partition,moe-autodiff{" +
                         options.autodiffOptions +
                         "},moe-pipeline-schedule{microbatches=" +
                         std::to_string(options.microbatches) +
                         "},canonicalize")))
       return failure();
-  } else if (failed(runPipeline(
-                 module,
-                 (options.redundantPerRank >= 0
-                      ? "moe-place-experts{redundant-per-rank=" +
-                            std::to_string(options.redundantPerRank) + "},"
-                      : std::string()) +
-                     "moe-partition,canonicalize"))) {
+  } else if (failed(runPipeline(module,
+                                 placeExperts + "moe-partition,canonicalize"))) {
     return failure();
   }
   if (options.emit == EmitStage::SPMD)

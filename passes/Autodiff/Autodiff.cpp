@@ -122,10 +122,16 @@ LogicalResult MoEAutodiffPass::differentiate(func::FuncOp func) {
       otherNames.push_back(*name);
       return;
     }
-    // The piece this rank holds, where the weight is sliced.
+    // The piece this rank holds, where the weight is sliced; the rank's
+    // slots, where it is laid out by slot (moe-place-experts).
     Value value = constant.getResult();
-    if (constant->hasOneUse())
-      value = spmd::followWeightSlices(*constant->use_begin()).local;
+    if (constant->hasOneUse()) {
+      OpOperand *use = &*constant->use_begin();
+      if (auto slots = dyn_cast<SlotWeightsOp>(use->getOwner());
+          slots && slots->hasOneUse())
+        use = &*slots->use_begin();
+      value = spmd::followWeightSlices(*use).local;
+    }
     else if (llvm::any_of(constant->getUses(), [](OpOperand &use) {
                return !spmd::followWeightSlices(use).steps.empty();
              }))

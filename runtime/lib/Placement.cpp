@@ -13,6 +13,7 @@
 #include "Process.h"
 
 #include <climits>
+#include <map>
 #include <cstring>
 
 using namespace moert;
@@ -95,4 +96,92 @@ void moert::migrateSlots(const std::vector<int32_t> &from,
   Waiting wait("moving expert weights between the ranks of " + ep.name);
   MPI_Waitall(static_cast<int>(requests.size()), requests.data(),
               MPI_STATUSES_IGNORE);
+}
+
+void moert::sumReplicaRows(const std::vector<int32_t> &table,
+                           const std::vector<SlotBuffer> &buffers) {
+  const char *op = "moe-train: summing the gradients of expert replicas";
+  Group &ep = group(kEpAxes, op);
+  int64_t P = static_cast<int64_t>(table.size());
+  if (P == 0 || P % ep.size != 0)
+    fail(op, ": a table of ", P, " slots over ", ep.size, " ranks");
+  int64_t S = P / ep.size, first = ep.pos * S;
+  for (const SlotBuffer &buffer : buffers)
+    if (buffer.rowBytes < 0 || buffer.rowBytes > INT_MAX ||
+        buffer.rowBytes % sizeof(float) != 0)
+      fail(op, ": a slot row of ", buffer.rowBytes, " bytes");
+  // Each expert's slots, ascending.
+  std::map<int32_t, std::vector<int64_t>> replicas;
+  for (int64_t p = 0; p < P; ++p)
+    replicas[table[p]].push_back(p);
+  auto holds = [&](const std::vector<int64_t> &slots, int64_t rank) {
+    for (int64_t p : slots)
+      if (p / S == rank)
+        return true;
+    return false;
+  };
+  // Rows of other ranks' replicas, by slot and buffer; posted in (expert,
+  // slot, buffer) order on both sides.
+  std::map<std::pair<int64_t, size_t>, std::vector<float>> received;
+  std::vector<MPI_Request> requests;
+  for (auto &[expert, slots] : replicas) {
+    if (slots.size() < 2)
+      continue;
+    bool mine = holds(slots, ep.pos);
+    for (int64_t q : slots) {
+      int64_t owner = q / S;
+      for (size_t b = 0; b < buffers.size(); ++b) {
+        int bytes = static_cast<int>(buffers[b].rowBytes);
+        if (owner != ep.pos && mine) {
+          std::vector<float> &row = received[{q, b}];
+          row.resize(buffers[b].rowBytes / sizeof(float));
+          requests.emplace_back();
+          MPI_Irecv(row.data(), bytes, MPI_BYTE, static_cast<int>(owner), 1,
+                    ep.comm, &requests.back());
+        } else if (owner == ep.pos) {
+          // To every other rank that holds a replica, once.
+          for (int64_t rank = 0; rank < ep.size; ++rank)
+            if (rank != ep.pos && holds(slots, rank)) {
+              requests.emplace_back();
+              MPI_Isend(buffers[b].data + (q - first) * buffers[b].rowBytes,
+                        bytes, MPI_BYTE, static_cast<int>(rank), 1, ep.comm,
+                        &requests.back());
+            }
+        }
+      }
+    }
+  }
+  if (!requests.empty()) {
+    Waiting wait("exchanging the gradients of expert replicas within " +
+                 ep.name);
+    MPI_Waitall(static_cast<int>(requests.size()), requests.data(),
+                MPI_STATUSES_IGNORE);
+  }
+  // The sum in slot order, the same on every holder.
+  for (auto &[expert, slots] : replicas) {
+    if (slots.size() < 2 || !holds(slots, ep.pos))
+      continue;
+    for (size_t b = 0; b < buffers.size(); ++b) {
+      size_t n = buffers[b].rowBytes / sizeof(float);
+      auto row = [&](int64_t q) -> const float * {
+        if (q / S == ep.pos)
+          return reinterpret_cast<const float *>(buffers[b].data +
+                                                 (q - first) *
+                                                     buffers[b].rowBytes);
+        return received[{q, b}].data();
+      };
+      std::vector<float> sum(row(slots[0]), row(slots[0]) + n);
+      for (size_t i = 1; i < slots.size(); ++i) {
+        const float *r = row(slots[i]);
+        for (size_t j = 0; j < n; ++j)
+          sum[j] += r[j];
+      }
+      for (int64_t p : slots)
+        if (p / S == ep.pos)
+          std::copy(sum.begin(), sum.end(),
+                    reinterpret_cast<float *>(buffers[b].data +
+                                              (p - first) *
+                                                  buffers[b].rowBytes));
+    }
+  }
 }

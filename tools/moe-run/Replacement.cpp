@@ -104,9 +104,17 @@ void ExpertReplacer::moveSlots(Layer &l, const std::vector<int32_t> &to) {
 #endif
 }
 
-void ExpertReplacer::afterCalls(uint64_t calls) {
+const planner::Placement *ExpertReplacer::placement(int64_t layer) const {
+  for (const Layer &l : layers)
+    if (l.id == layer)
+      return &l.placement;
+  return nullptr;
+}
+
+bool ExpertReplacer::afterCalls(uint64_t calls, const Mover &move) {
   if (!enabled() || calls % every != 0)
-    return;
+    return false;
+  bool changed = false;
   std::vector<std::vector<int64_t>> totals = moert::layerTokenTotals();
   for (Layer &l : layers) {
     int64_t E = l.placement.numExperts();
@@ -141,7 +149,11 @@ void ExpertReplacer::afterCalls(uint64_t calls) {
       continue;
     ++l.changes;
     l.bytesMoved += planner::bytesMoved(l.placement, next, l.bytesPerExpert);
-    moveSlots(l, next.slotToExpert());
+    changed = true;
+    if (move)
+      move(l.id, l.placement.slotToExpert(), next.slotToExpert());
+    else
+      moveSlots(l, next.slotToExpert());
     std::copy(next.slotToExpert().begin(), next.slotToExpert().end(),
               l.table);
 #ifdef MOE_RUN_HAVE_CUDA
@@ -151,6 +163,7 @@ void ExpertReplacer::afterCalls(uint64_t calls) {
 #endif
     l.placement = std::move(next);
   }
+  return changed;
 }
 
 void ExpertReplacer::printSummary() const {

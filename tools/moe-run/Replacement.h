@@ -20,6 +20,7 @@
 
 #include "llvm/Support/Error.h"
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -35,8 +36,19 @@ public:
          unsigned every, std::string algorithm);
 
   bool enabled() const { return every > 0 && !layers.empty(); }
-  /// Collective: after `calls` calls, re-places every K-th time.
-  void afterCalls(uint64_t calls);
+  /// Whether the bundle has slot tables (re-placed or not).
+  bool hasSlots() const { return !layers.empty(); }
+
+  /// Moves what a layer holds per slot from placement `from` to `to`
+  /// (collective over EP); the default moves the bundle's slot-laid weights.
+  using Mover = std::function<void(int64_t layer,
+                                   const std::vector<int32_t> &from,
+                                   const std::vector<int32_t> &to)>;
+  /// Collective: after `calls` calls (or steps), re-places every K-th time;
+  /// returns whether any layer changed.
+  bool afterCalls(uint64_t calls, const Mover &move = nullptr);
+  /// Layer `layer`'s placement now; null for a layer without slots.
+  const moe::planner::Placement *placement(int64_t layer) const;
   /// The token counts restart (moert::resetStats): so does the window.
   void restartWindow() {
     for (Layer &l : layers)

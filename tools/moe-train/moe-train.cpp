@@ -7,7 +7,7 @@
 //           [--checkpoint-dir DIR --checkpoint-every K] [--stop-after K]
 //           [--resume DIR] [--output-dir DIR] [--stats] [--stats-json FILE]
 //           [--timeout S]
-//           [--zero-stage 1]
+//           [--zero-stage 1] [--replan-every N] [--placement-algorithm A]
 //
 // BUNDLE comes from moe-compile --train. Each input file holds the whole
 // data set, samples along its first dimension; step s (from 0) reads the
@@ -27,6 +27,8 @@
 #include "ShardedCheckpoint.h"
 #include "Library.h"
 #include "Manifest.h"
+#include "Replacement.h"
+#include "Slots.h"
 
 #include "moert/Npy.h"
 #include "moert/Runtime.h"
@@ -49,11 +51,13 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <unistd.h>
 
 using namespace llvm;
 using namespace moe_run;
 namespace train = moert::train;
+namespace planner = moe::planner;
 
 namespace {
 struct Options {
@@ -126,6 +130,16 @@ struct Options {
                "record per step, as JSON (moe-plan placement --trace reads "
                "it)"),
       cl::value_desc("file"), cl::cat(category)};
+  cl::opt<unsigned> replanEvery{
+      "replan-every", cl::init(10),
+      cl::desc("Bundles with re-placeable experts (moe-compile "
+               "--redundant-per-rank): re-place them by the load of the last "
+               "N steps, every N steps, masters and optimizer state with "
+               "them (default 10, as SmartMoE; 0: never)"),
+      cl::cat(category)};
+  cl::opt<std::string> placementAlgorithm{
+      "placement-algorithm", cl::init("ours"),
+      cl::desc("How to re-place experts: ours or eplb"), cl::cat(category)};
   cl::opt<int> threads{"threads", cl::desc("Threads (default: all cores)"),
                        cl::init(0), cl::cat(category)};
   cl::opt<int64_t> microbatches{
@@ -178,6 +192,9 @@ struct Param {
   const TensorSpec *spec = nullptr;
   moe_train::Placement placement;
   moe_train::Replicas replicas;
+  /// Laid out by the slots of this MoE layer (moe-compile
+  /// --redundant-per-rank), one row of rowElems per local slot; else -1.
+  int64_t slotLayer = -1, rowElems = 0;
 
   /// The elements whose optimizer state this rank keeps and updates.
   std::pair<size_t, size_t> updated() const {
@@ -203,6 +220,8 @@ struct Trainer {
   train::OptimizerConfig config;
   train::Schedule schedule;
   int64_t firstStep = 0;
+  /// Re-placement of experts on slots; empty for other bundles.
+  std::optional<ExpertReplacer> replacer;
 };
 
 std::string inBundle(StringRef file) {
@@ -302,6 +321,10 @@ Error findParams(Trainer &t, const std::vector<char *> &symbols) {
       p.replicas = moe_train::replicasOf(m, spec, moert::worldRank());
       // fp32 master weights, whatever the model computes in.
       p.master.resize(moert::numElements(spec.shape));
+      if (spec.slotLayer >= 0 && !spec.shape.empty() && spec.shape[0] > 0) {
+        p.slotLayer = spec.slotLayer;
+        p.rowElems = moert::numElements(spec.shape) / spec.shape[0];
+      }
       moert::widenToFloat(*spec.type, symbol, p.master.data(),
                           p.master.size());
       if (type != "f32")
@@ -542,6 +565,61 @@ std::string formatTime(double seconds) {
   return formatv("{0}:{1:2}", s / 60, s % 60).str();
 }
 
+/// The gradients of slot-laid parameters (`grads`, in t.params order among
+/// those with one), each row summed over its expert's replicas.
+void sumReplicaGradients(Trainer &t,
+                         const std::vector<std::pair<float *, size_t>> &grads) {
+  std::map<int64_t, std::vector<moert::SlotBuffer>> byLayer;
+  size_t next = 0;
+  for (Param &p : t.params) {
+    if (p.gradOutput < 0)
+      continue;
+    float *grad = grads[next++].first;
+    if (p.slotLayer >= 0)
+      byLayer[p.slotLayer].push_back(
+          {reinterpret_cast<char *>(grad),
+           p.rowElems * static_cast<int64_t>(sizeof(float))});
+  }
+  for (auto &[layer, buffers] : byLayer)
+    moert::sumReplicaRows(t.replacer->placement(layer)->slotToExpert(),
+                          buffers);
+}
+
+/// In the gradient norm, each expert's rows once: its first replica's.
+void countExpertsOnce(Trainer &t,
+                      const std::vector<std::pair<float *, size_t>> &grads,
+                      std::vector<float> &norms) {
+  size_t next = 0;
+  for (Param &p : t.params) {
+    if (p.gradOutput < 0)
+      continue;
+    size_t i = next++;
+    if (p.slotLayer < 0)
+      continue;
+    const planner::Placement &placement = *t.replacer->placement(p.slotLayer);
+    norms[i] = moe_train::firstReplicaNorm(
+        grads[i].first, p.rowElems,
+        p.placement.offsets.empty() ? 0 : p.placement.offsets[0], placement);
+  }
+}
+
+/// Re-placement: the masters and optimizer state of layer `layer`'s
+/// slot-laid parameters move with their slots.
+void moveSlots(Trainer &t, int64_t layer, const std::vector<int32_t> &from,
+               const std::vector<int32_t> &to) {
+  std::vector<moert::SlotBuffer> buffers;
+  for (Param &p : t.params) {
+    if (p.slotLayer != layer)
+      continue;
+    int64_t rowBytes = p.rowElems * static_cast<int64_t>(sizeof(float));
+    for (std::vector<float> *v : {&p.master, &p.state.expAvg,
+                                  &p.state.expAvgSq, &p.state.momentumBuffer})
+      if (!v->empty())
+        buffers.push_back({reinterpret_cast<char *>(v->data()), rowBytes});
+  }
+  moert::migrateSlots(from, to, buffers);
+}
+
 Error run(Trainer &t) {
   Options &o = options();
   bool first = moert::worldRank() == 0;
@@ -625,8 +703,12 @@ Error run(Trainer &t) {
         for (size_t i = 0; i < n; ++i)
           grad[i] *= scale;
     }
+    if (t.replacer)
+      sumReplicaGradients(t, grads);
     double norm = train::clipGradNorm(
         grads, o.clipGradNorm, [&](std::vector<float> &norms) {
+          if (t.replacer)
+            countExpertsOnce(t, grads, norms);
           moe_train::combineNorms(norms, owners, t.manifest);
         });
     double lr = t.schedule.lrAt(t.config.lr, step);
@@ -642,6 +724,13 @@ Error run(Trainer &t) {
     }
     publish(t);
     loads.record(step);
+    if (t.replacer && t.replacer->afterCalls(
+                          step + 1 - t.firstStep,
+                          [&](int64_t layer, const std::vector<int32_t> &from,
+                              const std::vector<int32_t> &to) {
+                            moveSlots(t, layer, from, to);
+                          }))
+      publish(t);
     auto now = std::chrono::steady_clock::now();
     double seconds = std::chrono::duration<double>(now - begin).count();
     stepSeconds.push_back(seconds);
@@ -685,11 +774,17 @@ Error run(Trainer &t) {
           moe_train::gatherWhole(t.manifest, *p.spec, p.master);
       if (!first)
         continue;
+      std::vector<int64_t> shape = p.placement.wholeShape;
+      if (p.slotLayer >= 0) {
+        const planner::Placement &placement =
+            *t.replacer->placement(p.slotLayer);
+        whole = moe_train::expertsFromSlots(whole, p.rowElems, placement);
+        shape[0] = placement.numExperts();
+      }
       SmallString<128> path(o.outputDir);
       sys::path::append(path, p.name + ".npy");
       if (std::string error = moert::writeNpy(
-              std::string(path), *moert::findDType("f32"),
-              p.placement.wholeShape,
+              std::string(path), *moert::findDType("f32"), shape,
               reinterpret_cast<const char *>(whole.data()));
           !error.empty())
         return failure(error);
@@ -733,6 +828,22 @@ Error setUp(Trainer &t) {
     return symbols.takeError();
   if (Error error = findParams(t, *symbols))
     return error;
+  Expected<ExpertReplacer> replacer =
+      ExpertReplacer::create(t.manifest, *symbols, options().replanEvery,
+                             options().placementAlgorithm);
+  if (!replacer)
+    return replacer.takeError();
+  if (replacer->hasSlots()) {
+    const Options &o = options();
+    if (o.zeroStage)
+      return failure("--zero-stage 1 with experts on slots (moe-compile "
+                     "--redundant-per-rank) is not supported");
+    if (!o.checkpointDir.empty() || !o.resume.empty())
+      return failure("checkpoints of experts on slots (moe-compile "
+                     "--redundant-per-rank) are not supported: train "
+                     "without --checkpoint-dir and --resume");
+    t.replacer = std::move(*replacer);
+  }
   if (!options().resume.empty())
     return resumeFrom(t, options().resume);
   return Error::success();
@@ -748,11 +859,13 @@ std::vector<std::pair<std::string, std::string>> agreement(const Trainer &t) {
   std::string flags = formatv(
       "steps={0} batch={1} lr={2} momentum={3} dampening={4} nesterov={5} "
       "betas={6} eps={7} wd={8}/{9} clip={10} warmup={11} schedule={12} "
-      "stats={13} threads={14} zero={15} micro={16} json={17}",
+      "stats={13} threads={14} zero={15} micro={16} json={17} replan={18} "
+      "algorithm={19}",
       o.steps, o.batchSize, o.lr, o.momentum, o.dampening, o.nesterov,
       o.betas, o.eps, o.weightDecay, o.weightDecay.getNumOccurrences(),
       o.clipGradNorm, o.warmupSteps, o.schedule, o.stats, o.threads,
-      o.zeroStage, o.microbatches, o.statsJson.empty() ? 0 : 1);
+      o.zeroStage, o.microbatches, o.statsJson.empty() ? 0 : 1,
+      o.replanEvery, o.placementAlgorithm);
   items.emplace_back("the training options",
                      mlir::moe::contentDigest(arrayRefFromStringRef(flags)));
   for (auto [spec, data] : zip_equal(t.manifest.inputs, t.datasets))
@@ -778,8 +891,11 @@ int main(int argc, char **argv) {
   moert::setGrid(t.manifest.gridShape, t.manifest.axes);
   moert::setThreads(opts.threads);
   moert::failIfAnyRank(toString(run(t)));
-  if (opts.stats)
+  if (opts.stats) {
     moert::printStats();
+    if (t.replacer)
+      t.replacer->printSummary();
+  }
   moert::finalize();
   return 0;
 }

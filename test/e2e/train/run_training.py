@@ -70,6 +70,12 @@ def plan_args(plan):
         if key == "zero":
             train_flags += ["--zero-stage", value]
             continue
+        if key == "redundant":
+            flags += ["--redundant-per-rank", value]
+            continue
+        if key in ("replan", "algorithm"):
+            train_flags += ["--replan-every" if key == "replan" else "--placement-algorithm", value]
+            continue
         flags += ["--" + key.replace("_", "-"), value]
         if key in ("dp", "ep", "tp", "pp"):
             ranks *= int(value)

@@ -1,0 +1,36 @@
+//===- Slots.cpp - moe-train with experts on slots ------------------------===//
+
+#include "Slots.h"
+
+#include <cmath>
+
+using namespace moe_train;
+
+float moe_train::firstReplicaNorm(const float *grad, int64_t rowElems,
+                                  int64_t firstSlot,
+                                  const moe::planner::Placement &placement) {
+  double squares = 0;
+  for (int64_t s = 0; s < placement.slotsPerRank(); ++s) {
+    int64_t slot = firstSlot + s;
+    if (placement.replicaSlot(placement.expertAt(slot), 0) != slot)
+      continue;
+    for (int64_t i = 0; i < rowElems; ++i) {
+      double g = grad[s * rowElems + i];
+      squares += g * g;
+    }
+  }
+  return static_cast<float>(std::sqrt(squares));
+}
+
+std::vector<float>
+moe_train::expertsFromSlots(const std::vector<float> &slots, int64_t rowElems,
+                            const moe::planner::Placement &placement) {
+  std::vector<float> experts(placement.numExperts() * rowElems);
+  for (int32_t e = 0; e < placement.numExperts(); ++e) {
+    int64_t slot = placement.replicaSlot(e, 0);
+    std::copy(slots.begin() + slot * rowElems,
+              slots.begin() + (slot + 1) * rowElems,
+              experts.begin() + e * rowElems);
+  }
+  return experts;
+}
