@@ -2,12 +2,15 @@
 
 #include "Manifest.h"
 
+#include <limits>
+
 #include "moe/Support/Input.h"
 
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 
+#include <limits>
 #include <set>
 
 using namespace llvm;
@@ -43,7 +46,10 @@ static bool mapTensor(const json::Value &v, TensorSpec &t, json::Path p,
     p.field("dtype").report("expected f32, f64, i32, i64, i8, bool, f16 or bf16");
     return false;
   }
-  if (moert::numElements(t.shape) < 0) {
+  // bytes() multiplies by the element size: that too must fit.
+  int64_t elements = moert::numElements(t.shape);
+  if (elements < 0 ||
+      elements > std::numeric_limits<int64_t>::max() / t.type->size) {
     p.field("shape").report("negative extent or too many elements");
     return false;
   }
@@ -70,10 +76,11 @@ static bool fromJSON(const json::Value &v, Manifest &m, json::Path p) {
   int64_t format = 0;
   if (!o || !o.map("format", format))
     return false;
-  if (format != 4) {
+  if (format != 5) {
     // Format 1 called moert_matmul_f32 without its accumulate flag, format
-    // 2 without a batch; format 3 libraries did not describe themselves.
-    p.field("format").report("moe-run reads format 4; recompile the bundle "
+    // 2 without a batch; format 3 libraries did not describe themselves;
+    // format 4 had no moert_grouped_matmul_few_rows.
+    p.field("format").report("moe-run reads format 5; recompile the bundle "
                              "with this version's moe-compile");
     return false;
   }
