@@ -714,7 +714,9 @@ def ConvertMoEToRuntimePass
     groups, the group score, the masked score, `normalize` and
     `scaling_factor` passed on; a `moe.combine` becomes `moert_cuda_combine`,
     the weighted un-permute (capacity rows `[G, C, M]` read as `G * C`
-    rows; f16 and bf16 sums in f32). On the CPU both stay compiled loops.
+    rows; f16 and bf16 sums in f32); a `moe.place` with at most 3072 slots
+    becomes `moert_cuda_place`, the replica rule in one kernel. On the CPU
+    they stay compiled loops.
   }];
   let options = [
     Option<"target", "target", "std::string", "\"cpu\"",

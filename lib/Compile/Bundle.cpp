@@ -120,7 +120,7 @@ FailureOr<Bundle> mlir::moe::describeProgram(ModuleOp module,
   bundle.manifest = json::Object{
       // Bumped with every change of the moert_* calls that compiled code
       // makes, so that moe-run refuses bundles built for another runtime.
-      {"format", 4},
+      {"format", 5},
       {"library", "model.so"},
       {"entry", "moe_entry"},
       {"world_size", world},

@@ -460,10 +460,12 @@ LogicalResult BlockPartitioner::run(MoEBlock &blk) {
   auto receivedType = cast<RankedTensorType>(received.getType());
   SmallVector<int64_t> outShape(receivedType.getShape());
   outShape.back() = M;
-  Value expertOut = ExpertsOp::create(
+  auto rankExperts = ExpertsOp::create(
       b, experts.getLoc(), receivedType.clone(outShape), received,
       receivedCounts, fc1, fc1b, fc3, fc3b, fc2, fc2Bias,
       experts.getActivationAttr());
+  rankExperts->setDiscardableAttrs(experts->getDiscardableAttrDictionary());
+  Value expertOut = rankExperts;
   Value back = expertOut;
   if (ragged) {
     back = x.raggedAllToAll(loc, expertOut, receivedCounts, {Axis::EP},

@@ -128,6 +128,7 @@ LogicalResult MoEPlaceExpertsPass::place(DispatchOp dispatch, int64_t layer,
                                  op.getFc3BiasMutable(), op.getFc2BiasMutable()))
       bySlot(operand);
     op.getCountsMutable().set(newDispatch.getCounts());
+    op->setAttr(kLogicalExpertsAttrName, b.getI64IntegerAttr(E));
   }
   dispatch.replaceAllUsesWith(newDispatch);
   dispatch.erase();

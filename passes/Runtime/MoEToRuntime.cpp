@@ -23,7 +23,8 @@
 // moe.combine the weighted un-permute (moert_cuda_combine), where the
 // reference lowering would launch a kernel per step (scores, k rounds of
 // argmax, normalization; a gather per slot). On the CPU both stay compiled
-// loops, which fuse with their neighbours and vectorize.
+// loops, which fuse with their neighbours and vectorize. moe.place is one
+// kernel (moert_cuda_place) for CUDA too.
 //
 //===----------------------------------------------------------------------===//
 
@@ -48,6 +49,10 @@ namespace {
 std::string callee(StringRef target, StringRef name) {
   return (target == "cuda" ? "moert_cuda_" : "moert_") + name.str();
 }
+
+/// Rows per logical expert up to which the CPU's expert GEMMs take the
+/// runtime's few-rows kernel (memory-bound: each weight read once).
+constexpr int64_t kFewRows = 8;
 
 /// True for the element types the CUDA kernels read: f32, f16, bf16.
 bool isCudaFloat(Type type) {
@@ -282,6 +287,29 @@ struct CombineToRuntime final : OpRewritePattern<CombineOp> {
   }
 };
 
+/// moe.place as one kernel on the device (moert_cuda_place), where the
+/// reference lowering's scans would be host loops over device memory.
+struct PlaceToRuntime final : OpRewritePattern<PlaceOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(PlaceOp op,
+                                PatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    int64_t slots = op.getTable().getType().getDimSize(0);
+    if (slots > 3072)
+      return rewriter.notifyMatchFailure(
+          op, "more slots than the kernel's shared memory holds");
+    Value out = newBuffer(rewriter, loc, op.getType());
+    call(rewriter, loc, "moert_cuda_place",
+         {readPointer(rewriter, loc, op.getIds()),
+          i64Const(rewriter, loc, op.getIds().getType().getNumElements()),
+          readPointer(rewriter, loc, op.getTable()),
+          i64Const(rewriter, loc, slots), dataPointer(rewriter, loc, out)});
+    rewriter.replaceOp(op, asTensor(rewriter, loc, out));
+    return success();
+  }
+};
+
 /// moert_cuda_grouped_matmul_pair: x W1^T (+ b1) and x W3^T (+ b3) of an
 /// experts op whose fc1 and fc3 weights have one type.
 std::pair<Value, Value> projectPair(PatternRewriter &rewriter, Location loc,
@@ -350,11 +378,30 @@ struct ExpertsToRuntime final : OpRewritePattern<ExpertsOp> {
             .getResult();
     // rows x W^T (+ b) for a stacked weight [E, out, in] and bias [E, out],
     // all groups at once.
+    // A few rows per expert (decode): the runtime's streaming kernel for
+    // every group. Decided by the layer's shape, the routing choices over
+    // its logical experts, so that slots (moe-place-experts) do not change
+    // the path a row takes and with it its bits.
+    auto logical = op->getAttrOfType<IntegerAttr>(kLogicalExpertsAttrName);
+    int64_t perExpert = rows / std::max<int64_t>(
+                                   logical ? logical.getInt() : groups, 1);
+    bool fewRows = target == "cpu" && !capacity && perExpert <= kFewRows;
     auto project = [&](Value input, Value weight, Value bias) -> Value {
       auto weightType = cast<RankedTensorType>(weight.getType());
       int64_t out = weightType.getDimSize(1), in = weightType.getDimSize(2);
       Value result =
           newBuffer(rewriter, loc, RankedTensorType::get({rows, out}, element));
+      if (fewRows) {
+        call(rewriter, loc, "moert_grouped_matmul_few_rows",
+             {i32Const(rewriter, loc, *code), i64Const(rewriter, loc, groups),
+              i64Const(rewriter, loc, experts), counts,
+              i64Const(rewriter, loc, rows), i64Const(rewriter, loc, in),
+              i64Const(rewriter, loc, out), readPointer(rewriter, loc, input),
+              readPointer(rewriter, loc, weight),
+              bias ? readPointer(rewriter, loc, bias) : noBias,
+              dataPointer(rewriter, loc, result)});
+        return asTensor(rewriter, loc, result);
+      }
       call(rewriter, loc, callee(target, "grouped_matmul"),
            {i32Const(rewriter, loc, *code), i64Const(rewriter, loc, groups),
             i64Const(rewriter, loc, experts), counts,
@@ -427,7 +474,8 @@ struct ConvertMoEToRuntimePass
     RewritePatternSet patterns(&getContext());
     patterns.add<DispatchToRuntime, ExpertsToRuntime>(&getContext(), target);
     if (target == "cuda")
-      patterns.add<RouterToRuntime, CombineToRuntime>(&getContext());
+      patterns.add<RouterToRuntime, CombineToRuntime, PlaceToRuntime>(
+          &getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

@@ -15,6 +15,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "FewRows.h"
 #include "Process.h"
 
 #include "moert/moert.h"
@@ -343,6 +344,50 @@ static void groupedMatmulF32(int64_t groups, int64_t experts,
   for (int64_t r = 0; r < rows; ++r)
     if (!covered[r])
       std::fill(c + r * N, c + (r + 1) * N, 0.0f);
+}
+
+void moert_grouped_matmul_few_rows(int32_t dtype, int64_t groups,
+                                   int64_t experts, const int32_t *counts,
+                                   int64_t rows, int64_t K, int64_t N,
+                                   const void *A, const void *W,
+                                   const void *bias, void *C) {
+  const char *op = "moert_grouped_matmul_few_rows";
+  if (dtype != MOERT_F32)
+    detail::fail(op, ": the CPU runtime multiplies f32 only (dtype code ",
+                 dtype, ")");
+  if (groups < 0 || experts < 1 || rows < 0 || K < 0 || N < 0)
+    detail::fail(op, ": bad sizes: ", groups, " groups, ", experts,
+                 " experts, ", rows, " x ", K, " by ", N);
+  std::vector<int64_t> begins =
+      detail::groupBegins(counts, groups, /*groupStride=*/0, rows, op);
+  auto *a = static_cast<const float *>(A);
+  auto *w = static_cast<const float *>(W);
+  auto *c = static_cast<float *>(C);
+  auto *b = static_cast<const float *>(bias);
+  std::vector<detail::FewRowsProblem> problems;
+  for (int64_t g = 0; g < groups; ++g) {
+    int64_t e = g % experts;
+    if (b)
+      for (int64_t r = begins[g]; r < begins[g] + counts[g]; ++r)
+        std::copy(b + e * N, b + (e + 1) * N, c + r * N);
+    if (counts[g] > 0)
+      problems.push_back({a + begins[g] * K, w + e * N * K, c + begins[g] * N,
+                          counts[g], N, K, b != nullptr});
+  }
+  // The groups are packed from row 0: the rows after them are zero.
+  int64_t used = groups ? begins[groups - 1] + counts[groups - 1] : 0;
+  std::fill(c + used * N, c + rows * N, 0.0f);
+  auto start = std::chrono::steady_clock::now();
+  double cpuStart = threadCpuSeconds();
+  detail::runFewRows(problems);
+  double flops = 0;
+  for (const detail::FewRowsProblem &p : problems)
+    flops += 2.0 * p.M * p.N * p.K;
+  detail::recordGemm(
+      flops,
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count(),
+      threadCpuSeconds() - cpuStart);
 }
 
 void moert::setThreads(int threads) {

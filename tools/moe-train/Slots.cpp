@@ -34,3 +34,16 @@ moe_train::expertsFromSlots(const std::vector<float> &slots, int64_t rowElems,
   }
   return experts;
 }
+
+std::vector<float>
+moe_train::slotsFromExperts(const std::vector<float> &experts, int64_t rowElems,
+                            const moe::planner::Placement &placement) {
+  std::vector<float> slots(placement.numSlots() * rowElems);
+  for (int64_t p = 0; p < placement.numSlots(); ++p) {
+    int32_t e = placement.expertAt(p);
+    std::copy(experts.begin() + e * rowElems,
+              experts.begin() + (e + 1) * rowElems,
+              slots.begin() + p * rowElems);
+  }
+  return slots;
+}

@@ -7,7 +7,8 @@
 // stays identical. The gradient norm counts each expert once (its first
 // replica), and the weights written at the end are per expert. Between
 // steps the placement may change (ExpertReplacer): masters and optimizer
-// state move with their slots.
+// state move with their slots. Checkpoints hold the weights per expert, so
+// that they resume under any placement or plan.
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,6 +31,12 @@ float firstReplicaNorm(const float *grad, int64_t rowElems, int64_t firstSlot,
 /// The weight per expert, [E, ...], from the whole weight per slot
 /// ([P, ...], `rowElems` floats per slot): each expert's first replica.
 std::vector<float> expertsFromSlots(const std::vector<float> &slots,
+                                    int64_t rowElems,
+                                    const moe::planner::Placement &placement);
+
+/// The inverse: the whole weight per slot from the weight per expert, each
+/// slot its expert's row under `placement` (a checkpoint resumed on slots).
+std::vector<float> slotsFromExperts(const std::vector<float> &experts,
                                     int64_t rowElems,
                                     const moe::planner::Placement &placement);
 

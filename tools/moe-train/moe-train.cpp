@@ -448,11 +448,26 @@ Error resumeFrom(Trainer &t, const std::string &dir) {
       return failure(formatv("checkpoint {0} holds no parameter '{1}'", dir,
                              p.name));
     size_t i = it->second;
-    if (ckpt.shapes[i] != p.placement.wholeShape)
+    // Per expert in the checkpoint, per slot here.
+    std::vector<int64_t> wholeShape = p.placement.wholeShape;
+    const planner::Placement *slots =
+        p.slotLayer >= 0 ? t.replacer->placement(p.slotLayer) : nullptr;
+    if (slots) {
+      wholeShape[0] = slots->numExperts();
+      if (ckpt.shapes[i] == wholeShape) {
+        for (std::vector<float> *whole :
+             {&ckpt.params[i], &ckpt.states[i].expAvg,
+              &ckpt.states[i].expAvgSq, &ckpt.states[i].momentumBuffer})
+          if (!whole->empty())
+            *whole = moe_train::slotsFromExperts(*whole, p.rowElems, *slots);
+        ckpt.shapes[i] = wholeShape = p.placement.wholeShape;
+      }
+    }
+    if (ckpt.shapes[i] != wholeShape)
       return failure(formatv("checkpoint {0} holds '{1}' as {2}, the bundle "
                              "as {3}",
                              dir, p.name, moert::shapeString(ckpt.shapes[i]),
-                             moert::shapeString(p.placement.wholeShape)));
+                             moert::shapeString(wholeShape)));
     p.master = moe_train::cutPiece(ckpt.params[i], p.shape, p.placement);
     std::pair<size_t, size_t> kept = p.updated();
     auto piece = [&](const std::vector<float> &whole) {
@@ -516,8 +531,51 @@ void fillBatch(Trainer &t, int64_t step, int64_t micro) {
 /// (resumeFrom): on one rank, the ordinary one; on several, each rank
 /// writes the pieces it is the first holder of (ShardedCheckpoint.h).
 /// Collective.
+/// A checkpoint of a bundle with experts on slots: every parameter and
+/// optimizer state gathered whole to rank 0, slot-laid ones per expert, in
+/// the one-file format (resumed under any placement or plan). Collective.
+Error saveWholePerExpert(Trainer &t, int64_t stepsDone) {
+  const Options &o = options();
+  std::vector<std::vector<float>> wholes;
+  std::vector<train::ParamState> states(t.params.size());
+  std::vector<train::CheckpointParam> saved;
+  wholes.reserve(t.params.size());
+  for (size_t i = 0; i < t.params.size(); ++i) {
+    Param &p = t.params[i];
+    train::ParamState &state = states[i];
+    std::vector<int64_t> shape = p.placement.wholeShape;
+    const planner::Placement *slots =
+        p.slotLayer >= 0 ? t.replacer->placement(p.slotLayer) : nullptr;
+    auto whole = [&](const std::vector<float> &piece) {
+      if (piece.empty())
+        return piece;
+      std::vector<float> w = moe_train::gatherWhole(t.manifest, *p.spec, piece);
+      return slots && !w.empty()
+                 ? moe_train::expertsFromSlots(w, p.rowElems, *slots)
+                 : w;
+    };
+    if (slots)
+      shape[0] = slots->numExperts();
+    wholes.push_back(whole(p.master));
+    state = p.state;
+    state.expAvg = whole(p.state.expAvg);
+    state.expAvgSq = whole(p.state.expAvgSq);
+    state.momentumBuffer = whole(p.state.momentumBuffer);
+    saved.push_back({p.name, shape, wholes.back().data(), &state});
+  }
+  std::string error;
+  if (moert::worldRank() == 0)
+    error = train::saveCheckpoint(o.checkpointDir, stepsDone,
+                                  stepsDone * o.batchSize, t.config,
+                                  t.schedule, saved);
+  moert::failIfAnyRank(error);
+  return Error::success();
+}
+
 Error save(Trainer &t, int64_t stepsDone) {
   const Options &o = options();
+  if (t.replacer)
+    return saveWholePerExpert(t, stepsDone);
   if (t.manifest.worldSize == 1) {
     std::vector<train::CheckpointParam> saved;
     for (Param &p : t.params)
@@ -838,10 +896,6 @@ Error setUp(Trainer &t) {
     if (o.zeroStage)
       return failure("--zero-stage 1 with experts on slots (moe-compile "
                      "--redundant-per-rank) is not supported");
-    if (!o.checkpointDir.empty() || !o.resume.empty())
-      return failure("checkpoints of experts on slots (moe-compile "
-                     "--redundant-per-rank) are not supported: train "
-                     "without --checkpoint-dir and --resume");
     t.replacer = std::move(*replacer);
   }
   if (!options().resume.empty())

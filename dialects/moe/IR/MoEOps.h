@@ -30,6 +30,9 @@ int64_t getGroupSize(Operation *op, FlatSymbolRefAttr grid,
 /// routers and dispatches: the grid axes over which ranks hold copies of the
 /// same data, so that statistics count each token once.
 inline constexpr StringLiteral kReplicasAttrName = "moe.replicas";
+/// On moe.experts whose groups are slots (moe-place-experts): the layer's
+/// logical expert count, which the lowering's choices go by.
+inline constexpr StringLiteral kLogicalExpertsAttrName = "moe.logical_experts";
 
 /// Discardable unit attribute that moe-autodiff puts on the moe ops of a
 /// backward program that are not a layer's forward (the combine that sums

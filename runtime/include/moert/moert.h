@@ -124,6 +124,17 @@ void moert_grouped_matmul(int32_t dtype, int64_t groups, int64_t experts,
                           int64_t rows, int64_t K, int64_t N, const void *A,
                           const void *W, const void *bias, void *C);
 
+/* moert_grouped_matmul for dropless rows of a few per expert (decode),
+ * which the compiler chooses by the layer's shape: every group by the
+ * runtime's own kernel, which streams each weight once and computes a row's
+ * outputs the same way whatever the group's size (so that results do not
+ * depend on how the rows are grouped: the placement of experts). */
+void moert_grouped_matmul_few_rows(int32_t dtype, int64_t groups,
+                                   int64_t experts, const int32_t *counts,
+                                   int64_t rows, int64_t K, int64_t N,
+                                   const void *A, const void *W,
+                                   const void *bias, void *C);
+
 /* Statistics of MoE layer `layer` (ids from 0), always collected.
  * begin/end bracket the layer's time in a run. moert_layer_tokens counts the
  * ids in [0, numExperts) (others are ignored) and moert_layer_dropped adds

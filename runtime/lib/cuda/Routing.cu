@@ -629,6 +629,58 @@ void moert_cuda_combine(int32_t dtype, const void *rows, int64_t tokens,
                   "moert_cuda_combine");
 }
 
+/// moe.place on the device: the table read into shared memory (replica
+/// counts, their prefix sums, each expert's slots in ascending order), then
+/// one thread per expert walks the choices in order and gives its i-th
+/// choice replica i mod c. One block: P is small, and every thread reads
+/// the same id at a time.
+__global__ void placeKernel(const int32_t *ids, int64_t n,
+                            const int32_t *table, int P, int32_t *out) {
+  extern __shared__ int32_t tables[];
+  int32_t *count = tables, *begin = tables + P, *sorted = tables + 2 * P,
+          *placed = tables + 3 * P;
+  for (int64_t q = threadIdx.x; q < n; q += blockDim.x)
+    out[q] = -1;
+  if (threadIdx.x == 0) {
+    for (int p = 0; p < P; ++p)
+      count[p] = placed[p] = 0;
+    for (int p = 0; p < P; ++p)
+      if (table[p] >= 0 && table[p] < P)
+        ++count[table[p]];
+    for (int e = 0, sum = 0; e < P; ++e) {
+      begin[e] = sum;
+      sum += count[e];
+    }
+    for (int p = 0; p < P; ++p)
+      if (table[p] >= 0 && table[p] < P)
+        sorted[begin[table[p]] + placed[table[p]]++] = p;
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < P; e += blockDim.x) {
+    int c = count[e];
+    if (c == 0)
+      continue;
+    int occurrence = 0;
+    for (int64_t q = 0; q < n; ++q)
+      if (ids[q] == e)
+        out[q] = sorted[begin[e] + occurrence++ % c];
+  }
+}
+
+void moert_cuda_place(const int32_t *ids, int64_t numIds,
+                      const int32_t *table, int64_t numSlots, int32_t *out) {
+  const char *op = "moert_cuda_place";
+  // Four tables of P in shared memory (48 KiB).
+  if (numIds < 0 || numSlots < 1 || numSlots > 3072)
+    detail::fail(op, ": ", numIds, " choices over ", numSlots,
+         " slots (at most 3072)");
+  if (numIds == 0)
+    return;
+  placeKernel<<<1, 256, 4 * numSlots * sizeof(int32_t), device().stream>>>(
+      ids, numIds, table, static_cast<int>(numSlots), out);
+  checkLaunch("place kernel");
+}
+
 void mgpuMemset32(void *dst, uint32_t value, size_t count, void *stream) {
   if (!count)
     return;

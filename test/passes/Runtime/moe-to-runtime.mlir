@@ -4,25 +4,26 @@
 
 // BAD: convert-moe-to-runtime: unknown target 'rocm' (expected cpu or cuda)
 
-// Dropless rows [6, 4] in 4 groups of 2 experts, a separate SwiGLU: fc1 and
-// fc3 are grouped GEMMs of 6 rows x 4 -> 5 (f32: code 0, stride 0, no bias:
+// Dropless rows [40, 4] in 4 groups of 2 experts (20 rows per expert: oneDNN
+// per group), a separate SwiGLU: fc1 and fc3 are grouped GEMMs of 40 rows
+// x 4 -> 5 (f32: code 0, stride 0, no bias:
 // a null pointer), the SwiGLU one elementwise op over all rows, fc2 a
 // grouped GEMM 5 -> 3.
 // CHECK-LABEL: func.func @dropless_swiglu
 // CHECK-NOT: moe.experts
 // CHECK: %[[NOBIAS:.*]] = llvm.mlir.zero : !llvm.ptr
 // CHECK: %[[COUNTS:.*]] = llvm.inttoptr
-// CHECK: %[[H1:.*]] = memref.alloc() {alignment = 64 : i64} : memref<6x5xf32>
-// CHECK: call @moert_grouped_matmul(%c0_i32, %c4_i64, %c2_i64, %[[COUNTS]], %c0_i64, %c6_i64, %c4_i64, %c5_i64, %{{.*}}, %{{.*}}, %[[NOBIAS]], %{{.*}})
-// CHECK: memref.alloc() {alignment = 64 : i64} : memref<6x5xf32>
-// CHECK: call @moert_grouped_matmul(%c0_i32, %c4_i64, %c2_i64, %[[COUNTS]], %c0_i64, %c6_i64, %c4_i64, %c5_i64,
-// CHECK: %[[A:.*]] = linalg.generic {{.*}} ins(%{{.*}}, %{{.*}} : tensor<6x5xf32>, tensor<6x5xf32>)
+// CHECK: %[[H1:.*]] = memref.alloc() {alignment = 64 : i64} : memref<40x5xf32>
+// CHECK: call @moert_grouped_matmul(%c0_i32, %c4_i64, %c2_i64, %[[COUNTS]], %c0_i64, %c40_i64, %c4_i64, %c5_i64, %{{.*}}, %{{.*}}, %[[NOBIAS]], %{{.*}})
+// CHECK: memref.alloc() {alignment = 64 : i64} : memref<40x5xf32>
+// CHECK: call @moert_grouped_matmul(%c0_i32, %c4_i64, %c2_i64, %[[COUNTS]], %c0_i64, %c40_i64, %c4_i64, %c5_i64,
+// CHECK: %[[A:.*]] = linalg.generic {{.*}} ins(%{{.*}}, %{{.*}} : tensor<40x5xf32>, tensor<40x5xf32>)
 // CHECK:   math.exp
-// CHECK: %[[Y:.*]] = memref.alloc() {alignment = 64 : i64} : memref<6x3xf32>
+// CHECK: %[[Y:.*]] = memref.alloc() {alignment = 64 : i64} : memref<40x3xf32>
 // CHECK: bufferization.to_buffer %[[A]] read_only
-// CHECK: call @moert_grouped_matmul(%c0_i32, %c4_i64, %c2_i64, %[[COUNTS]], %c0_i64, %c6_i64, %c5_i64, %c3_i64,
+// CHECK: call @moert_grouped_matmul(%c0_i32, %c4_i64, %c2_i64, %[[COUNTS]], %c0_i64, %c40_i64, %c5_i64, %c3_i64,
 // CHECK: %[[T:.*]] = bufferization.to_tensor %[[Y]]
-// CHECK: return %[[T]] : tensor<6x3xf32>
+// CHECK: return %[[T]] : tensor<40x3xf32>
 // On the GPU the counts are read once into a host buffer made at the
 // function's entry, then fc1 and fc3 are one call, then fc2.
 // CUDA-LABEL: func.func @dropless_swiglu
@@ -33,16 +34,16 @@
 // CUDA: %[[HOSTINT:.*]] = arith.index_cast %[[HOSTADDR]]
 // CUDA: %[[HOSTCOUNTS:.*]] = llvm.inttoptr %[[HOSTINT]]
 // CUDA: call @moert_cuda_read_counts(%[[COUNTS]], %c4_i64, %[[HOSTCOUNTS]])
-// CUDA: call @moert_cuda_grouped_matmul_pair(%c0_i32, %c4_i64, %c2_i64, %[[HOSTCOUNTS]], %c0_i64, %c6_i64, %c4_i64, %c5_i64, %{{.*}}, %{{.*}}, %[[NOBIAS]], %{{.*}}, %{{.*}}, %[[NOBIAS]], %{{.*}})
+// CUDA: call @moert_cuda_grouped_matmul_pair(%c0_i32, %c4_i64, %c2_i64, %[[HOSTCOUNTS]], %c0_i64, %c40_i64, %c4_i64, %c5_i64, %{{.*}}, %{{.*}}, %[[NOBIAS]], %{{.*}}, %{{.*}}, %[[NOBIAS]], %{{.*}})
 // CUDA-NOT: call @moert_cuda_grouped_matmul_pair
 // CUDA-NOT: call @moert_cuda_read_counts
-// CUDA: call @moert_cuda_grouped_matmul(%c0_i32, %c4_i64, %c2_i64, %[[HOSTCOUNTS]], %c0_i64, %c6_i64, %c5_i64, %c3_i64,
-func.func @dropless_swiglu(%rows: tensor<6x4xf32>, %counts: tensor<4xi32>,
-    %w1: tensor<2x5x4xf32>, %w3: tensor<2x5x4xf32>, %w2: tensor<2x3x5xf32>) -> tensor<6x3xf32> {
+// CUDA: call @moert_cuda_grouped_matmul(%c0_i32, %c4_i64, %c2_i64, %[[HOSTCOUNTS]], %c0_i64, %c40_i64, %c5_i64, %c3_i64,
+func.func @dropless_swiglu(%rows: tensor<40x4xf32>, %counts: tensor<4xi32>,
+    %w1: tensor<2x5x4xf32>, %w3: tensor<2x5x4xf32>, %w2: tensor<2x3x5xf32>) -> tensor<40x3xf32> {
   %y = moe.experts %rows, %counts fc1(%w1) fc3(%w3) fc2(%w2) activation <swiglu>
-      : (tensor<6x4xf32>, tensor<4xi32>, tensor<2x5x4xf32>, tensor<2x5x4xf32>,
-         tensor<2x3x5xf32>) -> tensor<6x3xf32>
-  return %y : tensor<6x3xf32>
+      : (tensor<40x4xf32>, tensor<4xi32>, tensor<2x5x4xf32>, tensor<2x5x4xf32>,
+         tensor<2x3x5xf32>) -> tensor<40x3xf32>
+  return %y : tensor<40x3xf32>
 }
 
 // -----
@@ -82,7 +83,8 @@ func.func @bf16(%rows: tensor<6x4xbf16>, %counts: tensor<2xi32>,
 // -----
 
 // Biases go to the runtime with their projections: fc1's [2, 5] bias, none
-// for fc2.
+// for fc2. 6 rows of 2 experts are a few per expert: the runtime's
+// few-rows kernel for every group (dropless only: no stride).
 // CHECK-LABEL: func.func @biased
 // CHECK-NOT: moe.experts
 // CHECK: %[[NOBIAS:.*]] = llvm.mlir.zero : !llvm.ptr
@@ -90,8 +92,8 @@ func.func @bf16(%rows: tensor<6x4xbf16>, %counts: tensor<2xi32>,
 // CHECK: %[[B1INT:.*]] = memref.extract_aligned_pointer_as_index %[[B1]]
 // CHECK: %[[B1I64:.*]] = arith.index_cast %[[B1INT]]
 // CHECK: %[[B1PTR:.*]] = llvm.inttoptr %[[B1I64]]
-// CHECK: call @moert_grouped_matmul(%c0_i32, %c2_i64, %c2_i64, %{{.*}}, %c0_i64, %c6_i64, %c4_i64, %c5_i64, %{{.*}}, %{{.*}}, %[[B1PTR]], %{{.*}})
-// CHECK: call @moert_grouped_matmul(%c0_i32, %c2_i64, %c2_i64, %{{.*}}, %c0_i64, %c6_i64, %c5_i64, %c3_i64, %{{.*}}, %{{.*}}, %[[NOBIAS]], %{{.*}})
+// CHECK: call @moert_grouped_matmul_few_rows(%c0_i32, %c2_i64, %c2_i64, %{{.*}}, %c6_i64, %c4_i64, %c5_i64, %{{.*}}, %{{.*}}, %[[B1PTR]], %{{.*}})
+// CHECK: call @moert_grouped_matmul_few_rows(%c0_i32, %c2_i64, %c2_i64, %{{.*}}, %c6_i64, %c5_i64, %c3_i64, %{{.*}}, %{{.*}}, %[[NOBIAS]], %{{.*}})
 // CUDA-LABEL: func.func @biased
 // CUDA-COUNT-2: call @moert_cuda_grouped_matmul(
 func.func @biased(%rows: tensor<6x4xf32>, %counts: tensor<2xi32>,
@@ -100,6 +102,23 @@ func.func @biased(%rows: tensor<6x4xf32>, %counts: tensor<2xi32>,
       : (tensor<6x4xf32>, tensor<2xi32>, tensor<2x5x4xf32>, tensor<2x5xf32>, tensor<2x3x5xf32>)
       -> tensor<6x3xf32>
   return %y : tensor<6x3xf32>
+}
+
+// -----
+
+// Groups that are slots (moe-place-experts): the choice goes by the logical
+// experts, 40 rows over 2 (oneDNN), not by the 8 groups of 4 slots (5 rows
+// each), so that a row takes the same path whatever the placement.
+// CHECK-LABEL: func.func @slots
+// CHECK: call @moert_grouped_matmul(%c0_i32, %c8_i64, %c4_i64, %{{.*}}, %c0_i64, %c40_i64, %c4_i64, %c5_i64,
+// CHECK: call @moert_grouped_matmul(%c0_i32, %c8_i64, %c4_i64, %{{.*}}, %c0_i64, %c40_i64, %c5_i64, %c3_i64,
+func.func @slots(%rows: tensor<40x4xf32>, %counts: tensor<8xi32>,
+    %w1: tensor<4x5x4xf32>, %w2: tensor<4x3x5xf32>) -> tensor<40x3xf32> {
+  %y = moe.experts %rows, %counts fc1(%w1) fc2(%w2) activation <relu>
+      {moe.logical_experts = 2 : i64}
+      : (tensor<40x4xf32>, tensor<8xi32>, tensor<4x5x4xf32>, tensor<4x3x5xf32>)
+      -> tensor<40x3xf32>
+  return %y : tensor<40x3xf32>
 }
 
 // -----
@@ -305,4 +324,20 @@ func.func @combine(%rows: tensor<4x3x5xf16>, %slots: tensor<6x2xi32>,
   %out = moe.combine %rows, %slots, %w
       : (tensor<4x3x5xf16>, tensor<6x2xi32>, tensor<6x2xf16>) -> tensor<6x5xf16>
   return %out : tensor<6x5xf16>
+}
+
+// -----
+
+// moe.place is one kernel with target=cuda: 12 choices over 10 slots. The
+// CPU keeps the compiled scans.
+// CHECK-LABEL: func.func @place
+// CHECK: moe.place
+// CUDA-LABEL: func.func @place
+// CUDA: %[[OUT:.*]] = memref.alloc() {alignment = 64 : i64} : memref<6x2xi32>
+// CUDA: call @moert_cuda_place(%{{.*}}, %c12_i64, %{{.*}}, %c10_i64, %{{.*}}) : (!llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr) -> ()
+// CUDA: %[[T:.*]] = bufferization.to_tensor %[[OUT]]
+// CUDA: return %[[T]]
+func.func @place(%ids: tensor<6x2xi32>, %table: tensor<10xi32>) -> tensor<6x2xi32> {
+  %s = moe.place %ids, %table : tensor<6x2xi32>, tensor<10xi32>
+  return %s : tensor<6x2xi32>
 }

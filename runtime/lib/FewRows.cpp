@@ -1,0 +1,171 @@
+//===- FewRows.cpp - Expert GEMMs of a few rows at memory speed -----------===//
+//
+// In decode each expert gets a handful of rows (T k / E: 4 for T = 64, k = 4,
+// E = 64), so the expert GEMMs read every weight once and do a few FMAs per
+// weight: memory-bound. oneDNN repacks the [out, in] weight for such shapes
+// and reached half the bandwidth of a matrix-vector product. Here each
+// output n is the dot product of the (cache-resident) rows of A with weight
+// row n, streamed once: two weight rows at a time, one accumulator per (row,
+// weight row), AVX2 and FMA where the CPU has them (AMD Zen and Intel since
+// 2013), scalar otherwise. Every small group of a grouped GEMM is one list
+// of (group, block of weight rows) items that the threads of oneDNN's own
+// OpenMP pool share (GOMP_parallel), so the call spreads over the cores
+// without a second pool competing with oneDNN's.
+//
+//===----------------------------------------------------------------------===//
+
+#include "FewRows.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <atomic>
+
+// libgomp's (LLVM's libomp provides the same entry points).
+extern "C" void GOMP_parallel(void (*fn)(void *), void *data,
+                              unsigned numThreads, unsigned flags);
+
+using namespace moert::detail;
+
+namespace {
+
+/// C[m, n0..n1) (+)= A[m, :] . W[n, :] for m < rows, scalar.
+void dotRowsScalar(const FewRowsProblem &p, int64_t n0, int64_t n1) {
+  for (int64_t n = n0; n < n1; ++n) {
+    const float *w = p.W + n * p.K;
+    for (int64_t m = 0; m < p.M; ++m) {
+      const float *a = p.A + m * p.K;
+      float sum = 0;
+      for (int64_t k = 0; k < p.K; ++k)
+        sum += a[k] * w[k];
+      float &c = p.C[m * p.N + n];
+      c = p.accumulate ? c + sum : sum;
+    }
+  }
+}
+
+__attribute__((target("avx2,fma"))) inline float horizontalSum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+/// The same with AVX2: `Rows` rows of A (a compile-time count, so that the
+/// accumulators stay in registers) against two weight rows at a time.
+template <int Rows>
+__attribute__((target("avx2,fma"))) void
+dotRowsAvx2(const FewRowsProblem &p, int64_t n0, int64_t n1) {
+  const int64_t K = p.K, full = K & ~int64_t(7);
+  auto finish = [&](int64_t n, int m, float sum) {
+    float &c = p.C[m * p.N + n];
+    c = p.accumulate ? c + sum : sum;
+  };
+  int64_t n = n0;
+  for (; n + 1 < n1; n += 2) {
+    const float *w0 = p.W + n * K, *w1 = w0 + K;
+    __m256 acc0[Rows], acc1[Rows];
+    for (int m = 0; m < Rows; ++m)
+      acc0[m] = acc1[m] = _mm256_setzero_ps();
+    for (int64_t k = 0; k < full; k += 8) {
+      __m256 x0 = _mm256_loadu_ps(w0 + k), x1 = _mm256_loadu_ps(w1 + k);
+      for (int m = 0; m < Rows; ++m) {
+        __m256 a = _mm256_loadu_ps(p.A + m * K + k);
+        acc0[m] = _mm256_fmadd_ps(a, x0, acc0[m]);
+        acc1[m] = _mm256_fmadd_ps(a, x1, acc1[m]);
+      }
+    }
+    for (int m = 0; m < Rows; ++m) {
+      float s0 = horizontalSum(acc0[m]), s1 = horizontalSum(acc1[m]);
+      for (int64_t k = full; k < K; ++k) {
+        s0 += p.A[m * K + k] * w0[k];
+        s1 += p.A[m * K + k] * w1[k];
+      }
+      finish(n, m, s0);
+      finish(n + 1, m, s1);
+    }
+  }
+  for (; n < n1; ++n) {
+    const float *w0 = p.W + n * K;
+    __m256 acc0[Rows];
+    for (int m = 0; m < Rows; ++m)
+      acc0[m] = _mm256_setzero_ps();
+    for (int64_t k = 0; k < full; k += 8) {
+      __m256 x0 = _mm256_loadu_ps(w0 + k);
+      for (int m = 0; m < Rows; ++m)
+        acc0[m] = _mm256_fmadd_ps(_mm256_loadu_ps(p.A + m * K + k), x0,
+                                  acc0[m]);
+    }
+    for (int m = 0; m < Rows; ++m) {
+      float s0 = horizontalSum(acc0[m]);
+      for (int64_t k = full; k < K; ++k)
+        s0 += p.A[m * K + k] * w0[k];
+      finish(n, m, s0);
+    }
+  }
+}
+
+using DotRows = void (*)(const FewRowsProblem &, int64_t, int64_t);
+
+DotRows kernelFor(int64_t rows) {
+  static const bool avx2 =
+      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  if (!avx2)
+    return dotRowsScalar;
+  static constexpr DotRows byRows[] = {
+      nullptr,          dotRowsAvx2<1>, dotRowsAvx2<2>, dotRowsAvx2<3>,
+      dotRowsAvx2<4>,   dotRowsAvx2<5>, dotRowsAvx2<6>, dotRowsAvx2<7>,
+      dotRowsAvx2<8>};
+  return byRows[rows];
+}
+
+/// Weight rows per work item: 64 rows of 1024 to 3584 floats (256 KiB to
+/// 0.9 MiB) keep the item list short and the threads' shares even.
+constexpr int64_t kBlock = 64;
+
+/// One work item: rows [m0, m0 + kMaxFewRows) of a problem against weight
+/// rows [n0, n0 + kBlock).
+struct Item {
+  size_t problem;
+  int64_t m0, n0;
+};
+
+struct Work {
+  const std::vector<FewRowsProblem> *problems;
+  std::vector<Item> items;
+  std::atomic<size_t> next{0};
+};
+
+void runItems(void *data) {
+  auto *work = static_cast<Work *>(data);
+  for (size_t i; (i = work->next.fetch_add(1, std::memory_order_relaxed)) <
+                 work->items.size();) {
+    Item item = work->items[i];
+    FewRowsProblem p = (*work->problems)[item.problem];
+    // The item's rows as a problem of their own: a row's sums never depend
+    // on the rows beside it.
+    p.A += item.m0 * p.K;
+    p.C += item.m0 * p.N;
+    p.M = std::min(kMaxFewRows, p.M - item.m0);
+    kernelFor(p.M)(p, item.n0, std::min(item.n0 + kBlock, p.N));
+  }
+}
+
+} // namespace
+
+void moert::detail::runFewRows(const std::vector<FewRowsProblem> &problems) {
+  Work work;
+  work.problems = &problems;
+  for (size_t i = 0; i < problems.size(); ++i)
+    for (int64_t m0 = 0; m0 < problems[i].M; m0 += kMaxFewRows)
+      for (int64_t n0 = 0; n0 < problems[i].N; n0 += kBlock)
+        work.items.push_back({i, m0, n0});
+  if (work.items.empty())
+    return;
+  // One item per thread or fewer: no pool.
+  if (work.items.size() == 1) {
+    runItems(&work);
+    return;
+  }
+  GOMP_parallel(runItems, &work, /*numThreads=*/0, /*flags=*/0);
+}
