@@ -6,8 +6,9 @@
 // and reached half the bandwidth of a matrix-vector product. Here each
 // output n is the dot product of the (cache-resident) rows of A with weight
 // row n, streamed once: two weight rows at a time, one accumulator per (row,
-// weight row), AVX2 and FMA where the CPU has them (AMD Zen and Intel since
-// 2013), scalar otherwise. Every small group of a grouped GEMM is one list
+// weight row), in AVX-512 or AVX2 and FMA where the CPU has them (Intel
+// since 2013, AMD Zen), scalar otherwise; the choice is the machine's, so a
+// row's sums are the same in every call. Every small group of a grouped GEMM is one list
 // of (group, block of weight rows) items that the threads of oneDNN's own
 // OpenMP pool share (GOMP_parallel), so the call spreads over the cores
 // without a second pool competing with oneDNN's.
@@ -105,11 +106,79 @@ dotRowsAvx2(const FewRowsProblem &p, int64_t n0, int64_t n1) {
   }
 }
 
+/// The same with AVX-512: 16 floats a step, the tail of K masked.
+template <int Rows>
+__attribute__((target("avx512f"))) void
+dotRowsAvx512(const FewRowsProblem &p, int64_t n0, int64_t n1) {
+  const int64_t K = p.K, full = K & ~int64_t(15);
+  const __mmask16 tail = static_cast<__mmask16>((1u << (K - full)) - 1);
+  auto finish = [&](int64_t n, int m, float sum) {
+    float &c = p.C[m * p.N + n];
+    c = p.accumulate ? c + sum : sum;
+  };
+  int64_t n = n0;
+  for (; n + 1 < n1; n += 2) {
+    const float *w0 = p.W + n * K, *w1 = w0 + K;
+    __m512 acc0[Rows], acc1[Rows];
+    for (int m = 0; m < Rows; ++m)
+      acc0[m] = acc1[m] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < full; k += 16) {
+      __m512 x0 = _mm512_loadu_ps(w0 + k), x1 = _mm512_loadu_ps(w1 + k);
+      for (int m = 0; m < Rows; ++m) {
+        __m512 a = _mm512_loadu_ps(p.A + m * K + k);
+        acc0[m] = _mm512_fmadd_ps(a, x0, acc0[m]);
+        acc1[m] = _mm512_fmadd_ps(a, x1, acc1[m]);
+      }
+    }
+    if (tail) {
+      __m512 x0 = _mm512_maskz_loadu_ps(tail, w0 + full),
+             x1 = _mm512_maskz_loadu_ps(tail, w1 + full);
+      for (int m = 0; m < Rows; ++m) {
+        __m512 a = _mm512_maskz_loadu_ps(tail, p.A + m * K + full);
+        acc0[m] = _mm512_fmadd_ps(a, x0, acc0[m]);
+        acc1[m] = _mm512_fmadd_ps(a, x1, acc1[m]);
+      }
+    }
+    for (int m = 0; m < Rows; ++m) {
+      finish(n, m, _mm512_reduce_add_ps(acc0[m]));
+      finish(n + 1, m, _mm512_reduce_add_ps(acc1[m]));
+    }
+  }
+  for (; n < n1; ++n) {
+    const float *w0 = p.W + n * K;
+    __m512 acc0[Rows];
+    for (int m = 0; m < Rows; ++m)
+      acc0[m] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < full; k += 16) {
+      __m512 x0 = _mm512_loadu_ps(w0 + k);
+      for (int m = 0; m < Rows; ++m)
+        acc0[m] = _mm512_fmadd_ps(_mm512_loadu_ps(p.A + m * K + k), x0,
+                                  acc0[m]);
+    }
+    if (tail) {
+      __m512 x0 = _mm512_maskz_loadu_ps(tail, w0 + full);
+      for (int m = 0; m < Rows; ++m)
+        acc0[m] = _mm512_fmadd_ps(
+            _mm512_maskz_loadu_ps(tail, p.A + m * K + full), x0, acc0[m]);
+    }
+    for (int m = 0; m < Rows; ++m)
+      finish(n, m, _mm512_reduce_add_ps(acc0[m]));
+  }
+}
+
 using DotRows = void (*)(const FewRowsProblem &, int64_t, int64_t);
 
 DotRows kernelFor(int64_t rows) {
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
   static const bool avx2 =
       __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  if (avx512) {
+    static constexpr DotRows byRows[] = {
+        nullptr,          dotRowsAvx512<1>, dotRowsAvx512<2>,
+        dotRowsAvx512<3>, dotRowsAvx512<4>, dotRowsAvx512<5>,
+        dotRowsAvx512<6>, dotRowsAvx512<7>, dotRowsAvx512<8>};
+    return byRows[rows];
+  }
   if (!avx2)
     return dotRowsScalar;
   static constexpr DotRows byRows[] = {
