@@ -294,7 +294,7 @@ void train::optimizerStep(const OptimizerConfig &c, double lr, float *param,
 /// order; GCC compiled the scalar tail loop into one 4-wide step of unfused
 /// squares where at least four elements remain, then fused steps.
 MOERT_FMA_CLONES
-static float norm2(const float *x, size_t n) {
+float train::norm2(const float *x, size_t n) {
   float acc[8] = {};
   size_t i = 0;
   for (; i + 8 <= n; i += 8)

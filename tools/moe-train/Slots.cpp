@@ -2,6 +2,8 @@
 
 #include "Slots.h"
 
+#include "moert/Train.h"
+
 #include <cmath>
 
 using namespace moe_train;
@@ -9,17 +11,16 @@ using namespace moe_train;
 float moe_train::firstReplicaNorm(const float *grad, int64_t rowElems,
                                   int64_t firstSlot,
                                   const moe::planner::Placement &placement) {
-  double squares = 0;
+  // The rows that count, one after the other, normed as any gradient is: a
+  // layout without replicas gives the same bits as without slots.
+  std::vector<float> kept;
+  kept.reserve(placement.slotsPerRank() * rowElems);
   for (int64_t s = 0; s < placement.slotsPerRank(); ++s) {
     int64_t slot = firstSlot + s;
-    if (placement.replicaSlot(placement.expertAt(slot), 0) != slot)
-      continue;
-    for (int64_t i = 0; i < rowElems; ++i) {
-      double g = grad[s * rowElems + i];
-      squares += g * g;
-    }
+    if (placement.replicaSlot(placement.expertAt(slot), 0) == slot)
+      kept.insert(kept.end(), grad + s * rowElems, grad + (s + 1) * rowElems);
   }
-  return static_cast<float>(std::sqrt(squares));
+  return moert::train::norm2(kept.data(), kept.size());
 }
 
 std::vector<float>

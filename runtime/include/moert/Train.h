@@ -72,6 +72,10 @@ struct ParamState {
 void optimizerStep(const OptimizerConfig &config, double lr, float *param,
                    const float *grad, size_t n, ParamState &state);
 
+/// The 2-norm of `n` contiguous fp32, summed as PyTorch's CPU kernel sums
+/// it (what clipGradNorm takes of each gradient).
+float norm2(const float *x, size_t n);
+
 /// torch.nn.utils.clip_grad_norm_(params, maxNorm) with norm_type 2: the
 /// norm of the per-tensor 2-norms, each summed in fp32 as ATen's x86 CPU
 /// kernel (its AVX2 build, which AVX-512 CPUs run too) sums it, then every
