@@ -328,11 +328,21 @@ LogicalResult GraphImporter::normalizeNode(
     eraseAttr("num_outputs");
     if (hasInput(1))
       return success();
-    auto type = cast<RankedTensorType>(inputs[0].getType());
+    auto type = inputs.empty()
+                    ? RankedTensorType()
+                    : dyn_cast<RankedTensorType>(inputs[0].getType());
+    if (!type)
+      return emitError(node) << "Split needs an input of known rank";
     int64_t axis = intAttr("axis", 0);
+    if (axis < -type.getRank() || axis >= type.getRank())
+      return emitError(node) << "attribute 'axis' is " << axis
+                             << ", outside the input's " << type.getRank()
+                             << " dimensions";
     if (axis < 0)
       axis += type.getRank();
     int64_t count = numOutputs ? numOutputs : node.output_size();
+    if (count < 1)
+      return emitError(node) << "Split must have at least one output";
     if (count != node.output_size() ||
         count != static_cast<int64_t>(resultTypes.size()))
       return emitError(node)
@@ -352,7 +362,11 @@ LogicalResult GraphImporter::normalizeNode(
       sizes.push_back(last);
     } else {
       for (Type resultType : resultTypes) {
-        int64_t size = cast<RankedTensorType>(resultType).getDimSize(axis);
+        auto result = dyn_cast<RankedTensorType>(resultType);
+        if (!result || result.getRank() != type.getRank())
+          return emitError(node) << "an output of Split does not have the "
+                                    "input's rank";
+        int64_t size = result.getDimSize(axis);
         if (ShapedType::isDynamic(size))
           return emitError(node)
                  << "the split dimension " << axis
