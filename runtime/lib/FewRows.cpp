@@ -106,7 +106,10 @@ dotRowsAvx2(const FewRowsProblem &p, int64_t n0, int64_t n1) {
   }
 }
 
-/// The same with AVX-512: 16 floats a step, the tail of K masked.
+/// The same with AVX-512: 16 floats a step, the tail of K masked, and four
+/// weight rows at a time where the accumulators fit the 32 registers (four
+/// streams read faster than two here; every element is the same sum
+/// either way).
 template <int Rows>
 __attribute__((target("avx512f"))) void
 dotRowsAvx512(const FewRowsProblem &p, int64_t n0, int64_t n1) {
@@ -117,6 +120,44 @@ dotRowsAvx512(const FewRowsProblem &p, int64_t n0, int64_t n1) {
     c = p.accumulate ? c + sum : sum;
   };
   int64_t n = n0;
+  if constexpr (Rows <= 4) {
+    for (; n + 3 < n1; n += 4) {
+      const float *w0 = p.W + n * K, *w1 = w0 + K, *w2 = w1 + K, *w3 = w2 + K;
+      __m512 a0[Rows], a1[Rows], a2[Rows], a3[Rows];
+      for (int m = 0; m < Rows; ++m)
+        a0[m] = a1[m] = a2[m] = a3[m] = _mm512_setzero_ps();
+      for (int64_t k = 0; k < full; k += 16) {
+        __m512 x0 = _mm512_loadu_ps(w0 + k), x1 = _mm512_loadu_ps(w1 + k),
+               x2 = _mm512_loadu_ps(w2 + k), x3 = _mm512_loadu_ps(w3 + k);
+        for (int m = 0; m < Rows; ++m) {
+          __m512 a = _mm512_loadu_ps(p.A + m * K + k);
+          a0[m] = _mm512_fmadd_ps(a, x0, a0[m]);
+          a1[m] = _mm512_fmadd_ps(a, x1, a1[m]);
+          a2[m] = _mm512_fmadd_ps(a, x2, a2[m]);
+          a3[m] = _mm512_fmadd_ps(a, x3, a3[m]);
+        }
+      }
+      if (tail) {
+        __m512 x0 = _mm512_maskz_loadu_ps(tail, w0 + full),
+               x1 = _mm512_maskz_loadu_ps(tail, w1 + full),
+               x2 = _mm512_maskz_loadu_ps(tail, w2 + full),
+               x3 = _mm512_maskz_loadu_ps(tail, w3 + full);
+        for (int m = 0; m < Rows; ++m) {
+          __m512 a = _mm512_maskz_loadu_ps(tail, p.A + m * K + full);
+          a0[m] = _mm512_fmadd_ps(a, x0, a0[m]);
+          a1[m] = _mm512_fmadd_ps(a, x1, a1[m]);
+          a2[m] = _mm512_fmadd_ps(a, x2, a2[m]);
+          a3[m] = _mm512_fmadd_ps(a, x3, a3[m]);
+        }
+      }
+      for (int m = 0; m < Rows; ++m) {
+        finish(n, m, _mm512_reduce_add_ps(a0[m]));
+        finish(n + 1, m, _mm512_reduce_add_ps(a1[m]));
+        finish(n + 2, m, _mm512_reduce_add_ps(a2[m]));
+        finish(n + 3, m, _mm512_reduce_add_ps(a3[m]));
+      }
+    }
+  }
   for (; n + 1 < n1; n += 2) {
     const float *w0 = p.W + n * K, *w1 = w0 + K;
     __m512 acc0[Rows], acc1[Rows];
