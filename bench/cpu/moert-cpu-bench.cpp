@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -121,25 +122,23 @@ int main(int argc, char **argv) {
   std::vector<int32_t> counts(E, static_cast<int32_t>(R));
   double bytes = 3.0 * E * F * H * sizeof(float);
 
-  using Grouped = void (*)(const float *, const float *, float *, int64_t,
-                           int64_t);
-  auto call = [&](Grouped project) {
+  // A projection of every group: rows [E R, K] times W^T, W [E, N, K].
+  using Grouped = std::function<void(const float *, const float *, float *,
+                                     int64_t, int64_t)>;
+  auto call = [&](const Grouped &project) {
     project(x.data(), w1.data(), y1.data(), H, F);
     project(x.data(), w3.data(), y3.data(), H, F);
     project(h.data(), w2.data(), out.data(), F, H);
   };
-  static int64_t experts, rows;
-  static const int32_t *groupCounts;
-  experts = E, rows = E * R, groupCounts = counts.data();
-  Grouped onednn = [](const float *a, const float *w, float *c, int64_t K,
-                      int64_t N) {
-    moert_grouped_matmul(MOERT_F32, experts, experts, groupCounts, 0, rows, K,
-                         N, a, w, nullptr, c);
-  };
-  Grouped fewRows = [](const float *a, const float *w, float *c, int64_t K,
+  Grouped onednn = [&](const float *a, const float *w, float *c, int64_t K,
                        int64_t N) {
-    moert_grouped_matmul_few_rows(MOERT_F32, experts, experts, groupCounts,
-                                  rows, K, N, a, w, nullptr, c);
+    moert_grouped_matmul(MOERT_F32, E, E, counts.data(), 0, E * R, K, N, a, w,
+                         nullptr, c);
+  };
+  Grouped fewRows = [&](const float *a, const float *w, float *c, int64_t K,
+                        int64_t N) {
+    moert_grouped_matmul_few_rows(MOERT_F32, E, E, counts.data(), E * R, K, N,
+                                  a, w, nullptr, c);
   };
   std::printf("decode expert GEMMs: %lld experts x [%lld, %lld] x 3, %lld "
               "rows each, %.2f GB of weights, %d threads\n",
@@ -153,7 +152,7 @@ int main(int argc, char **argv) {
        {std::pair{"oneDNN per group (moert_grouped_matmul)", onednn},
         std::pair{"few rows (moert_grouped_matmul_few_rows)", fewRows}}) {
     const char *name = kernel.first;
-    Grouped project = kernel.second;
+    const Grouped &project = kernel.second;
     call(project); // warm: primitives built, pages touched
     double s = best(repeat, [&] { call(project); });
     std::printf("| %s | %.1f ms | %.1f GB/s | %.0f%% |\n", name, s * 1e3,

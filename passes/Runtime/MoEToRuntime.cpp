@@ -391,26 +391,22 @@ struct ExpertsToRuntime final : OpRewritePattern<ExpertsOp> {
       int64_t out = weightType.getDimSize(1), in = weightType.getDimSize(2);
       Value result =
           newBuffer(rewriter, loc, RankedTensorType::get({rows, out}, element));
-      if (fewRows) {
-        call(rewriter, loc, "moert_grouped_matmul_few_rows",
-             {i32Const(rewriter, loc, *code), i64Const(rewriter, loc, groups),
-              i64Const(rewriter, loc, experts), counts,
-              i64Const(rewriter, loc, rows), i64Const(rewriter, loc, in),
-              i64Const(rewriter, loc, out), readPointer(rewriter, loc, input),
-              readPointer(rewriter, loc, weight),
-              bias ? readPointer(rewriter, loc, bias) : noBias,
-              dataPointer(rewriter, loc, result)});
-        return asTensor(rewriter, loc, result);
-      }
-      call(rewriter, loc, callee(target, "grouped_matmul"),
-           {i32Const(rewriter, loc, *code), i64Const(rewriter, loc, groups),
-            i64Const(rewriter, loc, experts), counts,
-            i64Const(rewriter, loc, groupStride),
-            i64Const(rewriter, loc, rows), i64Const(rewriter, loc, in),
-            i64Const(rewriter, loc, out), readPointer(rewriter, loc, input),
-            readPointer(rewriter, loc, weight),
-            bias ? readPointer(rewriter, loc, bias) : noBias,
-            dataPointer(rewriter, loc, result)});
+      // The same operands; the few-rows call takes dropless rows, no stride.
+      SmallVector<Value> operands = {
+          i32Const(rewriter, loc, *code), i64Const(rewriter, loc, groups),
+          i64Const(rewriter, loc, experts), counts,
+          i64Const(rewriter, loc, rows), i64Const(rewriter, loc, in),
+          i64Const(rewriter, loc, out), readPointer(rewriter, loc, input),
+          readPointer(rewriter, loc, weight),
+          bias ? readPointer(rewriter, loc, bias) : noBias,
+          dataPointer(rewriter, loc, result)};
+      if (!fewRows)
+        operands.insert(operands.begin() + 4,
+                        i64Const(rewriter, loc, groupStride));
+      call(rewriter, loc,
+           fewRows ? std::string("moert_grouped_matmul_few_rows")
+                   : callee(target, "grouped_matmul"),
+           operands);
       return asTensor(rewriter, loc, result);
     };
     Value h1, h3;
