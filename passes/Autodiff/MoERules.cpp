@@ -12,6 +12,8 @@
 #include "passes/Autodiff/Rules.h"
 
 #include "dialects/moe/IR/MoEOps.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 namespace mlir::moe::autodiff {
@@ -47,21 +49,53 @@ std::pair<Value, Value> safeIds(Emitter &e, Value ids) {
 
 /// moe.experts_grad of `rows` in `counts` groups with the weights and biases
 /// fc1, fc1_bias, fc3, fc3_bias, fc2, fc2_bias (null where absent).
+/// `perGroup`: a weight cotangent per group of `counts` instead of per
+/// expert.
 ExpertsGradOp buildExpertsGrad(Emitter &e, Value rows, Value counts, Value dy,
                                ArrayRef<Value> weights,
-                               ActivationAttr activation) {
+                               ActivationAttr activation,
+                               bool perGroup = false) {
   SmallVector<Type> types{rows.getType()};
-  for (Value weight : weights)
-    types.push_back(weight ? weight.getType() : Type());
+  int64_t groups = shapeOf(counts)[0];
+  for (Value weight : weights) {
+    if (!weight) {
+      types.push_back(Type());
+      continue;
+    }
+    Shape shape = shapeOf(weight);
+    if (perGroup)
+      shape[0] = groups;
+    types.push_back(tensorType(weight).clone(shape));
+  }
   return ExpertsGradOp::create(
       e.builder(), e.getLoc(), types[0], types[1], types[2], types[3],
       types[4], types[5], types[6], rows, counts, dy, weights[0], weights[1],
-      weights[2], weights[3], weights[4], weights[5], activation);
+      weights[2], weights[3], weights[4], weights[5], activation,
+      perGroup ? e.builder().getUnitAttr() : UnitAttr());
+}
+
+/// The slot table of experts on slots (moe-place-experts): their fc1
+/// weight is a moe.slot_weights, this rank's slots of it after moe-partition.
+Value slotTableOf(ExpertsOp experts) {
+  if (!experts->hasAttr(kLogicalExpertsAttrName))
+    return Value();
+  Value w = experts.getFc1Weight();
+  while (Operation *def = w.getDefiningOp()) {
+    if (auto slots = dyn_cast<SlotWeightsOp>(def))
+      return slots.getTable();
+    if (def->getNumOperands() < 1 ||
+        !isa<shard::AllSliceOp, shard::AllGatherOp, tensor::ExtractSliceOp>(
+            def))
+      return Value();
+    w = def->getOperand(0);
+  }
+  return Value();
 }
 
 /// Sets the cotangents of an op's ODS operand groups.
 struct MoERule {
   Emitter &e;
+  spmd::Exchanges *x; // null in a module without a plan
   Operation *op;
   ArrayRef<Value> dResults;
   MutableArrayRef<Value> d;
@@ -162,18 +196,35 @@ LogicalResult MoERule::experts(ExpertsOp experts) {
   Value dy = dResults[0];
   if (!dy)
     return success();
+  // Experts on slots: each group's (source rank's) part kept apart and
+  // added in source order by moe.slot_grad_sum, so that replicas and any
+  // placement give the bits of one copy serving every rank.
+  Value table = slotTableOf(experts);
+  if (experts->hasAttr(kLogicalExpertsAttrName) && !table)
+    return unsupported("experts on slots whose fc1 weight does not come "
+                       "from a moe.slot_weights");
   ExpertsGradOp grad = buildExpertsGrad(
       e, experts.getRows(), experts.getCounts(), dy,
       {experts.getFc1Weight(), experts.getFc1Bias(), experts.getFc3Weight(),
        experts.getFc3Bias(), experts.getFc2Weight(), experts.getFc2Bias()},
-      experts.getActivation());
+      experts.getActivation(), /*perGroup=*/static_cast<bool>(table));
+  auto perSlot = [&](Value parts, Value weight) -> Value {
+    if (!table || !parts)
+      return parts;
+    bool exchange = x && x->size(spmd::Axis::EP) > 1;
+    return SlotGradSumOp::create(
+        e.builder(), e.getLoc(), weight.getType(), parts, table,
+        exchange ? x->grid() : FlatSymbolRefAttr(),
+        e.builder().getDenseI16ArrayAttr(
+            exchange ? x->liveAxes({spmd::Axis::EP}) : SmallVector<int16_t>{}));
+  };
   setODS(experts, 0, grad.getDRows());
-  setODS(experts, 2, grad.getDFc1Weight());
-  setODS(experts, 3, grad.getDFc1Bias());
-  setODS(experts, 4, grad.getDFc3Weight());
-  setODS(experts, 5, grad.getDFc3Bias());
-  setODS(experts, 6, grad.getDFc2Weight());
-  setODS(experts, 7, grad.getDFc2Bias());
+  setODS(experts, 2, perSlot(grad.getDFc1Weight(), experts.getFc1Weight()));
+  setODS(experts, 3, perSlot(grad.getDFc1Bias(), experts.getFc1Bias()));
+  setODS(experts, 4, perSlot(grad.getDFc3Weight(), experts.getFc3Weight()));
+  setODS(experts, 5, perSlot(grad.getDFc3Bias(), experts.getFc3Bias()));
+  setODS(experts, 6, perSlot(grad.getDFc2Weight(), experts.getFc2Weight()));
+  setODS(experts, 7, perSlot(grad.getDFc2Bias(), experts.getFc2Bias()));
   return success();
 }
 
@@ -373,9 +424,10 @@ LogicalResult MoERule::build() {
 
 } // namespace
 
-LogicalResult buildMoEVJP(Emitter &e, Operation *op, ArrayRef<Value> dResults,
+LogicalResult buildMoEVJP(Emitter &e, spmd::Exchanges *x, Operation *op,
+                          ArrayRef<Value> dResults,
                           MutableArrayRef<Value> dOperands) {
-  return MoERule{e, op, dResults, dOperands}.build();
+  return MoERule{e, x, op, dResults, dOperands}.build();
 }
 
 } // namespace mlir::moe::autodiff

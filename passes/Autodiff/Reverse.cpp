@@ -93,7 +93,8 @@ LogicalResult ReverseSweep::visit(Operation *op, AxisSet deferred) {
   } else if (isa<onnx::ONNXDialect>(dialect)) {
     built = buildOnnxVJP(e, op, dResults, dOperands);
   } else if (isa<MoEDialect>(dialect)) {
-    built = buildMoEVJP(e, op, dResults, dOperands);
+    built = buildMoEVJP(e, exchanges ? &*exchanges : nullptr, op, dResults,
+                        dOperands);
   } else {
     built = buildUpstreamVJP(e, op, dResults, dOperands);
   }

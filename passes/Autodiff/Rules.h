@@ -23,7 +23,10 @@ namespace mlir::moe::autodiff {
 /// rule, or a case of one that a rule does not cover.
 LogicalResult buildOnnxVJP(Emitter &e, Operation *op, ArrayRef<Value> dResults,
                            MutableArrayRef<Value> dOperands);
-LogicalResult buildMoEVJP(Emitter &e, Operation *op, ArrayRef<Value> dResults,
+/// `x`: the exchanges of a partitioned program (null without a plan), for
+/// the slot gradient sum of experts on slots.
+LogicalResult buildMoEVJP(Emitter &e, spmd::Exchanges *x, Operation *op,
+                          ArrayRef<Value> dResults,
                           MutableArrayRef<Value> dOperands);
 
 /// Ops of upstream dialects: elementwise arith on tensors, reshapes, and

@@ -384,11 +384,14 @@ LogicalResult BlockPartitioner::run(MoEBlock &blk) {
     ids = newRouter.getIds();
     weights = newRouter.getWeights();
   }
-  // Each routing choice to one of its expert's slots.
+  // Each routing choice to one of its expert's slots: this rank's choices
+  // by the replica rule for its position among the EP ranks.
   Value routerIds = ids;
-  if (blk.place)
+  if (blk.place) {
+    Value source = ep > 1 ? x.index(blk.place.getLoc(), Axis::EP) : Value();
     ids = PlaceOp::create(b, blk.place.getLoc(), ids.getType(), ids,
-                          blk.place.getTable());
+                          blk.place.getTable(), source, ep);
+  }
 
   // This rank's experts.
   ExpertsOp experts = blk.experts;

@@ -84,10 +84,10 @@ public:
 
   /// The axes of `axes` with more than one rank, as grid axis numbers.
   SmallVector<int16_t> liveAxes(ArrayRef<Axis> axes) const;
-
-private:
+  /// The world grid, for ops built outside this class.
   FlatSymbolRefAttr grid();
 
+private:
   OpBuilder &b;
   PlanAttr planAttr;
 };

@@ -104,7 +104,7 @@ LogicalResult MoEPlaceExpertsPass::place(DispatchOp dispatch, int64_t layer,
                     b, loc, DenseElementsAttr::get(tableType,
                                                    ArrayRef<int32_t>(initial))));
   Value slots = PlaceOp::create(b, loc, dispatch.getIds().getType(),
-                                dispatch.getIds(), table);
+                                dispatch.getIds(), table, Value(), 1);
   auto newDispatch = DispatchOp::create(
       b, loc, dispatch.getRows().getType(), dispatch.getSlots().getType(),
       tableType, dispatch.getDropped().getType(), dispatch.getInput(), slots,

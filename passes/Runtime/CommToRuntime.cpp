@@ -1,9 +1,9 @@
 //===- CommToRuntime.cpp - exchanges between ranks as moert calls ---------===//
 //
-// Every shard collective that moe-partition emits, and moe.all_to_all and
-// moe.prefix_sum over more than one rank, becomes a call into the runtime
-// on buffers: the input is read through a read-only buffer, the result is a
-// new buffer that the call fills. Rank coordinates come from moert_rank and
+// Every shard collective that moe-partition emits, and moe.all_to_all,
+// moe.prefix_sum and moe.slot_grad_sum over more than one rank, becomes a
+// call into the runtime on buffers: the input is read through a read-only
+// buffer, the result is a new buffer that the call fills. Rank coordinates come from moert_rank and
 // the static grid shape, so shard.all_slice is a slice at a computed offset.
 // With target=cuda the same calls go to the CUDA runtime's moert_cuda_*,
 // which take the same arguments and move the data over NCCL.
@@ -280,6 +280,37 @@ struct RowsAllToAllLowering final : ExchangeLowering<AllToAllOp> {
   }
 };
 
+/// moe.slot_grad_sum over several ranks: the runtime sends the parts of
+/// replicated experts between their holders and adds each slot's parts in
+/// source order (moert_slot_grad_sum, f32 on the CPU).
+struct SlotGradSumLowering final : ExchangeLowering<SlotGradSumOp> {
+  using ExchangeLowering::ExchangeLowering;
+  LogicalResult lower(SlotGradSumOp op, const Group &group,
+                      PatternRewriter &rewriter) const override {
+    if (group.size == 1)
+      return rewriter.notifyMatchFailure(op, "one rank: lowered with the "
+                                             "other moe ops");
+    // The CUDA runtime trains on one rank.
+    if (halfSums)
+      return rewriter.notifyMatchFailure(
+          op, "the CUDA runtime has no slot gradient exchange");
+    auto type = cast<RankedTensorType>(op.getPartials().getType());
+    if (!type.getElementType().isF32())
+      return rewriter.notifyMatchFailure(op, "the runtime adds f32 parts only");
+    Location loc = op.getLoc();
+    int64_t numSlots = op.getTable().getType().getDimSize(0);
+    Value out = newBuffer(rewriter, loc, op.getOutput().getType());
+    call(rewriter, loc, "moert_slot_grad_sum",
+         {readPointer(rewriter, loc, op.getPartials()),
+          readPointer(rewriter, loc, op.getTable()),
+          dataPointer(rewriter, loc, out), i64Const(rewriter, loc, numSlots),
+          i64Const(rewriter, loc, type.getNumElements() / type.getDimSize(0)),
+          i64Const(rewriter, loc, encodeAxes(group.axes))});
+    rewriter.replaceOp(op, asTensor(rewriter, loc, out));
+    return success();
+  }
+};
+
 struct PrefixSumLowering final : ExchangeLowering<PrefixSumOp> {
   using ExchangeLowering::ExchangeLowering;
   LogicalResult lower(PrefixSumOp op, const Group &group,
@@ -409,7 +440,7 @@ struct ConvertCommToRuntimePass
     RewritePatternSet patterns(&getContext());
     patterns.add<AllSliceLowering, AllGatherLowering, AllReduceLowering,
                  ReduceScatterLowering, AllToAllLowering, RowsAllToAllLowering,
-                 PrefixSumLowering, SendLowering, RecvLowering,
+                 PrefixSumLowering, SlotGradSumLowering, SendLowering, RecvLowering,
                  BroadcastLowering>(&getContext(),
                                     /*halfSums=*/target == "cuda");
     patterns.add<ProcessMultiIndexLowering>(&getContext());
@@ -422,9 +453,12 @@ struct ConvertCommToRuntimePass
         oneRank = rows.getGroupSize() == 1;
       if (auto scan = dyn_cast<PrefixSumOp>(op))
         oneRank = getGroupSize(op, scan.getGridAttr(), scan.getGridAxes()) == 1;
+      if (auto sum = dyn_cast<SlotGradSumOp>(op))
+        oneRank = sum.getGroupSize() == 1;
       bool shardExchange =
           isa<shard::ShardDialect>(op->getDialect()) && !isa<shard::GridOp>(op);
-      if ((shardExchange || isa<AllToAllOp, PrefixSumOp>(op)) && !oneRank) {
+      if ((shardExchange || isa<AllToAllOp, PrefixSumOp, SlotGradSumOp>(op)) &&
+          !oneRank) {
         op->emitOpError("has no runtime lowering (dynamic shapes, a reduction "
                         "other than sum, or an unsupported axis or dtype)");
         return WalkResult::interrupt();

@@ -300,11 +300,19 @@ struct PlaceToRuntime final : OpRewritePattern<PlaceOp> {
       return rewriter.notifyMatchFailure(
           op, "more slots than the kernel's shared memory holds");
     Value out = newBuffer(rewriter, loc, op.getType());
+    Value source =
+        op.getSource()
+            ? Value(arith::IndexCastOp::create(rewriter, loc,
+                                               rewriter.getI64Type(),
+                                               op.getSource()))
+            : i64Const(rewriter, loc, 0);
     call(rewriter, loc, "moert_cuda_place",
          {readPointer(rewriter, loc, op.getIds()),
           i64Const(rewriter, loc, op.getIds().getType().getNumElements()),
           readPointer(rewriter, loc, op.getTable()),
-          i64Const(rewriter, loc, slots), dataPointer(rewriter, loc, out)});
+          i64Const(rewriter, loc, slots),
+          i64Const(rewriter, loc, static_cast<int64_t>(op.getRanks())), source,
+          dataPointer(rewriter, loc, out)});
     rewriter.replaceOp(op, asTensor(rewriter, loc, out));
     return success();
   }

@@ -1,6 +1,6 @@
-//===- Placement.cpp - moving expert slots between the ranks of EP --------===//
+//===- Placement.cpp - expert slots between the ranks of EP ---------------===//
 //
-// A re-placement changes which expert each slot holds; the rows of every
+// Migration: a re-placement changes which expert each slot holds; the rows of every
 // slot-laid buffer follow. Every rank of the EP group computes the same
 // schedule from the two tables: a slot whose new expert its rank already
 // held is a local copy; any other is received from one of the expert's old
@@ -8,13 +8,21 @@
 // their old rows, so that a slot may be overwritten while its old expert
 // travels elsewhere.
 //
+// Gradients (moert_slot_grad_sum): each slot's weight gradient is the sum
+// of its expert's per-source parts in source order, wherever the replica
+// rule had them computed, so that replicas agree bit for bit with one copy.
+//
 //===----------------------------------------------------------------------===//
 
 #include "Process.h"
 
+#include "moe/Planner/ReplicaRule.h"
+#include "moert/moert.h"
+
+#include <algorithm>
 #include <climits>
-#include <map>
 #include <cstring>
+#include <map>
 
 using namespace moert;
 using namespace moert::detail;
@@ -98,90 +106,81 @@ void moert::migrateSlots(const std::vector<int32_t> &from,
               MPI_STATUSES_IGNORE);
 }
 
-void moert::sumReplicaRows(const std::vector<int32_t> &table,
-                           const std::vector<SlotBuffer> &buffers) {
-  const char *op = "moe-train: summing the gradients of expert replicas";
-  Group &ep = group(kEpAxes, op);
-  int64_t P = static_cast<int64_t>(table.size());
-  if (P == 0 || P % ep.size != 0)
-    fail(op, ": a table of ", P, " slots over ", ep.size, " ranks");
-  int64_t S = P / ep.size, first = ep.pos * S;
-  for (const SlotBuffer &buffer : buffers)
-    if (buffer.rowBytes < 0 || buffer.rowBytes > INT_MAX ||
-        buffer.rowBytes % sizeof(float) != 0)
-      fail(op, ": a slot row of ", buffer.rowBytes, " bytes");
-  // Each expert's slots, ascending.
-  std::map<int32_t, std::vector<int64_t>> replicas;
-  for (int64_t p = 0; p < P; ++p)
-    replicas[table[p]].push_back(p);
-  auto holds = [&](const std::vector<int64_t> &slots, int64_t rank) {
-    for (int64_t p : slots)
-      if (p / S == rank)
-        return true;
-    return false;
+void moert_slot_grad_sum(const float *partials, const int32_t *table,
+                         float *out, int64_t numSlots, int64_t rowElems,
+                         int64_t axes) {
+  const char *op = "moert_slot_grad_sum";
+  Group &g = group(axes, op);
+  int64_t P = numSlots, N = g.size;
+  if (P < 1 || P % N != 0)
+    fail(op, ": a table of ", P, " slots over ", N, " ranks of ", g.name);
+  if (rowElems < 0 || rowElems > INT_MAX / static_cast<int64_t>(sizeof(float)))
+    fail(op, ": a slot row of ", rowElems, " floats does not fit one message");
+  int64_t S = P / N, first = g.pos * S;
+  // The serving slot of each (expert, source), and the ranks holding each
+  // expert, for the experts in the table.
+  std::map<int32_t, std::vector<int64_t>> serving, holders;
+  for (int64_t p = 0; p < P; ++p) {
+    if (table[p] < 0 || table[p] >= P)
+      fail(op, ": slot ", p, " holds ", table[p], ", not an expert");
+    std::vector<int64_t> &ranks = holders[table[p]];
+    if (ranks.empty() || ranks.back() != p / S)
+      ranks.push_back(p / S);
+  }
+  for (auto &[expert, ranks] : holders)
+    for (int64_t s = 0; s < N; ++s)
+      serving[expert].push_back(
+          moe::planner::servingSlot(table, P, N, s, expert));
+  auto partAt = [&](int64_t slot, int64_t source) {
+    return partials + (source * S + slot % S) * rowElems;
   };
-  // Rows of other ranks' replicas, by slot and buffer; posted in (expert,
-  // slot, buffer) order on both sides.
-  std::map<std::pair<int64_t, size_t>, std::vector<float>> received;
+
+  // The parts of replicated experts go from the rank that computed them
+  // to the expert's other holders; posted in (expert, source) order on
+  // every rank, so that messages between two ranks match in order.
+  std::map<std::pair<int32_t, int64_t>, std::vector<float>> received;
   std::vector<MPI_Request> requests;
-  for (auto &[expert, slots] : replicas) {
-    if (slots.size() < 2)
+  int bytes = static_cast<int>(rowElems * sizeof(float));
+  for (auto &[expert, ranks] : holders) {
+    if (ranks.size() < 2)
       continue;
-    bool mine = holds(slots, ep.pos);
-    for (int64_t q : slots) {
-      int64_t owner = q / S;
-      for (size_t b = 0; b < buffers.size(); ++b) {
-        int bytes = static_cast<int>(buffers[b].rowBytes);
-        if (owner != ep.pos && mine) {
-          std::vector<float> &row = received[{q, b}];
-          row.resize(buffers[b].rowBytes / sizeof(float));
-          requests.emplace_back();
-          MPI_Irecv(row.data(), bytes, MPI_BYTE, static_cast<int>(owner), 1,
-                    ep.comm, &requests.back());
-        } else if (owner == ep.pos) {
-          // To every other rank that holds a replica, once.
-          for (int64_t rank = 0; rank < ep.size; ++rank)
-            if (rank != ep.pos && holds(slots, rank)) {
-              requests.emplace_back();
-              MPI_Isend(buffers[b].data + (q - first) * buffers[b].rowBytes,
-                        bytes, MPI_BYTE, static_cast<int>(rank), 1, ep.comm,
-                        &requests.back());
-            }
-        }
+    bool mine = std::find(ranks.begin(), ranks.end(), g.pos) != ranks.end();
+    for (int64_t s = 0; s < N; ++s) {
+      int64_t slot = serving[expert][s], owner = slot / S;
+      if (owner == g.pos) {
+        for (int64_t rank : ranks)
+          if (rank != owner) {
+            requests.emplace_back();
+            MPI_Isend(partAt(slot, s), bytes, MPI_BYTE, static_cast<int>(rank),
+                      2, g.comm, &requests.back());
+          }
+      } else if (mine) {
+        std::vector<float> &part = received[{expert, s}];
+        part.resize(rowElems);
+        requests.emplace_back();
+        MPI_Irecv(part.data(), bytes, MPI_BYTE, static_cast<int>(owner), 2,
+                  g.comm, &requests.back());
       }
     }
   }
   if (!requests.empty()) {
     Waiting wait("exchanging the gradients of expert replicas within " +
-                 ep.name);
+                 g.name);
     MPI_Waitall(static_cast<int>(requests.size()), requests.data(),
                 MPI_STATUSES_IGNORE);
   }
-  // The sum in slot order, the same on every holder.
-  for (auto &[expert, slots] : replicas) {
-    if (slots.size() < 2 || !holds(slots, ep.pos))
-      continue;
-    for (size_t b = 0; b < buffers.size(); ++b) {
-      size_t n = buffers[b].rowBytes / sizeof(float);
-      auto row = [&](int64_t q) -> const float * {
-        if (q / S == ep.pos)
-          return reinterpret_cast<const float *>(buffers[b].data +
-                                                 (q - first) *
-                                                     buffers[b].rowBytes);
-        return received[{q, b}].data();
-      };
-      std::vector<float> sum(row(slots[0]), row(slots[0]) + n);
-      for (size_t i = 1; i < slots.size(); ++i) {
-        const float *r = row(slots[i]);
-        for (size_t j = 0; j < n; ++j)
-          sum[j] += r[j];
-      }
-      for (int64_t p : slots)
-        if (p / S == ep.pos)
-          std::copy(sum.begin(), sum.end(),
-                    reinterpret_cast<float *>(buffers[b].data +
-                                              (p - first) *
-                                                  buffers[b].rowBytes));
+  // 0 + part(e, 0) + ... + part(e, N-1), as moe.experts_grad adds groups.
+  for (int64_t j = 0; j < S; ++j) {
+    int32_t expert = table[first + j];
+    float *row = out + j * rowElems;
+    std::fill(row, row + rowElems, 0.0f);
+    for (int64_t s = 0; s < N; ++s) {
+      int64_t slot = serving[expert][s];
+      const float *part = slot / S == g.pos
+                              ? partAt(slot, s)
+                              : received[{expert, s}].data();
+      for (int64_t i = 0; i < rowElems; ++i)
+        row[i] += part[i];
     }
   }
 }

@@ -88,6 +88,16 @@ void moe_train::combineNorms(std::vector<float> &norms,
     norms[i] = std::sqrt(sums[i]);
 }
 
+void moe_train::sumOverWorld(std::vector<float> &values, const Manifest &m) {
+  if (m.worldSize == 1)
+    return;
+  std::vector<float> sums(values.size());
+  moert_all_reduce_sum(values.data(), sums.data(),
+                       static_cast<int64_t>(values.size()), MOERT_F32,
+                       worldAxes(m));
+  values = std::move(sums);
+}
+
 /// Calls `copy(pieceOffset, wholeOffset, length)` for each row (last
 /// dimension) of a piece of shape `localShape` at `at` in the whole.
 template <typename Copy>

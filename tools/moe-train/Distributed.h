@@ -41,6 +41,9 @@ Placement placementOf(const moe_run::Manifest &m,
 void combineNorms(std::vector<float> &norms, const std::vector<bool> &owner,
                   const moe_run::Manifest &m);
 
+/// `values` summed over every rank, in place (f32). Collective.
+void sumOverWorld(std::vector<float> &values, const moe_run::Manifest &m);
+
 /// The whole parameter (or one of its per-element optimizer states) on
 /// rank 0 from every rank's `piece` (fp32) of `spec`; empty on the other
 /// ranks. Collective.

@@ -8,19 +8,18 @@
 
 using namespace moe_train;
 
-float moe_train::firstReplicaNorm(const float *grad, int64_t rowElems,
-                                  int64_t firstSlot,
-                                  const moe::planner::Placement &placement) {
-  // The rows that count, one after the other, normed as any gradient is: a
-  // layout without replicas gives the same bits as without slots.
-  std::vector<float> kept;
-  kept.reserve(placement.slotsPerRank() * rowElems);
+std::vector<float>
+moe_train::firstReplicaNorms(const float *grad, int64_t rowElems,
+                             int64_t firstSlot,
+                             const moe::planner::Placement &placement) {
+  std::vector<float> norms(placement.numExperts(), 0.0f);
   for (int64_t s = 0; s < placement.slotsPerRank(); ++s) {
     int64_t slot = firstSlot + s;
-    if (placement.replicaSlot(placement.expertAt(slot), 0) == slot)
-      kept.insert(kept.end(), grad + s * rowElems, grad + (s + 1) * rowElems);
+    int32_t expert = placement.expertAt(slot);
+    if (placement.replicaSlot(expert, 0) == slot)
+      norms[expert] = moert::train::norm2(grad + s * rowElems, rowElems);
   }
-  return moert::train::norm2(kept.data(), kept.size());
+  return norms;
 }
 
 std::vector<float>

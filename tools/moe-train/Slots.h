@@ -1,11 +1,12 @@
 //===- Slots.h - moe-train with experts on slots ----------------*- C++ -*-===//
 //
 // A step compiled with --redundant-per-rank trains each expert weight as
-// the rows of this rank's slots. Replicas of an expert get a part of its
-// gradient each: summed over the replicas before the optimizer
-// (moert::sumReplicaRows), so that every replica takes the same update and
-// stays identical. The gradient norm counts each expert once (its first
-// replica), and the weights written at the end are per expert. Between
+// the rows of this rank's slots. The step itself gives every replica the
+// whole gradient of its expert, the same bits as one copy serving every
+// rank (moe.slot_grad_sum), so replicas take the same update and stay
+// identical. The gradient norm counts each expert once, summed per expert
+// in expert order so that no placement changes its bits, and the weights
+// written at the end are per expert. Between
 // steps the placement may change (ExpertReplacer): masters and optimizer
 // state move with their slots. Checkpoints hold the weights per expert, so
 // that they resume under any placement or plan.
@@ -22,11 +23,14 @@
 
 namespace moe_train {
 
-/// The 2-norm of the rows of `grad` (this rank's slots, `rowElems` floats
-/// each, the first of them slot `firstSlot`) whose slot is the first of its
-/// expert's replicas: together over the ranks, each expert counted once.
-float firstReplicaNorm(const float *grad, int64_t rowElems, int64_t firstSlot,
-                       const moe::planner::Placement &placement);
+/// Each expert's gradient norm (the 2-norm of its slot row, `rowElems`
+/// floats) where this rank's slots (`grad`, the first of them slot
+/// `firstSlot`) hold the expert's first replica, else 0. Summed over the
+/// ranks, the norms per expert: the same bits under any placement, since
+/// every replica's gradient is.
+std::vector<float> firstReplicaNorms(const float *grad, int64_t rowElems,
+                                     int64_t firstSlot,
+                                     const moe::planner::Placement &placement);
 
 /// The weight per expert, [E, ...], from the whole weight per slot
 /// ([P, ...], `rowElems` floats per slot): each expert's first replica.

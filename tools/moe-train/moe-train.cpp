@@ -623,30 +623,13 @@ std::string formatTime(double seconds) {
   return formatv("{0}:{1:2}", s / 60, s % 60).str();
 }
 
-/// The gradients of slot-laid parameters (`grads`, in t.params order among
-/// those with one), each row summed over its expert's replicas.
-void sumReplicaGradients(Trainer &t,
-                         const std::vector<std::pair<float *, size_t>> &grads) {
-  std::map<int64_t, std::vector<moert::SlotBuffer>> byLayer;
-  size_t next = 0;
-  for (Param &p : t.params) {
-    if (p.gradOutput < 0)
-      continue;
-    float *grad = grads[next++].first;
-    if (p.slotLayer >= 0)
-      byLayer[p.slotLayer].push_back(
-          {reinterpret_cast<char *>(grad),
-           p.rowElems * static_cast<int64_t>(sizeof(float))});
-  }
-  for (auto &[layer, buffers] : byLayer)
-    moert::sumReplicaRows(t.replacer->placement(layer)->slotToExpert(),
-                          buffers);
-}
-
-/// In the gradient norm, each expert's rows once: its first replica's.
+/// In the gradient norm, each expert once: the norms per expert (from the
+/// rank of each one's first replica that counts the piece, `owners`),
+/// normed in expert order on rank 0, which alone counts the parameter
+/// then. Collective.
 void countExpertsOnce(Trainer &t,
                       const std::vector<std::pair<float *, size_t>> &grads,
-                      std::vector<float> &norms) {
+                      std::vector<float> &norms, std::vector<bool> &owners) {
   size_t next = 0;
   for (Param &p : t.params) {
     if (p.gradOutput < 0)
@@ -655,9 +638,18 @@ void countExpertsOnce(Trainer &t,
     if (p.slotLayer < 0)
       continue;
     const planner::Placement &placement = *t.replacer->placement(p.slotLayer);
-    norms[i] = moe_train::firstReplicaNorm(
-        grads[i].first, p.rowElems,
-        p.placement.offsets.empty() ? 0 : p.placement.offsets[0], placement);
+    std::vector<float> perExpert =
+        owners[i]
+            ? moe_train::firstReplicaNorms(
+                  grads[i].first, p.rowElems,
+                  p.placement.offsets.empty() ? 0 : p.placement.offsets[0],
+                  placement)
+            : std::vector<float>(placement.numExperts(), 0.0f);
+    moe_train::sumOverWorld(perExpert, t.manifest);
+    owners[i] = moert::worldRank() == 0;
+    norms[i] = owners[i] ? moert::train::norm2(perExpert.data(),
+                                               perExpert.size())
+                         : 0.0f;
   }
 }
 
@@ -761,13 +753,12 @@ Error run(Trainer &t) {
         for (size_t i = 0; i < n; ++i)
           grad[i] *= scale;
     }
-    if (t.replacer)
-      sumReplicaGradients(t, grads);
     double norm = train::clipGradNorm(
         grads, o.clipGradNorm, [&](std::vector<float> &norms) {
+          std::vector<bool> counted = owners;
           if (t.replacer)
-            countExpertsOnce(t, grads, norms);
-          moe_train::combineNorms(norms, owners, t.manifest);
+            countExpertsOnce(t, grads, norms, counted);
+          moe_train::combineNorms(norms, counted, t.manifest);
         });
     double lr = t.schedule.lrAt(t.config.lr, step);
     size_t next = 0;

@@ -521,10 +521,21 @@ LogicalResult ExpertsGradOp::verify() {
       return emitOpError() << "has " << (value ? "no" : "a")
                            << " cotangent result for " << name
                            << (value ? ", which is given" : ", which is not");
-    if (value && value.getType() != cotangent.getType())
+    if (!value)
+      continue;
+    // Per group: a cotangent row per group where the weight has one per
+    // expert (not the rows, which have no expert dimension).
+    Type expected = value.getType();
+    if (getPerGroup() && value != getRows()) {
+      auto type = cast<RankedTensorType>(expected);
+      SmallVector<int64_t> shape(type.getShape());
+      shape[0] = getCounts().getType().getDimSize(0);
+      expected = type.clone(shape);
+    }
+    if (expected != cotangent.getType())
       return emitOpError() << "cotangent of " << name << " has type "
                            << cotangent.getType() << ", expected "
-                           << value.getType();
+                           << expected;
   }
   return success();
 }
@@ -826,8 +837,71 @@ static bool isIdentityTable(Value table) {
   return true;
 }
 
+LogicalResult PlaceOp::verify() {
+  // I64Attr's getter is unsigned.
+  int64_t ranks = getRanksAttr().getInt();
+  int64_t P = getTable().getType().getDimSize(0);
+  if (ranks < 1)
+    return emitOpError("ranks must be at least 1, got ") << ranks;
+  if (P % ranks != 0)
+    return emitOpError() << "the " << P << " slots do not split over " << ranks
+                         << " ranks";
+  if ((ranks > 1) != static_cast<bool>(getSource()))
+    return emitOpError("takes a source rank exactly when ranks > 1");
+  return success();
+}
+
 OpFoldResult PlaceOp::fold(FoldAdaptor) {
   return isIdentityTable(getTable()) ? getIds() : Value();
+}
+
+LogicalResult SlotGradSumOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  if (!getGrid()) {
+    if (!getGridAxes().empty())
+      return emitOpError("grid_axes need a grid");
+    return success();
+  }
+  FailureOr<int64_t> groupSize =
+      verifyGridAxes(*this, getGridAttr(), getGridAxes(), symbols);
+  if (failed(groupSize))
+    return failure();
+  int64_t P = getTable().getType().getDimSize(0);
+  if (P % *groupSize != 0)
+    return emitOpError() << "the " << P << " slots do not split over "
+                         << *groupSize << " ranks";
+  int64_t S = P / *groupSize;
+  if (getPartials().getType().getDimSize(0) != P ||
+      getOutput().getType().getDimSize(0) != S)
+    return emitOpError() << "over " << *groupSize << " ranks takes " << P
+                         << " rows (one per source and local slot) and "
+                            "returns "
+                         << S << ", got " << getPartials().getType() << " -> "
+                         << getOutput().getType();
+  return success();
+}
+
+LogicalResult SlotGradSumOp::verify() {
+  RankedTensorType in = getPartials().getType(), out = getOutput().getType();
+  if (in.getShape().drop_front() != out.getShape().drop_front() ||
+      in.getElementType() != out.getElementType() ||
+      in.getRank() != out.getRank())
+    return emitOpError() << "keeps the row shape and element type, got " << in
+                         << " -> " << out;
+  // Without a grid one rank holds every slot; the group size needs the
+  // symbol table (verifySymbolUses).
+  if (!getGrid()) {
+    int64_t P = getTable().getType().getDimSize(0);
+    if (in.getDimSize(0) != P || out.getDimSize(0) != P)
+      return emitOpError() << "on one rank takes and returns a row per slot ("
+                           << P << "), got " << in << " -> " << out;
+  }
+  return success();
+}
+
+int64_t SlotGradSumOp::getGroupSize() {
+  if (!getGrid())
+    return 1;
+  return moe::getGroupSize(*this, getGridAttr(), getGridAxes());
 }
 
 LogicalResult SlotWeightsOp::verify() {

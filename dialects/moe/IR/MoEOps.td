@@ -384,7 +384,10 @@ def MoE_ExpertsGradOp : MoE_Op<"experts_grad",
     `dh = act'(h) * da`, `dW1_e = dh^T X`, `db1_e = sum_rows dh`,
     `dX = dh W1_e (+ dh3 W3_e)`. Rows outside every group get zero
     cotangents; an expert with no rows gets zero weight cotangents. Groups
-    of the same expert (`g mod E`) add up. The clamp of a limited SwiGLU
+    of the same expert (`g mod E`) add up, in group order. With
+    `per_group` each group keeps its own weight cotangents instead (`[G,
+    ...]` for G groups): what `moe.slot_grad_sum` adds up over replicas in
+    the same order. The clamp of a limited SwiGLU
     passes the gradient where the value lies within the limit, bounds
     included (as `torch.clamp`).
 
@@ -402,7 +405,7 @@ def MoE_ExpertsGradOp : MoE_Op<"experts_grad",
     * the operands obey the constraints of `moe.experts`, and `d_output` has
       the type of that op's result;
     * `d_rows` has the type of `rows` and every weight cotangent the type of
-      its weight;
+      its weight, with G in place of E in dimension 0 for `per_group`;
     * a weight cotangent result is present exactly when its weight is
       (`resultSegmentSizes` says which are: d_rows, d_fc1, d_fc1_bias,
       d_fc3, d_fc3_bias, d_fc2, d_fc2_bias).
@@ -415,7 +418,8 @@ def MoE_ExpertsGradOp : MoE_Op<"experts_grad",
                        Optional<MoE_FloatMatrix>:$fc3_bias,
                        MoE_ExpertWeight:$fc2_weight,
                        Optional<MoE_FloatMatrix>:$fc2_bias,
-                       MoE_ActivationAttr:$activation);
+                       MoE_ActivationAttr:$activation,
+                       UnitAttr:$per_group);
   let results = (outs MoE_RowBuffer:$d_rows, MoE_ExpertWeight:$d_fc1_weight,
                       Optional<MoE_FloatMatrix>:$d_fc1_bias,
                       Optional<MoE_ExpertWeight>:$d_fc3_weight,
@@ -427,7 +431,8 @@ def MoE_ExpertsGradOp : MoE_Op<"experts_grad",
     `fc1` `(` $fc1_weight (`,` $fc1_bias^)? `)`
     (`fc3` `(` $fc3_weight^ `)`)? (`fc3_bias` `(` $fc3_bias^ `)`)?
     `fc2` `(` $fc2_weight (`,` $fc2_bias^)? `)`
-    `activation` $activation attr-dict `:` functional-type(operands, results)
+    `activation` $activation (`per_group` $per_group^)? attr-dict `:`
+    functional-type(operands, results)
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{
@@ -696,28 +701,93 @@ def MoE_SlotTableOp : MoE_Op<"slot_table", [Pure]> {
 def MoE_PlaceOp : MoE_Op<"place", [Pure, AllTypesMatch<["ids", "slots"]>]> {
   let summary = "each routing choice's expert -> one of that expert's slots";
   let description = [{
-    The replica rule: the routing choices are taken in (token t, choice j)
-    order, and the choice that is the i-th of `ids` to pick expert e goes to
-    slot number `i mod c_e` of e's `c_e` slots in `table`, in ascending slot
-    order. It is deterministic, keeps no state between calls and splits each
-    expert's choices over its replicas evenly, whatever their pattern (a
-    rule on the position `t * k + j` would send every top-1 choice of an
-    expert to one replica when k and c_e share a factor). Replicas hold the
-    same weights, so the result never depends on the placement. Ids that no
-    slot holds (unrouted -1, out of range) give -1.
-    With an identity table (`table[p] = p`) it is the identity and folds
-    away.
+    The replica rule, for the choices `ids` made on rank `source` of the
+    `ranks` ranks that hold the `table`'s P slots (P / ranks consecutive
+    slots each): every choice of expert e goes to
+    1. the first of e's slots on rank `source`, if it holds one (a shadow
+       expert: its tokens stay on their rank), else
+    2. e's replica number `j mod c_e` of its `c_e` slots in ascending
+       order, where `source` is the j-th rank holding no slot of e.
+
+    A rank's choices of one expert never split between replicas, so each
+    replica's weight gradient is a sum of whole per-source parts, which
+    `moe.slot_grad_sum` adds in source order to the bits of one copy that
+    served every rank. It is deterministic and keeps no state between calls.
+    Replicas hold the same weights, so outputs never depend on the
+    placement. Ids that no slot holds (unrouted -1, out of range) give -1.
+    Without `source` the choices are those of one rank (`ranks` 1), and
+    each expert's choices go to its first slot. With an identity table
+    (`table[p] = p`) it is the identity and folds away.
 
     ```mlir
     %slots = moe.place %ids, %table : tensor<16x2xi32>, tensor<10xi32>
+    %mine = moe.place %ids, %table source %rank ranks 2
+        : tensor<16x2xi32>, tensor<10xi32>
     ```
+
+    **Constraints:**
+    * `ranks` >= 1 divides the number of slots;
+    * `source` (this rank's position among them, in [0, ranks)) is given
+      exactly when `ranks` > 1.
   }];
-  let arguments = (ins MoE_IdMatrix:$ids, MoE_CountVector:$table);
+  let arguments = (ins MoE_IdMatrix:$ids, MoE_CountVector:$table,
+                       Optional<Index>:$source,
+                       DefaultValuedAttr<I64Attr, "1">:$ranks);
   let results = (outs MoE_IdMatrix:$slots);
   let assemblyFormat = [{
-    $ids `,` $table attr-dict `:` type($ids) `,` type($table)
+    $ids `,` $table (`source` $source^ `ranks` $ranks)? attr-dict `:`
+    type($ids) `,` type($table)
   }];
+  let hasVerifier = 1;
   let hasFolder = 1;
+}
+
+def MoE_SlotGradSumOp : MoE_Op<"slot_grad_sum", [Pure,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "each slot's weight gradient, summed over the source ranks";
+  let description = [{
+    The weight gradient of experts on slots, alike on every replica and
+    independent of the placement. The group spanned by `grid_axes` of
+    `shard.grid @grid` (N ranks; one without `grid`) holds the table's P
+    slots, S = P / N per rank. `partials [N*S, ...]` is this rank's
+    `moe.experts_grad ... per_group` result: row `s*S + j` is what the
+    tokens of source rank s contributed to local slot j. Row j of the
+    result, for the expert e in this rank's slot j, is
+
+    `0 + part(e, 0) + part(e, 1) + ... + part(e, N-1)`, added in that order,
+
+    where `part(e, s)` is row `s*S + j'` on the rank holding slot j', the
+    slot that serves e's choices from rank s (`moe.place`'s rule). That is
+    the order in which `moe.experts_grad` adds the groups of one expert
+    when every source sends it rows, so the bits do not depend on which
+    replicas there are or where. Collective over the group: the parts of
+    replicated experts travel between the ranks that hold them.
+
+    ```mlir
+    %g = moe.slot_grad_sum %parts, %table on @grid grid_axes = [0]
+        : (tensor<10x16x8xf32>, tensor<10xi32>) -> tensor<5x16x8xf32>
+    ```
+
+    **Constraints:**
+    * `grid` names a `shard.grid` and `grid_axes` distinct axes of it of
+      static size (N), or neither is given (N = 1);
+    * N divides the number of slots P; `partials` has N * (P / N) rows and
+      the result P / N, with the same trailing dimensions and element type.
+  }];
+  let arguments = (ins MoE_Tensor<[AnyFloat], [2, 3]>:$partials,
+                       MoE_CountVector:$table,
+                       OptionalAttr<FlatSymbolRefAttr>:$grid,
+                       DefaultValuedAttr<DenseI16ArrayAttr, "{}">:$grid_axes);
+  let results = (outs MoE_Tensor<[AnyFloat], [2, 3]>:$output);
+  let assemblyFormat = [{
+    $partials `,` $table (`on` $grid^ `grid_axes` `=` $grid_axes)?
+    attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Ranks in the group: 1 without a grid; 0 when it cannot be told.
+    int64_t getGroupSize();
+  }];
 }
 
 def MoE_SlotWeightsOp : MoE_Op<"slot_weights", [Pure]> {

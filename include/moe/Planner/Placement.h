@@ -18,6 +18,8 @@
 #ifndef MOE_PLANNER_PLACEMENT_H
 #define MOE_PLANNER_PLACEMENT_H
 
+#include "moe/Planner/ReplicaRule.h"
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -63,14 +65,14 @@ public:
     return replicaSlots[replicaBegin[expert] + replica];
   }
 
-  /// The replica rule (moe.place): the slot that serves the routing choice
-  /// that is the `occurrence`-th of its batch, in (token, choice) order, to
-  /// pick `expert`: replica (occurrence mod replicaCount) in ascending slot
-  /// order. Deterministic, no state between batches, and it splits any
-  /// expert's choices evenly over its replicas, which the load model
-  /// assumes.
-  int32_t slotFor(int32_t expert, int64_t occurrence) const {
-    return replicaSlot(expert, occurrence % replicaCount(expert));
+  /// The replica rule (moe.place, ReplicaRule.h): the slot that serves the
+  /// choices of `expert` made on rank `source`: its replica there if that
+  /// rank holds one, else the ranks without one take its replicas in turn.
+  /// The load model (rankLoads) splits an expert's load evenly over its
+  /// replicas, which the rule gives where every rank routes alike.
+  int32_t slotFor(int32_t expert, int64_t source) const {
+    return static_cast<int32_t>(servingSlot(slots.data(), numSlots(), ranks,
+                                            source, expert));
   }
 
   /// The runtime's tables: expert e's replicas at [e * maxReplicas + r],

@@ -91,10 +91,20 @@ void testPlacement() {
   checkSlots(p, {0, 1, 2, 0, 1, 2}, "identity");
   check(p.slotsPerRank() == 3 && p.rankOfSlot(4) == 1, "identity shape");
   check(p.replicaCount(0) == 2 && p.replicaSlot(0, 1) == 3, "replicas");
-  // The replica rule: positions go round-robin over ascending slots.
-  check(p.slotFor(1, 0) == 1 && p.slotFor(1, 1) == 4 && p.slotFor(1, 2) == 1,
-        "slotFor round-robin");
-  check(p.slotFor(2, 7) == 5, "slotFor occurrence 7 of a 2-replica expert");
+  // The replica rule: a rank holding a replica serves itself (its first
+  // one); ranks holding none take the replicas in turn.
+  check(p.slotFor(1, 0) == 1 && p.slotFor(1, 1) == 4, "slotFor: local replica");
+  Placement r(4, 4, {0, 1, 2, 3, 0, 3, 1, 2});
+  check(r.slotFor(0, 0) == 0 && r.slotFor(0, 2) == 4,
+        "slotFor: each holder its own replica");
+  check(r.slotFor(0, 1) == 0 && r.slotFor(0, 3) == 4,
+        "slotFor: non-holders 1 and 3 take replicas 0 and 1");
+  check(r.slotFor(1, 0) == 1 && r.slotFor(1, 1) == 1 && r.slotFor(1, 3) == 6,
+        "slotFor: expert 1 from ranks 0, 1, 3 " +
+            str(std::vector<int32_t>{r.slotFor(1, 0), r.slotFor(1, 1),
+                                     r.slotFor(1, 3)}));
+  Placement twice(2, 1, {0, 1, 0});
+  check(twice.slotFor(0, 0) == 0, "slotFor: the first of two local replicas");
   Placement q(3, 2, {0, 0, 1, 2, 2, 2});
   check(q.expertToSlotTable() ==
             std::vector<int32_t>{0, 1, -1, 2, -1, -1, 3, 4, 5},

@@ -4,7 +4,8 @@
 // (Experts.cpp): each group's projections and activation are recomputed
 // from its rows, then the cotangents flow back through fc2, the activation
 // and fc1 (and fc3). Weight cotangents of the groups of one expert add up
-// in that expert's slice; rows outside every group get zeros.
+// in that expert's slice, in group order (per_group: each group's own
+// slice); rows outside every group get zeros.
 //
 //===----------------------------------------------------------------------===//
 
@@ -269,10 +270,20 @@ struct ExpertsGradOpLowering final : OpConversionPattern<ExpertsGradOp> {
     SmallVector<Value> weights{adaptor.getFc1Weight(), adaptor.getFc1Bias(),
                                adaptor.getFc3Weight(), adaptor.getFc3Bias(),
                                adaptor.getFc2Weight(), adaptor.getFc2Bias()};
+    // Per group: one cotangent row per group, each written once.
+    bool perGroup = op.getPerGroup();
     SmallVector<Value> inits{filledTensor(rewriter, loc, rowsType, 0.0)};
-    for (Value weight : weights)
-      if (weight)
-        inits.push_back(filledTensor(rewriter, loc, tensorType(weight), 0.0));
+    for (Value weight : weights) {
+      if (!weight)
+        continue;
+      RankedTensorType type = tensorType(weight);
+      if (perGroup) {
+        SmallVector<int64_t> shape(type.getShape());
+        shape[0] = numGroups;
+        type = type.clone(shape);
+      }
+      inits.push_back(filledTensor(rewriter, loc, type, 0.0));
+    }
     Value zero = indexConst(rewriter, loc, 0);
     if (!capacity)
       inits.push_back(zero);
@@ -325,8 +336,8 @@ struct ExpertsGradOpLowering final : OpConversionPattern<ExpertsGradOp> {
           unsigned next = 1;
           for (auto [weight, update] : llvm::zip(weights, updates))
             if (weight)
-              yields.push_back(
-                  accumulateExpert(b, nloc, args[next++], expert, update));
+              yields.push_back(accumulateExpert(
+                  b, nloc, args[next++], perGroup ? group : expert, update));
           if (!capacity)
             yields.push_back(rows.end);
           scf::YieldOp::create(b, nloc, yields);

@@ -2,8 +2,9 @@
 //
 // The lowerings of a placement that is fixed when the program is compiled:
 // moe.slot_table becomes its initial table (a runtime-owned table is made a
-// buffer by moe-externalize-weights before this runs), moe.place counts
-// each expert's choices in token order and moe.slot_weights gathers rows.
+// buffer by moe-externalize-weights before this runs), moe.place finds the
+// slot serving each expert from this rank, moe.slot_weights gathers rows
+// and moe.slot_grad_sum on one rank adds each expert's parts.
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,12 +27,12 @@ struct SlotTableOpLowering : public OpConversionPattern<SlotTableOp> {
   }
 };
 
-/// The replica rule as one pass over the choices in (t, j) order: the
-/// choice that is the i-th of this batch to pick expert e takes e's replica
-/// i mod c_e (its slots in ascending order). Before it, the table is read
-/// once into replica counts and each expert's slots (a counting sort), so
-/// the work is O(P + T k). Expert ids index tables of P entries: ids of the
-/// table are experts below E <= P; others (unrouted -1) give -1.
+/// The replica rule (ReplicaRule.h) in two steps: the slot that serves
+/// each expert from this rank, from scans of the table (replica counts,
+/// each expert's slots in ascending order, its first slot here, the
+/// holder ranks below this one), then one lookup per choice. O(P + T k).
+/// Expert ids index tables of P entries: ids of the table are experts
+/// below E <= P; others (unrouted -1) give -1.
 struct PlaceOpLowering : public OpConversionPattern<PlaceOp> {
   using OpConversionPattern::OpConversionPattern;
 
@@ -43,12 +44,18 @@ struct PlaceOpLowering : public OpConversionPattern<PlaceOp> {
     RankedTensorType idsType = op.getIds().getType();
     Value ids = adaptor.getIds(), table = adaptor.getTable();
     int64_t P = tensorType(table).getDimSize(0);
+    int64_t perRank = P / static_cast<int64_t>(op.getRanks());
     Type i32 = b.getI32Type(), index = b.getIndexType();
     auto perSlot = RankedTensorType::get({P}, i32);
-    Value zeros = filledTensor(b, loc, perSlot, 0);
-    Value none = scalarConst(b, loc, i32, -1);
-    Value one = scalarConst(b, loc, i32, 1);
     Value zero = scalarConst(b, loc, i32, 0);
+    Value one = scalarConst(b, loc, i32, 1);
+    Value none = scalarConst(b, loc, i32, -1);
+    Value zeros = filledTensor(b, loc, perSlot, 0);
+    Value nones = filledTensor(b, loc, perSlot, -1);
+    Value source =
+        adaptor.getSource()
+            ? Value(arith::IndexCastOp::create(b, loc, i32, adaptor.getSource()))
+            : zero;
     auto toIndex = [&](OpBuilder &nb, Location nloc, Value v) -> Value {
       return arith::IndexCastOp::create(nb, nloc, index, v);
     };
@@ -59,16 +66,23 @@ struct PlaceOpLowering : public OpConversionPattern<PlaceOp> {
                    Value i) -> Value {
       return tensor::InsertOp::create(nb, nloc, v, t, toIndex(nb, nloc, i));
     };
+    auto cmp = [](OpBuilder &nb, Location nloc, arith::CmpIPredicate pred,
+                  Value lhs, Value rhs) -> Value {
+      return arith::CmpIOp::create(nb, nloc, pred, lhs, rhs);
+    };
+    auto select = [](OpBuilder &nb, Location nloc, Value c, Value t,
+                     Value f) -> Value {
+      return arith::SelectOp::create(nb, nloc, c, t, f);
+    };
     // An expert id that indexes the tables: [0, P), else 0 (and `valid`
     // false).
     auto clamp = [&](OpBuilder &nb, Location nloc, Value e,
                      Value &valid) -> Value {
-      Value atLeast0 = arith::CmpIOp::create(nb, nloc, arith::CmpIPredicate::sge,
-                                             e, zero);
-      Value below = arith::CmpIOp::create(nb, nloc, arith::CmpIPredicate::slt, e,
-                                          scalarConst(nb, nloc, i32, P));
-      valid = arith::AndIOp::create(nb, nloc, atLeast0, below);
-      return arith::SelectOp::create(nb, nloc, valid, e, zero);
+      valid = arith::AndIOp::create(
+          nb, nloc, cmp(nb, nloc, arith::CmpIPredicate::sge, e, zero),
+          cmp(nb, nloc, arith::CmpIPredicate::slt, e,
+              scalarConst(nb, nloc, i32, P)));
+      return select(nb, nloc, valid, e, zero);
     };
 
     // Replica counts c_e.
@@ -81,9 +95,8 @@ struct PlaceOpLowering : public OpConversionPattern<PlaceOp> {
                           tensor::ExtractOp::create(nb, nloc, table, ivs[0]),
                           valid);
           Value c = at(nb, nloc, acc[0], e);
-          c = arith::SelectOp::create(nb, nloc, valid,
-                                      arith::AddIOp::create(nb, nloc, c, one),
-                                      c);
+          c = select(nb, nloc, valid, arith::AddIOp::create(nb, nloc, c, one),
+                     c);
           return {put(nb, nloc, c, acc[0], e)};
         })[0];
     // Where each expert's slots start in `sorted`: the exclusive prefix sum.
@@ -95,57 +108,92 @@ struct PlaceOpLowering : public OpConversionPattern<PlaceOp> {
           return {tensor::InsertOp::create(nb, nloc, acc[1], acc[0], ivs[0]),
                   arith::AddIOp::create(nb, nloc, acc[1], c)};
         })[0];
-    // Each expert's slots in ascending order.
-    Value sorted = loopNest(
-        b, loc, {P}, {begins, zeros},
+    // In one scan, ascending: each expert's slots in order (`sorted`), its
+    // first slot on this rank (`local`, -1 if none), and the ranks below
+    // this one that hold it (`below`, counting each rank once: `last` is
+    // the last such rank seen).
+    SmallVector<Value> scanned = loopNest(
+        b, loc, {P}, {begins, zeros, nones, zeros, nones},
         [&](OpBuilder &nb, Location nloc, ValueRange ivs,
             ValueRange acc) -> scf::ValueVector {
+          Value fill = acc[0], sorted = acc[1], local = acc[2],
+                below = acc[3], last = acc[4];
           Value valid;
           Value e = clamp(nb, nloc,
                           tensor::ExtractOp::create(nb, nloc, table, ivs[0]),
                           valid);
-          Value next = at(nb, nloc, acc[0], e);
           Value slot = arith::IndexCastOp::create(nb, nloc, i32, ivs[0]);
+          Value rank = arith::DivUIOp::create(
+              nb, nloc, slot, scalarConst(nb, nloc, i32, perRank));
           // An invalid entry writes its own place again: a no-op.
-          Value into = arith::SelectOp::create(nb, nloc, valid, next, zero);
-          Value kept = at(nb, nloc, acc[1], into);
-          Value sortedNext = put(
-              nb, nloc, arith::SelectOp::create(nb, nloc, valid, slot, kept),
-              acc[1], into);
-          Value fill = put(
-              nb, nloc,
-              arith::SelectOp::create(
-                  nb, nloc, valid, arith::AddIOp::create(nb, nloc, next, one),
-                  next),
-              acc[0], e);
-          return {fill, sortedNext};
-        })[1];
-    // The choices in (t, j) order.
+          Value next = at(nb, nloc, fill, e);
+          Value into = select(nb, nloc, valid, next, zero);
+          sorted = put(nb, nloc,
+                       select(nb, nloc, valid, slot, at(nb, nloc, sorted, into)),
+                       sorted, into);
+          fill = put(nb, nloc,
+                     select(nb, nloc, valid,
+                            arith::AddIOp::create(nb, nloc, next, one), next),
+                     fill, e);
+          Value localNow = at(nb, nloc, local, e);
+          Value isLocal = arith::AndIOp::create(
+              nb, nloc, valid,
+              arith::AndIOp::create(
+                  nb, nloc, cmp(nb, nloc, arith::CmpIPredicate::eq, rank, source),
+                  cmp(nb, nloc, arith::CmpIPredicate::slt, localNow, zero)));
+          local = put(nb, nloc, select(nb, nloc, isLocal, slot, localNow),
+                      local, e);
+          Value lastNow = at(nb, nloc, last, e);
+          Value isBelow = arith::AndIOp::create(
+              nb, nloc, valid,
+              arith::AndIOp::create(
+                  nb, nloc, cmp(nb, nloc, arith::CmpIPredicate::slt, rank, source),
+                  cmp(nb, nloc, arith::CmpIPredicate::ne, rank, lastNow)));
+          Value belowNow = at(nb, nloc, below, e);
+          below = put(nb, nloc,
+                      select(nb, nloc, isBelow,
+                             arith::AddIOp::create(nb, nloc, belowNow, one),
+                             belowNow),
+                      below, e);
+          last = put(nb, nloc, select(nb, nloc, isBelow, rank, lastNow), last,
+                     e);
+          return {fill, sorted, local, below, last};
+        });
+    Value sorted = scanned[1], local = scanned[2], below = scanned[3];
+    // The serving slot of each expert.
+    Value serve = loopNest(
+        b, loc, {P}, {nones},
+        [&](OpBuilder &nb, Location nloc, ValueRange ivs,
+            ValueRange acc) -> scf::ValueVector {
+          Value e = arith::IndexCastOp::create(nb, nloc, i32, ivs[0]);
+          Value c = at(nb, nloc, counts, e);
+          Value held = cmp(nb, nloc, arith::CmpIPredicate::sgt, c, zero);
+          Value turn = arith::RemUIOp::create(
+              nb, nloc, arith::SubIOp::create(nb, nloc, source,
+                                              at(nb, nloc, below, e)),
+              arith::MaxSIOp::create(nb, nloc, c, one));
+          Value where = select(
+              nb, nloc, held,
+              arith::AddIOp::create(nb, nloc, at(nb, nloc, begins, e), turn),
+              zero);
+          Value mine = at(nb, nloc, local, e);
+          Value slot = select(
+              nb, nloc, cmp(nb, nloc, arith::CmpIPredicate::sge, mine, zero),
+              mine, at(nb, nloc, sorted, where));
+          return {put(nb, nloc, select(nb, nloc, held, slot, none), acc[0],
+                      e)};
+        })[0];
+    // The choices.
     Value init = tensor::EmptyOp::create(b, loc, idsType.getShape(), i32);
     Value slots = loopNest(
-        b, loc, idsType.getShape(), {init, zeros},
+        b, loc, idsType.getShape(), {init},
         [&](OpBuilder &nb, Location nloc, ValueRange ivs,
             ValueRange acc) -> scf::ValueVector {
           Value valid;
           Value e = clamp(nb, nloc,
                           tensor::ExtractOp::create(nb, nloc, ids, ivs), valid);
-          Value c = at(nb, nloc, counts, e);
-          valid = arith::AndIOp::create(
-              nb, nloc, valid,
-              arith::CmpIOp::create(nb, nloc, arith::CmpIPredicate::sgt, c,
-                                    zero));
-          Value seen = at(nb, nloc, acc[1], e);
-          Value replica = arith::RemUIOp::create(
-              nb, nloc, seen, arith::MaxSIOp::create(nb, nloc, c, one));
-          Value where =
-              arith::AddIOp::create(nb, nloc, at(nb, nloc, begins, e), replica);
-          where = arith::SelectOp::create(nb, nloc, valid, where, zero);
-          Value slot = arith::SelectOp::create(
-              nb, nloc, valid, at(nb, nloc, sorted, where), none);
-          Value seenNext = arith::SelectOp::create(
-              nb, nloc, valid, arith::AddIOp::create(nb, nloc, seen, one), seen);
-          return {tensor::InsertOp::create(nb, nloc, slot, acc[0], ivs),
-                  put(nb, nloc, seenNext, acc[1], e)};
+          Value slot = select(nb, nloc, valid, at(nb, nloc, serve, e), none);
+          return {tensor::InsertOp::create(nb, nloc, slot, acc[0], ivs)};
         })[0];
     rewriter.replaceOp(op, slots);
     return success();
@@ -176,11 +224,77 @@ struct SlotWeightsOpLowering : public OpConversionPattern<SlotWeightsOp> {
   }
 };
 
+/// moe.slot_grad_sum on one rank: every choice of an expert went to its
+/// first slot, so each slot's gradient is `0 + partials[first slot of its
+/// expert]` (the addition of moe.experts_grad's first group). Over more
+/// ranks it is an exchange (convert-comm-to-runtime).
+struct SlotGradSumOpLowering : public OpConversionPattern<SlotGradSumOp> {
+  using OpConversionPattern::OpConversionPattern;
+
+  LogicalResult
+  matchAndRewrite(SlotGradSumOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    if (op.getGroupSize() != 1)
+      return rewriter.notifyMatchFailure(
+          op, "over several ranks: lowered to the runtime's exchange");
+    Location loc = op.getLoc();
+    Value table = adaptor.getTable(), partials = adaptor.getPartials();
+    int64_t P = tensorType(table).getDimSize(0);
+    Type i32 = rewriter.getI32Type();
+    Value zero = scalarConst(rewriter, loc, i32, 0);
+    // Each expert's first slot (experts index tables of P entries).
+    Value first = loopNest(
+        rewriter, loc, {P},
+        {filledTensor(rewriter, loc, RankedTensorType::get({P}, i32), -1)},
+        [&](OpBuilder &b, Location nloc, ValueRange ivs,
+            ValueRange acc) -> scf::ValueVector {
+          Value e = tensor::ExtractOp::create(b, nloc, table, ivs[0]);
+          Value valid = arith::AndIOp::create(
+              b, nloc,
+              arith::CmpIOp::create(b, nloc, arith::CmpIPredicate::sge, e,
+                                    zero),
+              arith::CmpIOp::create(b, nloc, arith::CmpIPredicate::slt, e,
+                                    scalarConst(b, nloc, i32, P)));
+          Value at = arith::IndexCastOp::create(
+              b, nloc, b.getIndexType(),
+              arith::SelectOp::create(b, nloc, valid, e, zero));
+          Value seen = tensor::ExtractOp::create(b, nloc, acc[0], at);
+          Value take = arith::AndIOp::create(
+              b, nloc, valid,
+              arith::CmpIOp::create(b, nloc, arith::CmpIPredicate::slt, seen,
+                                    zero));
+          Value slot = arith::IndexCastOp::create(b, nloc, i32, ivs[0]);
+          return {tensor::InsertOp::create(
+              b, nloc, arith::SelectOp::create(b, nloc, take, slot, seen),
+              acc[0], at)};
+        })[0];
+    RankedTensorType outType = op.getOutput().getType();
+    Value output = mapElements(
+        rewriter, loc, outType, ValueRange{}, {},
+        [&](OpBuilder &b, Location nloc, ValueRange) -> Value {
+          SmallVector<Value> at;
+          for (int64_t d = 0; d < outType.getRank(); ++d)
+            at.push_back(linalg::IndexOp::create(b, nloc, d));
+          Value expert = tensor::ExtractOp::create(b, nloc, table, at[0]);
+          Value index = arith::IndexCastOp::create(b, nloc, b.getIndexType(),
+                                                   expert);
+          Value slot = tensor::ExtractOp::create(b, nloc, first, index);
+          at[0] = arith::IndexCastOp::create(b, nloc, b.getIndexType(), slot);
+          Value part = tensor::ExtractOp::create(b, nloc, partials, at);
+          return arith::AddFOp::create(
+              b, nloc,
+              scalarConst(b, nloc, outType.getElementType(), 0.0), part);
+        });
+    rewriter.replaceOp(op, output);
+    return success();
+  }
+};
+
 } // namespace
 
 void populatePlacementPatterns(RewritePatternSet &patterns) {
-  patterns.add<SlotTableOpLowering, PlaceOpLowering, SlotWeightsOpLowering>(
-      patterns.getContext());
+  patterns.add<SlotTableOpLowering, PlaceOpLowering, SlotWeightsOpLowering,
+               SlotGradSumOpLowering>(patterns.getContext());
 }
 
 } // namespace mlir::moe::lowering

@@ -102,13 +102,6 @@ void migrateSlots(const std::vector<int32_t> &from,
                   const std::vector<int32_t> &to,
                   const std::vector<SlotBuffer> &buffers);
 
-/// Collective over this rank's EP group, for training with replicas: every
-/// row of the f32 slot-laid `buffers` (gradients) becomes the sum of the
-/// rows of all slots that hold the same expert under `table`, added in slot
-/// order, so that every replica gets the same bits.
-void sumReplicaRows(const std::vector<int32_t> &table,
-                    const std::vector<SlotBuffer> &buffers);
-
 /// Collective: reduces the statistics of every run to rank 0, which prints
 /// the entry's time, each MoE layer's tokens per expert, dropped tokens and
 /// time, and the expert GEMMs' FLOP rate.

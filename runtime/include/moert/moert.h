@@ -73,6 +73,18 @@ void moert_ragged_all_to_all(const void *in, const int32_t *counts, void *out,
                              int64_t groupsPerRank, int64_t outRows,
                              int64_t axes);
 
+/* moe.slot_grad_sum: the group holds the numSlots slots of `table` (slot
+ * -> expert), S = numSlots / G per position. partials has G * S rows of
+ * rowElems floats: row s*S + j is what source position s's tokens gave this
+ * position's slot j. out row j (expert e = table[me*S + j]) is 0 + part(e,
+ * 0) + ... + part(e, G-1) in that order, part(e, s) being the row computed
+ * by the slot serving e's choices from s (the replica rule of moe.place,
+ * moe/Planner/ReplicaRule.h); parts of replicated experts travel between
+ * their holders. */
+void moert_slot_grad_sum(const float *partials, const int32_t *table,
+                         float *out, int64_t numSlots, int64_t rowElems,
+                         int64_t axes);
+
 /* out = sum of `in` over the positions before this one (zeros at 0). */
 void moert_exclusive_scan_sum(const void *in, void *out, int64_t count,
                               int32_t dtype, int64_t axes);

@@ -242,11 +242,12 @@ void *moert_cuda_device_global(const void *host, int64_t bytes);
 void moert_cuda_update_global(const void *host, int64_t bytes);
 
 /* moe.place on the device: out[q] is the slot of table (numSlots entries,
- * slot -> expert) that the q-th of the numIds routing choices `ids` goes
- * to: the i-th choice of expert e takes e's replica i mod c_e, its slots in
- * ascending order; -1 for ids no slot holds. */
+ * slot -> expert, over `ranks` ranks) that serves the q-th of the numIds
+ * routing choices `ids`, made on rank `source`, by the replica rule
+ * (moe/Planner/ReplicaRule.h); -1 for ids no slot holds. */
 void moert_cuda_place(const int32_t *ids, int64_t numIds,
-                      const int32_t *table, int64_t numSlots, int32_t *out);
+                      const int32_t *table, int64_t numSlots, int64_t ranks,
+                      int64_t source, int32_t *out);
 
 /* moert::migrateSlots on the device: the device copies of the slot-laid
  * globals at the host addresses `buffers` (this rank's P / ep slots of

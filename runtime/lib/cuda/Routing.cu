@@ -16,6 +16,7 @@
 
 #include "Kernels.cuh"
 
+#include "moe/Planner/ReplicaRule.h"
 #include "moert/moert_cuda.h"
 
 #include <algorithm>
@@ -629,55 +630,36 @@ void moert_cuda_combine(int32_t dtype, const void *rows, int64_t tokens,
                   "moert_cuda_combine");
 }
 
-/// moe.place on the device: the table read into shared memory (replica
-/// counts, their prefix sums, each expert's slots in ascending order), then
-/// one thread per expert walks the choices in order and gives its i-th
-/// choice replica i mod c. One block: P is small, and every thread reads
-/// the same id at a time.
+/// moe.place on the device: the slot serving each expert from this rank
+/// (the replica rule, moe/Planner/ReplicaRule.h) into shared memory, a
+/// thread per expert, then a thread per choice. One block: P is small.
 __global__ void placeKernel(const int32_t *ids, int64_t n,
-                            const int32_t *table, int P, int32_t *out) {
-  extern __shared__ int32_t tables[];
-  int32_t *count = tables, *begin = tables + P, *sorted = tables + 2 * P,
-          *placed = tables + 3 * P;
-  for (int64_t q = threadIdx.x; q < n; q += blockDim.x)
-    out[q] = -1;
-  if (threadIdx.x == 0) {
-    for (int p = 0; p < P; ++p)
-      count[p] = placed[p] = 0;
-    for (int p = 0; p < P; ++p)
-      if (table[p] >= 0 && table[p] < P)
-        ++count[table[p]];
-    for (int e = 0, sum = 0; e < P; ++e) {
-      begin[e] = sum;
-      sum += count[e];
-    }
-    for (int p = 0; p < P; ++p)
-      if (table[p] >= 0 && table[p] < P)
-        sorted[begin[table[p]] + placed[table[p]]++] = p;
-  }
+                            const int32_t *table, int P, int ranks, int source,
+                            int32_t *out) {
+  extern __shared__ int32_t serve[];
+  for (int e = threadIdx.x; e < P; e += blockDim.x)
+    serve[e] = static_cast<int32_t>(
+        moe::planner::servingSlot(table, P, ranks, source, e));
   __syncthreads();
-  for (int e = threadIdx.x; e < P; e += blockDim.x) {
-    int c = count[e];
-    if (c == 0)
-      continue;
-    int occurrence = 0;
-    for (int64_t q = 0; q < n; ++q)
-      if (ids[q] == e)
-        out[q] = sorted[begin[e] + occurrence++ % c];
-  }
+  for (int64_t q = threadIdx.x; q < n; q += blockDim.x)
+    out[q] = ids[q] >= 0 && ids[q] < P ? serve[ids[q]] : -1;
 }
 
 void moert_cuda_place(const int32_t *ids, int64_t numIds,
-                      const int32_t *table, int64_t numSlots, int32_t *out) {
+                      const int32_t *table, int64_t numSlots, int64_t ranks,
+                      int64_t source, int32_t *out) {
   const char *op = "moert_cuda_place";
-  // Four tables of P in shared memory (48 KiB).
-  if (numIds < 0 || numSlots < 1 || numSlots > 3072)
+  // A table of P in shared memory (12 KiB).
+  if (numIds < 0 || numSlots < 1 || numSlots > 3072 || ranks < 1 ||
+      numSlots % ranks != 0 || source < 0 || source >= ranks)
     detail::fail(op, ": ", numIds, " choices over ", numSlots,
-         " slots (at most 3072)");
+                 " slots (at most 3072) of ", ranks, " ranks, from rank ",
+                 source);
   if (numIds == 0)
     return;
-  placeKernel<<<1, 256, 4 * numSlots * sizeof(int32_t), device().stream>>>(
-      ids, numIds, table, static_cast<int>(numSlots), out);
+  placeKernel<<<1, 256, numSlots * sizeof(int32_t), device().stream>>>(
+      ids, numIds, table, static_cast<int>(numSlots), static_cast<int>(ranks),
+      static_cast<int>(source), out);
   checkLaunch("place kernel");
 }
 

@@ -24,7 +24,8 @@
 // EP2: %[[T:.*]] = moe.slot_table layer 0 experts 8 initial [0, 1, 2, 3, 4, 5, 6, 7, 0, 1] : tensor<10xi32>
 // EP2: %[[SW1:.*]] = moe.slot_weights %arg2[%[[T]]]
 // EP2: %[[IDS:.*]], %{{.*}} = moe.router softmax topk %{{.*}} : tensor<8x8xf32> -> tensor<8x2xi32>, tensor<8x2xf32>
-// EP2: %[[S:.*]] = moe.place %[[IDS]], %[[T]] : tensor<8x2xi32>, tensor<10xi32>
+// EP2: %[[POS:.*]] = shard.process_multi_index on @world axes = [3] : index
+// EP2: %[[S:.*]] = moe.place %[[IDS]], %[[T]] source %[[POS]] ranks 2 : tensor<8x2xi32>, tensor<10xi32>
 // EP2: %[[LW1:.*]] = shard.all_slice %[[SW1]] on @world grid_axes = [3] slice_axis = 0 : tensor<10x16x8xf32> -> tensor<5x16x8xf32>
 // EP2: %[[ROWS:.*]], %{{.*}}, %[[C:.*]], %{{.*}} = moe.dispatch %{{.*}}, %[[S]] {{.*}}-> (tensor<16x8xf32>, tensor<8x2xi32>, tensor<10xi32>, tensor<i64>)
 // EP2: %[[IN:.*]], %[[INC:.*]] = moe.all_to_all %[[ROWS]], %[[C]] on @world grid_axes = [3] : (tensor<16x8xf32>, tensor<10xi32>) -> (tensor<32x8xf32>, tensor<10xi32>)
@@ -35,20 +36,25 @@
 // FIXED-NOT: moe.slot_weights
 // FIXED: moe.dispatch {{.*}} -> (tensor<32x8xf32>, tensor<16x2xi32>, tensor<8xi32>, tensor<i64>)
 
-// The table read once (replica counts, their prefix sum, each expert's
-// slots), then one pass over the choices in (t, j) order.
+// The table read in scans (replica counts, their prefix sum; each expert's
+// slots, first local slot and holder ranks below this one), the serving
+// slot of each expert, then one lookup per choice.
 // LOWER-LABEL: func.func @block(
 // LOWER: %[[T:.*]] = arith.constant dense<[0, 1, 2, 3, 4, 5, 6, 7, 0, 1]> : tensor<10xi32>
 // LOWER: %[[C:.*]] = scf.for {{.*}} -> (tensor<10xi32>)
 // LOWER: tensor.extract %[[T]]
 // LOWER: %[[B:.*]]:2 = scf.for {{.*}} -> (tensor<10xi32>, i32)
-// LOWER: %[[S:.*]]:2 = scf.for {{.*}} -> (tensor<10xi32>, tensor<10xi32>)
-// LOWER: scf.for {{.*}} -> (tensor<16x2xi32>, tensor<10xi32>)
-// LOWER: scf.for {{.*}} -> (tensor<16x2xi32>, tensor<10xi32>)
+// LOWER: %[[S:.*]]:5 = scf.for {{.*}} -> (tensor<10xi32>, tensor<10xi32>, tensor<10xi32>, tensor<10xi32>, tensor<10xi32>)
+// LOWER: %[[SERVE:.*]] = scf.for {{.*}} -> (tensor<10xi32>)
 // LOWER: tensor.extract %[[C]]
+// LOWER: tensor.extract %[[S]]#3
 // LOWER: arith.remui
 // LOWER: tensor.extract %[[B]]#0
+// LOWER: tensor.extract %[[S]]#2
 // LOWER: tensor.extract %[[S]]#1
+// LOWER: scf.for {{.*}} -> (tensor<16x2xi32>)
+// LOWER: scf.for {{.*}} -> (tensor<16x2xi32>)
+// LOWER: tensor.extract %[[SERVE]]
 func.func @block(%x: tensor<16x8xf32>, %logits: tensor<16x8xf32>,
                  %w1: tensor<8x16x8xf32>, %w3: tensor<8x16x8xf32>,
                  %w2: tensor<8x8x16xf32>) -> tensor<16x8xf32> {

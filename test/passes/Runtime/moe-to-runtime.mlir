@@ -328,16 +328,17 @@ func.func @combine(%rows: tensor<4x3x5xf16>, %slots: tensor<6x2xi32>,
 
 // -----
 
-// moe.place is one kernel with target=cuda: 12 choices over 10 slots. The
-// CPU keeps the compiled scans.
+// moe.place is one kernel with target=cuda: 12 choices over 10 slots of 2
+// ranks, from this rank's position. The CPU keeps the compiled scans.
 // CHECK-LABEL: func.func @place
 // CHECK: moe.place
 // CUDA-LABEL: func.func @place
 // CUDA: %[[OUT:.*]] = memref.alloc() {alignment = 64 : i64} : memref<6x2xi32>
-// CUDA: call @moert_cuda_place(%{{.*}}, %c12_i64, %{{.*}}, %c10_i64, %{{.*}}) : (!llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr) -> ()
+// CUDA: %[[POS:.*]] = arith.index_cast %{{.*}} : index to i64
+// CUDA: call @moert_cuda_place(%{{.*}}, %c12_i64, %{{.*}}, %c10_i64, %c2_i64, %[[POS]], %{{.*}}) : (!llvm.ptr, i64, !llvm.ptr, i64, i64, i64, !llvm.ptr) -> ()
 // CUDA: %[[T:.*]] = bufferization.to_tensor %[[OUT]]
 // CUDA: return %[[T]]
-func.func @place(%ids: tensor<6x2xi32>, %table: tensor<10xi32>) -> tensor<6x2xi32> {
-  %s = moe.place %ids, %table : tensor<6x2xi32>, tensor<10xi32>
+func.func @place(%ids: tensor<6x2xi32>, %table: tensor<10xi32>, %rank: index) -> tensor<6x2xi32> {
+  %s = moe.place %ids, %table source %rank ranks 2 : tensor<6x2xi32>, tensor<10xi32>
   return %s : tensor<6x2xi32>
 }

@@ -47,6 +47,19 @@ func.func @fused_swiglu_limit(%rows: tensor<8x8xbf16>, %counts: tensor<4xi32>, %
 
 // -----
 
+// Per group (experts on slots): a weight cotangent per group of counts, 8
+// groups of 2 sources x 4 local slots, which moe.slot_grad_sum adds up.
+// CHECK-LABEL: func.func @per_group(
+// CHECK:         moe.experts_grad %{{.*}}, %{{.*}}, %{{.*}} fc1(%{{.*}}, %{{.*}}) fc2(%{{.*}}) activation <relu> per_group {resultSegmentSizes = array<i32: 1, 1, 1, 0, 0, 1, 0>} : (tensor<8x8xf32>, tensor<8xi32>, tensor<8x8xf32>, tensor<4x16x8xf32>, tensor<4x16xf32>, tensor<4x8x16xf32>) -> (tensor<8x8xf32>, tensor<8x16x8xf32>, tensor<8x16xf32>, tensor<8x8x16xf32>)
+func.func @per_group(%rows: tensor<8x8xf32>, %counts: tensor<8xi32>, %dy: tensor<8x8xf32>, %w1: tensor<4x16x8xf32>, %b1: tensor<4x16xf32>, %w2: tensor<4x8x16xf32>) -> tensor<8x16x8xf32> {
+  %dx, %dw1, %db1, %dw2 = moe.experts_grad %rows, %counts, %dy fc1(%w1, %b1) fc2(%w2) activation <relu> per_group {resultSegmentSizes = array<i32: 1, 1, 1, 0, 0, 1, 0>}
+      : (tensor<8x8xf32>, tensor<8xi32>, tensor<8x8xf32>, tensor<4x16x8xf32>, tensor<4x16xf32>, tensor<4x8x16xf32>)
+     -> (tensor<8x8xf32>, tensor<8x16x8xf32>, tensor<8x16xf32>, tensor<8x8x16xf32>)
+  return %dw1 : tensor<8x16x8xf32>
+}
+
+// -----
+
 // The operands obey moe.experts' constraints (shared code): E >= 1 ...
 func.func @no_experts(%rows: tensor<8x8xf32>, %counts: tensor<0xi32>, %dy: tensor<8x8xf32>, %w1: tensor<0x16x8xf32>, %w2: tensor<0x8x16xf32>) {
   // expected-error @+1 {{'moe.experts_grad' op fc1 must have at least one expert}}
@@ -172,5 +185,15 @@ func.func @d_fc2_bias_type(%rows: tensor<8x8xf32>, %counts: tensor<4xi32>, %dy: 
   // expected-error @+1 {{'moe.experts_grad' op cotangent of fc2_bias has type 'tensor<4x16xf32>', expected 'tensor<4x8xf32>'}}
   %dx, %dw1, %dw2, %db2 = moe.experts_grad %rows, %counts, %dy fc1(%w1) fc2(%w2, %b2) activation <relu> {resultSegmentSizes = array<i32: 1, 1, 0, 0, 0, 1, 1>}
       : (tensor<8x8xf32>, tensor<4xi32>, tensor<8x8xf32>, tensor<4x16x8xf32>, tensor<4x8x16xf32>, tensor<4x8xf32>) -> (tensor<8x8xf32>, tensor<4x16x8xf32>, tensor<4x8x16xf32>, tensor<4x16xf32>)
+  return
+}
+
+// -----
+
+// Per group, a weight cotangent has a row per group, not per expert.
+func.func @per_group_shape(%rows: tensor<8x8xf32>, %counts: tensor<8xi32>, %dy: tensor<8x8xf32>, %w1: tensor<4x16x8xf32>, %w2: tensor<4x8x16xf32>) {
+  // expected-error @+1 {{'moe.experts_grad' op cotangent of fc1 has type 'tensor<4x16x8xf32>', expected 'tensor<8x16x8xf32>'}}
+  %dx, %dw1, %dw2 = moe.experts_grad %rows, %counts, %dy fc1(%w1) fc2(%w2) activation <relu> per_group {resultSegmentSizes = array<i32: 1, 1, 0, 0, 0, 1, 0>}
+      : (tensor<8x8xf32>, tensor<8xi32>, tensor<8x8xf32>, tensor<4x16x8xf32>, tensor<4x8x16xf32>) -> (tensor<8x8xf32>, tensor<4x16x8xf32>, tensor<8x8x16xf32>)
   return
 }

@@ -1221,3 +1221,61 @@ func.func @place_types(%ids: tensor<4x2xi32>, %t: tensor<6xi32>) {
   %s = "moe.place"(%ids, %t) : (tensor<4x2xi32>, tensor<6xi32>) -> tensor<4x1xi32>
   return
 }
+
+// -----
+
+func.func @place_ranks(%ids: tensor<4x2xi32>, %t: tensor<6xi32>, %r: index) {
+  // expected-error @below {{the 6 slots do not split over 4 ranks}}
+  %s = moe.place %ids, %t source %r ranks 4 : tensor<4x2xi32>, tensor<6xi32>
+  return
+}
+
+// -----
+
+func.func @place_no_ranks(%ids: tensor<4x2xi32>, %t: tensor<6xi32>) {
+  // expected-error @below {{ranks must be at least 1, got 0}}
+  %s = "moe.place"(%ids, %t) <{ranks = 0 : i64}> : (tensor<4x2xi32>, tensor<6xi32>) -> tensor<4x2xi32>
+  return
+}
+
+// -----
+
+func.func @place_source(%ids: tensor<4x2xi32>, %t: tensor<6xi32>) {
+  // expected-error @below {{takes a source rank exactly when ranks > 1}}
+  %s = "moe.place"(%ids, %t) <{ranks = 2 : i64}> : (tensor<4x2xi32>, tensor<6xi32>) -> tensor<4x2xi32>
+  return
+}
+
+// -----
+
+func.func @slot_grad_sum_rows(%p: tensor<6x16xf32>, %t: tensor<6xi32>) {
+  // expected-error @below {{keeps the row shape and element type, got 'tensor<6x16xf32>' -> 'tensor<6x8xf32>'}}
+  %g = moe.slot_grad_sum %p, %t : (tensor<6x16xf32>, tensor<6xi32>) -> tensor<6x8xf32>
+  return
+}
+
+// -----
+
+func.func @slot_grad_sum_one_rank(%p: tensor<6x16xf32>, %t: tensor<6xi32>) {
+  // expected-error @below {{on one rank takes and returns a row per slot (6)}}
+  %g = moe.slot_grad_sum %p, %t : (tensor<6x16xf32>, tensor<6xi32>) -> tensor<3x16xf32>
+  return
+}
+
+// -----
+
+shard.grid @pair(shape = 2)
+func.func @slot_grad_sum_ranks(%p: tensor<6x16xf32>, %t: tensor<6xi32>) {
+  // expected-error @below {{over 2 ranks takes 6 rows (one per source and local slot) and returns 3}}
+  %g = moe.slot_grad_sum %p, %t on @pair grid_axes = [0] : (tensor<6x16xf32>, tensor<6xi32>) -> tensor<6x16xf32>
+  return
+}
+
+// -----
+
+shard.grid @three(shape = 3)
+func.func @slot_grad_sum_split(%p: tensor<4x16xf32>, %t: tensor<4xi32>) {
+  // expected-error @below {{the 4 slots do not split over 3 ranks}}
+  %g = moe.slot_grad_sum %p, %t on @three grid_axes = [0] : (tensor<4x16xf32>, tensor<4xi32>) -> tensor<2x16xf32>
+  return
+}

@@ -381,9 +381,26 @@ func.func @placement(%ids: tensor<4x2xi32>, %w1: tensor<4x16x8xf32>, %b1: tensor
   %t = moe.slot_table layer 3 experts 4 initial [0, 1, 2, 3, 0, 1] : tensor<6xi32>
   // CHECK: moe.place %{{.*}}, %[[T]] : tensor<4x2xi32>, tensor<6xi32>
   %s = moe.place %ids, %t : tensor<4x2xi32>, tensor<6xi32>
+  // CHECK: moe.place %{{.*}}, %[[T]] source %{{.*}} ranks 2 : tensor<4x2xi32>, tensor<6xi32>
+  %rank = arith.constant 1 : index
+  %mine = moe.place %ids, %t source %rank ranks 2 : tensor<4x2xi32>, tensor<6xi32>
   // CHECK: moe.slot_weights %{{.*}}[%[[T]]] : (tensor<4x16x8xf32>, tensor<6xi32>) -> tensor<6x16x8xf32>
   %w = moe.slot_weights %w1[%t] : (tensor<4x16x8xf32>, tensor<6xi32>) -> tensor<6x16x8xf32>
   // CHECK: moe.slot_weights %{{.*}}[%[[T]]] : (tensor<4x16xf32>, tensor<6xi32>) -> tensor<6x16xf32>
   %b = moe.slot_weights %b1[%t] : (tensor<4x16xf32>, tensor<6xi32>) -> tensor<6x16xf32>
   return %s, %w, %b : tensor<4x2xi32>, tensor<6x16x8xf32>, tensor<6x16xf32>
+}
+
+// -----
+
+// The slot gradient sum: over the 2 ranks of grid axis 1 (6 slots, 3 per
+// rank, 6 parts in), and on one rank (a part per slot).
+shard.grid @slots(shape = 4x2)
+// CHECK-LABEL: func.func @slot_grad_sum(
+func.func @slot_grad_sum(%parts: tensor<6x16x8xf32>, %bias: tensor<6x16xf32>, %t: tensor<6xi32>) -> (tensor<3x16x8xf32>, tensor<6x16xf32>) {
+  // CHECK: moe.slot_grad_sum %{{.*}}, %{{.*}} on @slots grid_axes = [1] : (tensor<6x16x8xf32>, tensor<6xi32>) -> tensor<3x16x8xf32>
+  %g = moe.slot_grad_sum %parts, %t on @slots grid_axes = [1] : (tensor<6x16x8xf32>, tensor<6xi32>) -> tensor<3x16x8xf32>
+  // CHECK: moe.slot_grad_sum %{{.*}}, %{{.*}} : (tensor<6x16xf32>, tensor<6xi32>) -> tensor<6x16xf32>
+  %b = moe.slot_grad_sum %bias, %t : (tensor<6x16xf32>, tensor<6xi32>) -> tensor<6x16xf32>
+  return %g, %b : tensor<3x16x8xf32>, tensor<6x16xf32>
 }
