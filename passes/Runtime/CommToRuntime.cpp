@@ -36,6 +36,8 @@ struct Group {
 
 FailureOr<Group> groupOf(Operation *op, FlatSymbolRefAttr gridName,
                          ArrayRef<int16_t> axes, PatternRewriter &rewriter) {
+  if (!gridName)
+    return rewriter.notifyMatchFailure(op, "no grid: one rank");
   auto grid = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(op, gridName);
   if (!grid)
     return rewriter.notifyMatchFailure(op, "the grid is not declared");

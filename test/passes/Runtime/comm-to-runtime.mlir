@@ -118,3 +118,29 @@ func.func @bf16_sum(%x: tensor<8xbf16>) -> tensor<8xbf16> {
   %r = shard.all_reduce %x on @world grid_axes = [3] : tensor<8xbf16> -> tensor<8xbf16>
   return %r : tensor<8xbf16>
 }
+
+// -----
+
+// Slot gradients over the 2 ep ranks: 6 slots, 3 per rank, rows of 4x2
+// floats; f32 only. On one rank (no grid) the moe lowering adds them.
+shard.grid @world(shape = 1x1x1x2x1)
+
+// CHECK-LABEL: func.func @slot_grad_sum
+// CHECK: %[[OUT:.*]] = memref.alloc() {{.*}} : memref<3x4x2xf32>
+// CHECK: call @moert_slot_grad_sum(%{{.*}}, %{{.*}}, %{{.*}}, %c6_i64, %c8_i64, %c4_i64)
+// CHECK: moe.slot_grad_sum %{{.*}}, %{{.*}} : (tensor<6x4xf32>, tensor<6xi32>) -> tensor<6x4xf32>
+func.func @slot_grad_sum(%parts: tensor<6x4x2xf32>, %t: tensor<6xi32>, %one: tensor<6x4xf32>) -> (tensor<3x4x2xf32>, tensor<6x4xf32>) {
+  %g = moe.slot_grad_sum %parts, %t on @world grid_axes = [3] : (tensor<6x4x2xf32>, tensor<6xi32>) -> tensor<3x4x2xf32>
+  %b = moe.slot_grad_sum %one, %t : (tensor<6x4xf32>, tensor<6xi32>) -> tensor<6x4xf32>
+  return %g, %b : tensor<3x4x2xf32>, tensor<6x4xf32>
+}
+
+// -----
+
+shard.grid @world(shape = 1x1x1x2x1)
+
+func.func @slot_grad_sum_f16(%parts: tensor<6x4xf16>, %t: tensor<6xi32>) -> tensor<3x4xf16> {
+  // expected-error @+1 {{has no runtime lowering}}
+  %g = moe.slot_grad_sum %parts, %t on @world grid_axes = [3] : (tensor<6x4xf16>, tensor<6xi32>) -> tensor<3x4xf16>
+  return %g : tensor<3x4xf16>
+}
