@@ -20,6 +20,10 @@ if [ ! -f "$build/build.ninja" ]; then
     -DLLVM_USE_LINKER=lld-22 \
     -DONNX_DIR="$onnx_prefix/lib/cmake/ONNX" \
     "${extra_args[@]}"
+elif ! grep -qxF "ONNX_DIR:UNINITIALIZED=$onnx_prefix/lib/cmake/ONNX" "$build/CMakeCache.txt" &&
+     ! grep -qxF "ONNX_DIR:PATH=$onnx_prefix/lib/cmake/ONNX" "$build/CMakeCache.txt"; then
+  # A new ONNX install (setup-onnx.sh's version or patch level changed).
+  cmake -S "$root" -B "$build" -DONNX_DIR="$onnx_prefix/lib/cmake/ONNX" >/dev/null
 fi
 # Paths relative to the checkout, so that another clone or build folder at
 # the same depth reuses the compiled objects.

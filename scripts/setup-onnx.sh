@@ -15,9 +15,11 @@
 set -euo pipefail
 
 version=1.23.2
+# Our changes to its source (below); a new one makes a new install.
+patchlevel=1
 namespace=onnx_moe
 cache=${MOE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/moe-mlir}
-prefix=$cache/onnx-$version
+prefix=$cache/onnx-$version-p$patchlevel
 stamp=$prefix/.installed
 
 if [ -f "$stamp" ]; then
@@ -50,6 +52,19 @@ if [ -z "$archive" ]; then
   exit 1
 fi
 tar -xzf "$archive" -C "$work"
+
+# Data propagation stands for a 1-D tensor of static length N by N unknown
+# values, one protobuf message each: a model that declares N = 2^62 (the
+# onnx-proto fuzz target's test/fuzz/Inputs/onnx-proto/oom-data-propagation-
+# length) makes shape inference allocate until memory runs out. Values that
+# stand for shapes have one entry per axis; past 1024 the values are left
+# unknown, as for any tensor whose length is unknown.
+propagation=$work/onnx-$version/onnx/shape_inference/implementation.h
+sed -i 's/if ((shape.dim_size() == 1) \&\& (shape.dim(0).has_dim_value())) {/if ((shape.dim_size() == 1) \&\& (shape.dim(0).has_dim_value()) \&\& shape.dim(0).dim_value() <= 1024) {/' "$propagation"
+grep -q 'shape.dim(0).dim_value() <= 1024' "$propagation" || {
+  echo "setup-onnx: could not bound data propagation in $propagation (has ONNX $version changed?)" >&2
+  exit 1
+}
 
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache
