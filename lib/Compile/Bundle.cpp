@@ -187,13 +187,14 @@ static std::vector<int64_t> piecePositions(ArrayRef<SliceStep> steps,
 }
 
 /// Appends the piece of `data` (shape `shape`) at `positions` of the steps.
-static void appendPiece(std::string &out, ArrayRef<char> data,
-                        SmallVector<int64_t> shape, int64_t elementBytes,
-                        ArrayRef<SliceStep> steps, ArrayRef<int64_t> grid,
-                        ArrayRef<int64_t> positions) {
+/// Writes rank `positions`' piece of `data` (of `shape`) after `steps`.
+static void writePiece(llvm::raw_ostream &out, ArrayRef<char> data,
+                       SmallVector<int64_t> shape, int64_t elementBytes,
+                       ArrayRef<SliceStep> steps, ArrayRef<int64_t> grid,
+                       ArrayRef<int64_t> positions) {
   // A whole weight goes straight from its constant.
   if (steps.empty()) {
-    out.append(data.begin(), data.end());
+    out.write(data.data(), data.size());
     return;
   }
   std::string piece(data.begin(), data.end());
@@ -214,27 +215,32 @@ static void appendPiece(std::string &out, ArrayRef<char> data,
     piece = std::move(next);
     shape[step.dim] = part;
   }
-  out += piece;
+  out << piece;
 }
 
-LogicalResult mlir::moe::packWeights(ModuleOp module, Bundle &bundle) {
+/// The resource entry that holds a weight constant's bytes, if any.
+static DialectResourceBlobManager::BlobEntry *resourceOf(ElementsAttr source) {
+  auto resource = dyn_cast<DenseResourceElementsAttr>(source);
+  return resource ? resource.getRawHandle().getResource() : nullptr;
+}
+
+LogicalResult mlir::moe::packWeights(ModuleOp module, Bundle &bundle,
+                                     StringRef weightsPath) {
   int64_t world = *bundle.manifest.getInteger("world_size");
   json::Array &weights = *bundle.manifest.getArray("weights");
-  // Each weight's pieces add up to the weight: reserved at once, so that a
-  // model's gigabytes are not copied again each time the buffer grows.
-  size_t total = 0;
+  std::error_code ec;
+  llvm::raw_fd_ostream out(weightsPath, ec);
+  if (ec)
+    return module.emitError("moe-compile: cannot write '")
+           << weightsPath << "': " << ec.message();
+  bundle.weightsPath = weightsPath.str();
+  uint64_t written = 0;
+  // How many globals read each constant's blob: freed after the last.
+  llvm::DenseMap<void *, int64_t> readers;
   for (auto global : module.getOps<memref::GlobalOp>())
-    if (auto source = global->getAttrOfType<ElementsAttr>("moe.weight_source")) {
-      auto shape = cast<ShapedType>(source.getType());
-      int64_t elements = shape.getNumElements();
-      if (auto slots =
-              global->getAttrOfType<DenseI32ArrayAttr>("moe.weight_slot_table"))
-        elements = elements / std::max<int64_t>(shape.getDimSize(0), 1) *
-                   slots.size();
-      total += kPieceAlignment +
-               elements * ((global.getType().getElementTypeBitWidth() + 7) / 8);
-    }
-  bundle.weights.reserve(total);
+    if (auto source = global->getAttrOfType<ElementsAttr>("moe.weight_source"))
+      if (auto *entry = resourceOf(source))
+        ++readers[entry];
   for (auto global : module.getOps<memref::GlobalOp>()) {
     auto source = global->getAttrOfType<ElementsAttr>("moe.weight_source");
     if (!source)
@@ -282,14 +288,16 @@ LogicalResult mlir::moe::packWeights(ModuleOp module, Bundle &bundle) {
       std::vector<int64_t> positions = piecePositions(steps, grid, rank);
       auto [it, inserted] = stored.try_emplace(positions, 0);
       if (inserted) {
-        bundle.weights.resize(
-            llvm::alignTo(bundle.weights.size(), kPieceAlignment), '\0');
-        it->second = bundle.weights.size();
-        appendPiece(bundle.weights, *data, sourceShape, elementBytes, steps,
-                    grid, positions);
+        out.write_zeros(llvm::alignTo(written, kPieceAlignment) - written);
+        it->second = static_cast<int64_t>(out.tell());
+        writePiece(out, *data, sourceShape, elementBytes, steps, grid,
+                   positions);
+        written = out.tell();
       }
       offsets.push_back(it->second);
     }
+    if (auto *entry = resourceOf(source); entry && --readers[entry] == 0)
+      entry->setBlob(AsmResourceBlob());
     json::Object weight{{"symbol", global.getSymName()},
                         {"dtype", *dtype},
                         {"shape", shapeOf(type.getShape())},
@@ -324,15 +332,27 @@ LogicalResult mlir::moe::packWeights(ModuleOp module, Bundle &bundle) {
     global->removeAttr("moe.weight_slot_layer");
     global->removeAttr("moe.slot_table");
   }
+  out.close();
+  if (out.has_error())
+    return module.emitError("moe-compile: cannot write '")
+           << weightsPath << "': " << out.error().message();
+  // The digest from the file as written, mapped: by now every constant's
+  // bytes are freed.
+  auto file = llvm::MemoryBuffer::getFile(weightsPath, /*IsText=*/false,
+                                          /*RequiresNullTerminator=*/false);
+  if (!file)
+    return module.emitError("moe-compile: cannot read back '")
+           << weightsPath << "': " << file.getError().message();
+  bundle.manifest["weights_bytes"] =
+      static_cast<int64_t>((*file)->getBufferSize());
+  bundle.manifest["weights_digest"] =
+      contentDigest(llvm::arrayRefFromStringRef((*file)->getBuffer()));
   return success();
 }
 
 void mlir::moe::embedManifest(ModuleOp module, Bundle &bundle,
                               StringRef target) {
   bundle.manifest["target"] = target;
-  bundle.manifest["weights_bytes"] = static_cast<int64_t>(bundle.weights.size());
-  bundle.manifest["weights_digest"] =
-      contentDigest(llvm::arrayRefFromStringRef(bundle.weights));
   std::string text;
   llvm::raw_string_ostream os(text);
   os << json::Value(json::Object(bundle.manifest));
@@ -377,9 +397,11 @@ LogicalResult mlir::moe::writeBundle(Bundle &bundle, StringRef directory,
     emit(os);
     return success();
   };
-  if (failed(write("weights.bin",
-                   [&](llvm::raw_ostream &os) { os << bundle.weights; })))
-    return failure();
+  SmallString<256> weightsBin(directory);
+  llvm::sys::path::append(weightsBin, "weights.bin");
+  if (std::error_code ec = llvm::sys::fs::rename(bundle.weightsPath, weightsBin))
+    return emitError(loc) << "moe-compile: cannot move '" << bundle.weightsPath
+                          << "' to '" << weightsBin << "': " << ec.message();
   return write("model.json", [&](llvm::raw_ostream &os) {
     os << llvm::formatv("{0:2}", json::Value(json::Object(bundle.manifest)))
        << "\n";

@@ -15,10 +15,11 @@
 
 namespace mlir::moe {
 
-/// What moe-run needs besides the code: the manifest and the weight bytes.
+/// What moe-run needs besides the code: the manifest, and the weight bytes
+/// in a file that packWeights writes as it goes (never held in memory).
 struct Bundle {
   llvm::json::Object manifest;
-  std::string weights;
+  std::string weightsPath;
 };
 
 /// The manifest's program part (entry, grid, inputs, outputs, layers), read
@@ -26,9 +27,13 @@ struct Bundle {
 /// the entry function is not unique or a shape is dynamic.
 FailureOr<Bundle> describeProgram(ModuleOp module, std::string &entry);
 
-/// Packs every rank's piece of every `moe-externalize-weights` global into
-/// `bundle` (identical pieces once) and drops the sources from the module.
-LogicalResult packWeights(ModuleOp module, Bundle &bundle);
+/// Writes every rank's piece of every `moe-externalize-weights` global to
+/// `weightsPath` (identical pieces once), records the file's size and
+/// digest in the manifest, and drops the sources from the module, freeing
+/// each constant's bytes once its last global is written: the compiler
+/// never holds a weight twice.
+LogicalResult packWeights(ModuleOp module, Bundle &bundle,
+                          StringRef weightsPath);
 
 /// The library's description of itself: a public constant that holds the
 /// manifest as JSON (NUL-terminated), which moe-run compares with model.json
@@ -36,13 +41,13 @@ LogicalResult packWeights(ModuleOp module, Bundle &bundle);
 /// past a buffer.
 inline constexpr llvm::StringLiteral kManifestSymbol = "moe_manifest";
 
-/// Completes the manifest with the target and the weights' size and digest,
-/// and adds it to `module` as the constant kManifestSymbol. After
-/// packWeights, before lowering.
+/// Completes the manifest with the target and adds it to `module` as the
+/// constant kManifestSymbol. After packWeights, before lowering.
 void embedManifest(ModuleOp module, Bundle &bundle, StringRef target);
 
 /// Adds the size and digest of `directory`/model.so (linked already) to the
-/// manifest, then writes model.json and weights.bin into `directory`.
+/// manifest, then writes model.json and moves the packed weights to
+/// weights.bin in `directory`.
 LogicalResult writeBundle(Bundle &bundle, StringRef directory, Location loc);
 
 } // namespace mlir::moe

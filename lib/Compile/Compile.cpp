@@ -17,6 +17,7 @@
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FileUtilities.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
@@ -43,6 +44,10 @@ static OwningOpRef<ModuleOp> loadModel(MLIRContext &context,
                    << "': give a .onnx, .pt or .mlir file";
     return nullptr;
   }
+  // A model file is parsed as it is read (half the memory of reading it
+  // whole first).
+  if (ext == ".onnx" && llvm::sys::fs::is_regular_file(path))
+    return importOnnxFile(path, &context, options.import);
   auto file = readInputFile(path);
   if (!file) {
     emitError(loc) << "moe-compile: " << llvm::toString(file.takeError());
@@ -171,11 +176,26 @@ LogicalResult mlir::moe::compileModel(MLIRContext &context,
   if (options.train)
     bundle->manifest["training"] = llvm::json::Object{
         {"optimizer", options.optimizer}};
+  // The weights go straight to a file: the bundle's, moved into place
+  // once it is complete, or a temporary one when only code is emitted.
+  SmallString<256> weightsPath;
+  if (options.emit == EmitStage::Library) {
+    if (std::error_code ec = llvm::sys::fs::create_directories(out))
+      return module.emitError("moe-compile: cannot create '")
+             << out << "': " << ec.message();
+    weightsPath = out;
+    llvm::sys::path::append(weightsPath, "weights.bin.partial");
+  } else if (std::error_code ec = llvm::sys::fs::createTemporaryFile(
+                 "moe-compile-weights", "bin", weightsPath)) {
+    return module.emitError("moe-compile: cannot create a temporary file: ")
+           << ec.message();
+  }
+  llvm::FileRemover removeWeights(weightsPath);
   // A training step updates every parameter between calls, however small.
   if (failed(runPipeline(module, options.train
                                      ? "moe-externalize-weights{min-elements=2}"
                                      : "moe-externalize-weights")) ||
-      failed(packWeights(module, *bundle)))
+      failed(packWeights(module, *bundle, weightsPath)))
     return failure();
   embedManifest(module, *bundle, options.cuda ? "cuda" : "cpu");
   if (failed(runPipeline(module,
@@ -196,9 +216,6 @@ LogicalResult mlir::moe::compileModel(MLIRContext &context,
     return writeOutput(out, *code, module.getLoc());
 
   // The bundle directory: the library, its weights and the manifest.
-  if (std::error_code ec = llvm::sys::fs::create_directories(out))
-    return module.emitError("moe-compile: cannot create '")
-           << out << "': " << ec.message();
   SmallString<256> object(out), library(out);
   llvm::sys::path::append(object, "model.o");
   llvm::sys::path::append(library, "model.so");

@@ -53,6 +53,11 @@ OwningOpRef<ModuleOp> moe::importOnnx(llvm::MemoryBufferRef buffer,
                                       const ImportOptions &) {
   return notBuilt(context, buffer, "ONNX");
 }
+
+OwningOpRef<ModuleOp> moe::importOnnxFile(StringRef path, MLIRContext *context,
+                                          const ImportOptions &) {
+  return notBuilt(context, llvm::MemoryBufferRef("", path), "ONNX");
+}
 #endif
 
 #if !MOE_ENABLE_TORCHSCRIPT

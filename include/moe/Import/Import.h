@@ -57,6 +57,12 @@ OwningOpRef<ModuleOp> importOnnx(llvm::MemoryBufferRef buffer,
                                  MLIRContext *context,
                                  const ImportOptions &options);
 
+/// The same from the file at `path`, parsed as it is read: the file's
+/// bytes are never held beside the tensors parsed from them.
+OwningOpRef<ModuleOp> importOnnxFile(llvm::StringRef path,
+                                     MLIRContext *context,
+                                     const ImportOptions &options);
+
 /// Imports a TorchScript archive (torch.jit.save).
 OwningOpRef<ModuleOp> importTorchScript(llvm::MemoryBufferRef buffer,
                                         MLIRContext *context,

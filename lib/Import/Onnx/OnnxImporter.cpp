@@ -1,7 +1,8 @@
 //===- OnnxImporter.cpp - ONNX models to the onnx dialect -----------------===//
 //
 // The import runs in stages, each stopping at its first error:
-//   1. parse the protobuf (importOnnx only);
+//   1. parse the protobuf (importOnnx, or importOnnxFile from the file as
+//      it is read, so that the file is never in memory beside its tensors);
 //   2. check the opsets, every node against the onnx dialect and ONNX's
 //      schemas, and that values are defined before use -- before shape
 //      inference, so that an unsupported operator is reported as such, and
@@ -28,12 +29,15 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/MathExtras.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 
+#include <google/protobuf/io/zero_copy_stream_impl.h>
 #include <onnx/defs/schema.h>
 #include <onnx/shape_inference/implementation.h>
 
 #include <climits>
+#include <cstring>
 #include <map>
 
 using namespace mlir;
@@ -510,6 +514,50 @@ OwningOpRef<ModuleOp> moe::importOnnxModel(ModelProto &&model,
   if (failed(importer.importGraph(graph)) || failed(verify(*module)))
     return {};
   return module;
+}
+
+OwningOpRef<ModuleOp> moe::importOnnxFile(StringRef path,
+                                          MLIRContext *context,
+                                          const ImportOptions &options) {
+  Location fileLoc = FileLineColLoc::get(context, path, 0, 0);
+  llvm::Expected<llvm::sys::fs::file_t> file =
+      llvm::sys::fs::openNativeFileForRead(path);
+  if (!file) {
+    emitError(fileLoc) << "cannot read " << path << ": "
+                       << llvm::toString(file.takeError());
+    return {};
+  }
+  llvm::sys::fs::file_status status;
+  std::error_code statusError = llvm::sys::fs::status(*file, status);
+  // Protobuf parses at most 2 GiB.
+  bool tooLarge = !statusError && status.getSize() > INT_MAX;
+  ModelProto model;
+  bool parsed = false;
+  int readErrno = 0;
+  if (!statusError && !tooLarge) {
+    google::protobuf::io::FileInputStream stream(*file, 1 << 20);
+    parsed = model.ParseFromZeroCopyStream(&stream);
+    readErrno = stream.GetErrno();
+  }
+  llvm::sys::fs::closeFile(*file);
+  if (statusError || readErrno) {
+    emitError(fileLoc) << "cannot read " << path << ": "
+                       << (statusError ? statusError.message()
+                                       : std::strerror(readErrno));
+    return {};
+  }
+  if (tooLarge) {
+    emitError(fileLoc) << "the model is larger than 2 GiB; store its "
+                          "weights as external data";
+    return {};
+  }
+  if (!parsed) {
+    emitError(fileLoc)
+        << "not a valid ONNX model: the protobuf could not be parsed";
+    return {};
+  }
+  return importOnnxModel(std::move(model), path,
+                         llvm::sys::path::parent_path(path), context, options);
 }
 
 OwningOpRef<ModuleOp> moe::importOnnx(llvm::MemoryBufferRef buffer,
