@@ -10,6 +10,8 @@
 #include "moe/Support/Input.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/BuiltinDialect.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
@@ -64,7 +66,35 @@ static OwningOpRef<ModuleOp> loadModel(MLIRContext &context,
                            options.import);
 }
 
-/// Runs `pipeline`, a comma-separated list of passes on the module.
+/// Frees the bytes of every resource blob (weights) that no attribute of
+/// `module` refers to any more: the context keeps a blob after the last
+/// constant that used it is rewritten (raised, packed, folded), and a
+/// model's weights would otherwise stay in memory beside their new forms.
+static void releaseUnusedWeights(ModuleOp module) {
+  llvm::DenseSet<DialectResourceBlobManager::BlobEntry *> used;
+  module->walk([&](Operation *op) {
+    op->getAttrDictionary().walk([&](DenseResourceElementsAttr attr) {
+      used.insert(attr.getRawHandle().getResource());
+    });
+  });
+  DialectResourceBlobManager &blobs =
+      DenseResourceElementsHandle::getManagerInterface(module.getContext())
+          .getBlobManager();
+  SmallVector<std::string> unused;
+  blobs.getBlobMap([&](const llvm::StringMap<
+                       DialectResourceBlobManager::BlobEntry> &map) {
+    for (const auto &entry : map)
+      if (entry.second.getBlob() &&
+          !used.contains(const_cast<DialectResourceBlobManager::BlobEntry *>(
+              &entry.second)))
+        unused.push_back(entry.first().str());
+  });
+  for (const std::string &name : unused)
+    blobs.lookup(name)->setBlob(AsmResourceBlob());
+}
+
+/// Runs `pipeline`, a comma-separated list of passes on the module, then
+/// frees the weights it left unused.
 static LogicalResult runPipeline(ModuleOp module, const Twine &pipeline) {
   PassManager pm(module.getContext(), ModuleOp::getOperationName());
   reportSilentPassFailures(pm);
@@ -72,7 +102,10 @@ static LogicalResult runPipeline(ModuleOp module, const Twine &pipeline) {
   llvm::raw_string_ostream errorStream(error);
   if (failed(parsePassPipeline(pipeline.str(), pm, errorStream)))
     return module.emitError("moe-compile: ") << error;
-  return pm.run(module);
+  if (failed(pm.run(module)))
+    return failure();
+  releaseUnusedWeights(module);
+  return success();
 }
 
 static LogicalResult writeOutput(StringRef path, StringRef data,

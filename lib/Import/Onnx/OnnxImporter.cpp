@@ -1,8 +1,8 @@
 //===- OnnxImporter.cpp - ONNX models to the onnx dialect -----------------===//
 //
 // The import runs in stages, each stopping at its first error:
-//   1. parse the protobuf (importOnnx, or importOnnxFile from the file as
-//      it is read, so that the file is never in memory beside its tensors);
+//   1. parse the protobuf (ModelReader.h: importOnnxFile gives back the
+//      file's pages as its tensors are parsed);
 //   2. check the opsets, every node against the onnx dialect and ONNX's
 //      schemas, and that values are defined before use -- before shape
 //      inference, so that an unsupported operator is reported as such, and
@@ -18,6 +18,7 @@
 
 #include "OnnxImporter.h"
 #include "GraphImporter.h"
+#include "ModelReader.h"
 #include "FunctionOps.h"
 #include "OrtContrib.h"
 #include "dialects/Common/BufferBounds.h"
@@ -31,13 +32,16 @@
 #include "llvm/Support/MathExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/Process.h"
 
-#include <google/protobuf/io/zero_copy_stream_impl.h>
 #include <onnx/defs/schema.h>
 #include <onnx/shape_inference/implementation.h>
 
+#include <sys/mman.h>
+
+#include <algorithm>
 #include <climits>
-#include <cstring>
+#include <optional>
 #include <map>
 
 using namespace mlir;
@@ -528,34 +532,41 @@ OwningOpRef<ModuleOp> moe::importOnnxFile(StringRef path,
     return {};
   }
   llvm::sys::fs::file_status status;
-  std::error_code statusError = llvm::sys::fs::status(*file, status);
+  std::error_code ec = llvm::sys::fs::status(*file, status);
   // Protobuf parses at most 2 GiB.
-  bool tooLarge = !statusError && status.getSize() > INT_MAX;
-  ModelProto model;
-  bool parsed = false;
-  int readErrno = 0;
-  if (!statusError && !tooLarge) {
-    google::protobuf::io::FileInputStream stream(*file, 1 << 20);
-    parsed = model.ParseFromZeroCopyStream(&stream);
-    readErrno = stream.GetErrno();
-  }
-  llvm::sys::fs::closeFile(*file);
-  if (statusError || readErrno) {
-    emitError(fileLoc) << "cannot read " << path << ": "
-                       << (statusError ? statusError.message()
-                                       : std::strerror(readErrno));
-    return {};
-  }
-  if (tooLarge) {
+  if (!ec && status.getSize() > INT_MAX) {
+    llvm::sys::fs::closeFile(*file);
     emitError(fileLoc) << "the model is larger than 2 GiB; store its "
                           "weights as external data";
     return {};
   }
-  if (!parsed) {
+  std::optional<llvm::sys::fs::mapped_file_region> mapping;
+  if (!ec && status.getSize() > 0)
+    mapping.emplace(*file, llvm::sys::fs::mapped_file_region::readonly,
+                    status.getSize(), 0, ec);
+  llvm::sys::fs::closeFile(*file);
+  if (ec) {
+    emitError(fileLoc) << "cannot read " << path << ": " << ec.message();
+    return {};
+  }
+  ModelProto model;
+  const char *begin = mapping ? mapping->const_data() : nullptr;
+  size_t size = mapping ? mapping->size() : 0;
+  // The pages of each parsed tensor go back as the reader moves on.
+  const char *released = begin;
+  size_t page = llvm::sys::Process::getPageSizeEstimate();
+  auto consumed = [&](const char *end) {
+    const char *upTo = begin + (end - begin) / page * page;
+    if (upTo > released)
+      ::madvise(const_cast<char *>(released), upTo - released, MADV_DONTNEED);
+    released = std::max(released, upTo);
+  };
+  if (!readModel(begin, size, model, consumed)) {
     emitError(fileLoc)
         << "not a valid ONNX model: the protobuf could not be parsed";
     return {};
   }
+  mapping.reset();
   return importOnnxModel(std::move(model), path,
                          llvm::sys::path::parent_path(path), context, options);
 }
@@ -572,8 +583,8 @@ OwningOpRef<ModuleOp> moe::importOnnx(llvm::MemoryBufferRef buffer,
     return {};
   }
   ModelProto model;
-  if (!model.ParseFromArray(buffer.getBufferStart(),
-                            static_cast<int>(buffer.getBufferSize()))) {
+  if (!readModel(buffer.getBufferStart(), buffer.getBufferSize(), model,
+                 [](const char *) {})) {
     emitError(fileLoc)
         << "not a valid ONNX model: the protobuf could not be parsed";
     return {};
