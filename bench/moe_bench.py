@@ -287,8 +287,12 @@ def bench(name, args):
     results["ONNX Runtime"] = run_ort(onnx_path, x_np, args.threads, args.repeat, args.warmup)
 
     print_table(results, results["PyTorch eager"][1], ours[1][0] if 1 in ours else None)
+    summary = {"ms": {label: ms for label, (ms, _, _) in results.items()},
+               "ours": {ranks: {"ms": ms, "gemm_gflops": stats["gemm_gflops"]}
+                        for ranks, (ms, _, stats) in ours.items()},
+               "blas_gflops": blas[0] if blas else None}
     if not ours:
-        return
+        return summary
     print_ours(ours, args)
     if blas:
         rate, ms, path = blas
@@ -298,6 +302,7 @@ def bench(name, args):
                                                           100 * ours_rate / rate))
         print("tokens per expert %s" % ours[1][2]["layers"][0][0])
     sys.stdout.flush()
+    return summary
 
 
 def busy_cores(seconds=1.0):
