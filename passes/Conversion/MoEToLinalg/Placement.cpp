@@ -74,6 +74,13 @@ struct PlaceOpLowering : public OpConversionPattern<PlaceOp> {
                      Value f) -> Value {
       return arith::SelectOp::create(nb, nloc, c, t, f);
     };
+    auto allOf = [](OpBuilder &nb, Location nloc,
+                    std::initializer_list<Value> conditions) -> Value {
+      Value all;
+      for (Value c : conditions)
+        all = all ? Value(arith::AndIOp::create(nb, nloc, all, c)) : c;
+      return all;
+    };
     // An expert id that indexes the tables: [0, P), else 0 (and `valid`
     // false).
     auto clamp = [&](OpBuilder &nb, Location nloc, Value e,
@@ -136,19 +143,17 @@ struct PlaceOpLowering : public OpConversionPattern<PlaceOp> {
                             arith::AddIOp::create(nb, nloc, next, one), next),
                      fill, e);
           Value localNow = at(nb, nloc, local, e);
-          Value isLocal = arith::AndIOp::create(
-              nb, nloc, valid,
-              arith::AndIOp::create(
-                  nb, nloc, cmp(nb, nloc, arith::CmpIPredicate::eq, rank, source),
-                  cmp(nb, nloc, arith::CmpIPredicate::slt, localNow, zero)));
+          Value isLocal = allOf(
+              nb, nloc,
+              {valid, cmp(nb, nloc, arith::CmpIPredicate::eq, rank, source),
+               cmp(nb, nloc, arith::CmpIPredicate::slt, localNow, zero)});
           local = put(nb, nloc, select(nb, nloc, isLocal, slot, localNow),
                       local, e);
           Value lastNow = at(nb, nloc, last, e);
-          Value isBelow = arith::AndIOp::create(
-              nb, nloc, valid,
-              arith::AndIOp::create(
-                  nb, nloc, cmp(nb, nloc, arith::CmpIPredicate::slt, rank, source),
-                  cmp(nb, nloc, arith::CmpIPredicate::ne, rank, lastNow)));
+          Value isBelow = allOf(
+              nb, nloc,
+              {valid, cmp(nb, nloc, arith::CmpIPredicate::slt, rank, source),
+               cmp(nb, nloc, arith::CmpIPredicate::ne, rank, lastNow)});
           Value belowNow = at(nb, nloc, below, e);
           below = put(nb, nloc,
                       select(nb, nloc, isBelow,
