@@ -333,9 +333,13 @@ LogicalResult mlir::moe::packWeights(ModuleOp module, Bundle &bundle,
     global->removeAttr("moe.slot_table");
   }
   out.close();
-  if (out.has_error())
+  if (out.has_error()) {
+    std::error_code error = out.error();
+    // Reported here: a stream destroyed with its error set aborts.
+    out.clear_error();
     return module.emitError("moe-compile: cannot write '")
-           << weightsPath << "': " << out.error().message();
+           << weightsPath << "': " << error.message();
+  }
   // The digest from the file as written, mapped: by now every constant's
   // bytes are freed.
   auto file = llvm::MemoryBuffer::getFile(weightsPath, /*IsText=*/false,
@@ -395,6 +399,13 @@ LogicalResult mlir::moe::writeBundle(Bundle &bundle, StringRef directory,
       return emitError(loc) << "moe-compile: cannot write '" << path
                             << "': " << ec.message();
     emit(os);
+    os.close();
+    if (os.has_error()) {
+      std::error_code error = os.error();
+      os.clear_error();
+      return emitError(loc) << "moe-compile: cannot write '" << path
+                            << "': " << error.message();
+    }
     return success();
   };
   SmallString<256> weightsBin(directory);
