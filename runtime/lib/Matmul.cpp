@@ -365,14 +365,46 @@ void moert_grouped_matmul_few_rows(int32_t dtype, int64_t groups,
   auto *c = static_cast<float *>(C);
   auto *b = static_cast<const float *>(bias);
   std::vector<detail::FewRowsProblem> problems;
-  for (int64_t g = 0; g < groups; ++g) {
-    int64_t e = g % experts;
-    if (b)
-      for (int64_t r = begins[g]; r < begins[g] + counts[g]; ++r)
-        std::copy(b + e * N, b + (e + 1) * N, c + r * N);
-    if (counts[g] > 0)
-      problems.push_back({a + begins[g] * K, w + e * N * K, c + begins[g] * N,
-                          counts[g], N, K, b != nullptr});
+  // Several groups of one expert (rows from several source ranks): their
+  // rows side by side in scratch, so that the expert's weights are read
+  // once, not once per group. A row's sums do not depend on the rows
+  // beside it, so the bits are those of a group at a time.
+  std::vector<float> mergedA, mergedC;
+  std::vector<std::pair<int64_t, int64_t>> mergedRows; // (row of C, of scratch)
+  if (groups > experts) {
+    std::vector<int64_t> first(experts + 1, 0);
+    for (int64_t g = 0; g < groups; ++g)
+      first[g % experts + 1] += counts[g];
+    for (int64_t e = 0; e < experts; ++e)
+      first[e + 1] += first[e];
+    mergedA.resize(first[experts] * K);
+    mergedC.resize(first[experts] * N);
+    std::vector<int64_t> next(first.begin(), first.end() - 1);
+    for (int64_t g = 0; g < groups; ++g) {
+      int64_t e = g % experts;
+      for (int64_t r = begins[g]; r < begins[g] + counts[g]; ++r) {
+        int64_t m = next[e]++;
+        std::copy(a + r * K, a + (r + 1) * K, mergedA.data() + m * K);
+        if (b)
+          std::copy(b + e * N, b + (e + 1) * N, mergedC.data() + m * N);
+        mergedRows.push_back({r, m});
+      }
+    }
+    for (int64_t e = 0; e < experts; ++e)
+      if (first[e + 1] > first[e])
+        problems.push_back({mergedA.data() + first[e] * K, w + e * N * K,
+                            mergedC.data() + first[e] * N,
+                            first[e + 1] - first[e], N, K, b != nullptr});
+  } else {
+    for (int64_t g = 0; g < groups; ++g) {
+      int64_t e = g % experts;
+      if (b)
+        for (int64_t r = begins[g]; r < begins[g] + counts[g]; ++r)
+          std::copy(b + e * N, b + (e + 1) * N, c + r * N);
+      if (counts[g] > 0)
+        problems.push_back({a + begins[g] * K, w + e * N * K,
+                            c + begins[g] * N, counts[g], N, K, b != nullptr});
+    }
   }
   // The groups are packed from row 0: the rows after them are zero.
   int64_t used = groups ? begins[groups - 1] + counts[groups - 1] : 0;
@@ -380,6 +412,8 @@ void moert_grouped_matmul_few_rows(int32_t dtype, int64_t groups,
   auto start = std::chrono::steady_clock::now();
   double cpuStart = threadCpuSeconds();
   detail::runFewRows(problems);
+  for (auto [r, m] : mergedRows)
+    std::copy(mergedC.data() + m * N, mergedC.data() + (m + 1) * N, c + r * N);
   double flops = 0;
   for (const detail::FewRowsProblem &p : problems)
     flops += 2.0 * p.M * p.N * p.K;
