@@ -46,8 +46,8 @@ static OwningOpRef<ModuleOp> loadModel(MLIRContext &context,
                    << "': give a .onnx, .pt or .mlir file";
     return nullptr;
   }
-  // A model file is parsed as it is read (half the memory of reading it
-  // whole first).
+  // A model file gives back its pages as its tensors are parsed (half the
+  // memory of reading it whole first).
   if (ext == ".onnx" && llvm::sys::fs::is_regular_file(path))
     return importOnnxFile(path, &context, options.import);
   auto file = readInputFile(path);

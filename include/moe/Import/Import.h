@@ -57,8 +57,9 @@ OwningOpRef<ModuleOp> importOnnx(llvm::MemoryBufferRef buffer,
                                  MLIRContext *context,
                                  const ImportOptions &options);
 
-/// The same from the file at `path`, parsed as it is read: the file's
-/// bytes are never held beside the tensors parsed from them.
+/// The same from the file at `path`, mapped and parsed one initializer at a
+/// time, each part of the file given back once parsed: the file's bytes
+/// are never held beside the tensors parsed from them.
 OwningOpRef<ModuleOp> importOnnxFile(llvm::StringRef path,
                                      MLIRContext *context,
                                      const ImportOptions &options);
