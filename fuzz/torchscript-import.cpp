@@ -12,7 +12,7 @@
 // uninitialized memory in ScriptTypeParser::parseClassConstant when one byte
 // of a code file's compressed data changes) to end every run within
 // seconds: an input is loaded in a child process first (LoaderChild), and
-// one that crashes libtorch there is skipped. Those crashes are libtorch's;
+// one that crashes libtorch there, or that libtorch refuses, is skipped. Those crashes are libtorch's;
 // the importer survives them by loading in a child process
 // (ImportOptions::isolateTorchScript;
 // test/fuzz/torchscript-libtorch-crash.test keeps the first one found),
@@ -69,7 +69,8 @@ void endOnLargeMalloc(const volatile void *, size_t size) {
 void ignoreFree(const volatile void *) {}
 
 /// The loader child's loop: loads each archive it is sent and answers one
-/// byte. Its crashes must end it quietly, not as the fuzzer's findings.
+/// byte, 'y' if it loaded and 'n' if libtorch refused it. Its crashes must
+/// end it quietly, not as the fuzzer's findings.
 [[noreturn]] void serveLoads(int in, int out) {
   __sanitizer_install_malloc_and_free_hooks(endOnLargeMalloc, ignoreFree);
   int null = open("/dev/null", O_WRONLY);
@@ -89,45 +90,51 @@ void ignoreFree(const volatile void *) {}
         _exit(0);
       done += static_cast<size_t>(n);
     }
+    char answer = 'y';
     try {
       // As the importer loads it (its newer operators registered), so
       // that the child gets as far into libtorch as the importer will.
       moe::loadTorchScriptArchive(
           llvm::MemoryBufferRef(archive, "/nonexistent/moe-fuzz/model.pt"));
     } catch (const std::exception &error) {
+      answer = 'n';
       // The importer prints the error: formatting some of libtorch's
       // (torch::jit::ErrorReport's source highlighting) throws out of its
       // noexcept what() and ends the process, which the importer's loader
       // child survives as a crash. Done here too, such archives are skipped.
       (void)error.what();
     } catch (...) {
+      answer = 'n';
     }
-    if (write(out, "y", 1) != 1)
+    if (write(out, &answer, 1) != 1)
       _exit(0);
   }
 }
 
 /// A child process, started once, that loads each archive it is sent with
-/// libtorch's loader and answers one byte; one that dies on an archive is
-/// replaced for the next. Forking a sanitized process per input (copying
+/// libtorch's loader and answers whether it loaded; one that dies on an
+/// archive is replaced for the next. Forking a sanitized process per input (copying
 /// its shadow mappings) took a third of the target's time. The child
 /// execs this program afresh (LLVMFuzzerInitialize serves before libFuzzer
 /// starts): a bare fork would keep libFuzzer's malloc limit hook, which
 /// wrote the child's large allocations as oom-* findings of an empty input.
 class LoaderChild {
 public:
-  /// Whether libtorch's loader gets through `archive` (succeeding or
-  /// throwing) without crashing, exiting or taking more than a few seconds
+  enum class Load { Loaded, Refused, Crashed };
+
+  /// What libtorch's loader does with `archive`: loads it, refuses it (an
+  /// exception), or crashes, exits or takes more than a few seconds
   /// (libFuzzer's own timeout would count libtorch's hang as ours).
-  bool survives(llvm::StringRef archive) {
+  Load load(llvm::StringRef archive) {
     if (pid <= 0 && !spawn())
-      return false;
+      return Load::Crashed;
     uint64_t size = archive.size();
+    char reply = 0;
     if (writeAll(&size, sizeof(size)) && writeAll(archive.data(), size) &&
-        answered())
-      return true;
+        answer(reply))
+      return reply == 'y' ? Load::Loaded : Load::Refused;
     reap();
-    return false;
+    return Load::Crashed;
   }
 
 private:
@@ -140,9 +147,19 @@ private:
     // Everything the child needs is made before fork: between fork and
     // exec only async-signal-safe calls.
     std::vector<std::string> variables;
-    for (char **v = environ; *v; ++v)
-      if (!llvm::StringRef(*v).starts_with(std::string(kLoaderVariable) + "="))
+    std::string asanOptions = "ASAN_OPTIONS=";
+    for (char **v = environ; *v; ++v) {
+      llvm::StringRef variable(*v);
+      if (variable.starts_with(asanOptions))
+        asanOptions = variable.str() + ":";
+      else if (!variable.starts_with(std::string(kLoaderVariable) + "="))
         variables.push_back(*v);
+    }
+    // What AddressSanitizer finds in the child is libtorch's and skipped:
+    // no quarantine, heap poisoning or leak check (half the child's time).
+    variables.push_back(asanOptions +
+                        "quarantine_size_mb=0:poison_heap=0:detect_leaks=0:"
+                        "max_malloc_fill_size=0");
     variables.push_back(std::string(kLoaderVariable) + "=" +
                         std::to_string(request[0]) + "," +
                         std::to_string(reply[1]) + "," +
@@ -192,15 +209,14 @@ private:
     return transfer(::write, toChild, data, size);
   }
 
-  /// Whether the child answers "survived" within kLoadSeconds.
-  bool answered() {
+  /// Whether the child answers within kLoadSeconds; its answer in `reply`.
+  bool answer(char &reply) {
     constexpr int kLoadSeconds = 4;
     pollfd ready{fromChild, POLLIN, 0};
     int n;
     while ((n = poll(&ready, 1, kLoadSeconds * 1000)) < 0 && errno == EINTR)
       ;
-    char answer = 0;
-    return n == 1 && read(fromChild, &answer, 1) == 1 && answer == 'y';
+    return n == 1 && read(fromChild, &reply, 1) == 1;
   }
 
   /// Ends the child, which crashed, exited or hangs.
@@ -350,10 +366,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
           return 0;
     }
   }
+  // Archives that libtorch refuses end the import in libtorch, before any
+  // of the importer's own code: loading them again here (most mutated
+  // archives; a load is mostly small allocations, slow under
+  // AddressSanitizer) would teach the fuzzer nothing.
   static LoaderChild loader;
-  if (!loader.survives(input)) {
+  LoaderChild::Load load = loader.load(input);
+  if (load != LoaderChild::Load::Loaded) {
     if (moe_fuzz::verbose())
-      llvm::errs() << "libtorch's loader crashes on this archive; skipped\n";
+      llvm::errs() << (load == LoaderChild::Load::Crashed
+                           ? "libtorch's loader crashes on this archive"
+                           : "libtorch's loader refuses this archive")
+                   << "; skipped\n";
     return 0;
   }
   std::unique_ptr<MLIRContext> context = moe_fuzz::makeContext(registry);

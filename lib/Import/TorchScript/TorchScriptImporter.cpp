@@ -32,6 +32,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <c10/util/Logging.h>
 #include <caffe2/serialize/read_adapter_interface.h>
 #include <torch/csrc/jit/api/module.h>
 #include <torch/csrc/jit/ir/alias_analysis.h>
@@ -485,10 +486,23 @@ static void flattenOutput(GraphTranslator &translator, const Operand &output,
   results.push_back(translator.tensor(output));
 }
 
+/// Stops libtorch from symbolizing a C++ backtrace into every c10::Error
+/// it throws: the importer reports errors without it (messageOf), and
+/// dladdr's walk of libtorch's symbol table for each frame made a broken
+/// archive's import several times slower than a good one's.
+static void dropErrorBacktraces() {
+  static const bool dropped = [] {
+    c10::SetStackTraceFetcher([] { return std::string(); });
+    return true;
+  }();
+  (void)dropped;
+}
+
 /// libtorch's module of the archive in `buffer`, with the operators of newer
 /// PyTorch versions registered; throws what libtorch throws.
 static torch::jit::Module loadArchive(llvm::MemoryBufferRef buffer) {
   registerNewerOps();
+  dropErrorBacktraces();
   return torch::jit::load(std::make_shared<BufferReadAdapter>(buffer),
                           c10::Device(c10::kCPU));
 }
