@@ -291,6 +291,32 @@ def MoEFuseElementwisePass : Pass<"moe-fuse-elementwise"> {
   let dependentDialects = ["::mlir::linalg::LinalgDialect"];
 }
 
+def MoEThreadLoopsPass : Pass<"moe-thread-loops", "::mlir::ModuleOp"> {
+  let summary = "Run the outermost parallel loops worth it on OpenMP "
+                "threads; make the rest scf.for";
+  let description = [{
+    For CPU programs, before `convert-scf-to-openmp`: an `scf.parallel`
+    stays parallel when no other `scf.parallel` encloses it, it has no
+    reductions, and it runs at least `min-iterations` innermost iterations
+    (the product of its trip counts and those of the deepest loop nest
+    inside it; dynamic bounds count as many). Every other `scf.parallel`
+    becomes a nest of `scf.for`, the loops that `convert-linalg-to-loops`
+    makes. Forking the thread pool costs microseconds, so a small loop, or
+    one nested in a parallel loop (which would fork at every outer step),
+    runs on one thread. The loops that stay parallel become `omp.parallel`
+    and `omp.wsloop` (`convert-scf-to-openmp`), their bodies' alloca scopes
+    inlined when they hold no allocas.
+  }];
+  let options = [
+    Option<"minIterations", "min-iterations", "int64_t", "16384",
+           "The fewest innermost iterations worth forking the threads for">
+  ];
+  let dependentDialects = ["::mlir::scf::SCFDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::omp::OpenMPDialect",
+                           "::mlir::LLVM::LLVMDialect"];
+}
+
 def MoEFuseRowsPass : Pass<"moe-fuse-rows"> {
   let summary = "Compute softmaxes and norms one row at a time: tile the "
                 "last elementwise op of a chain with reductions by rows and "

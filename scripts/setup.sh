@@ -9,7 +9,7 @@ packages=(
   llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
   libprotobuf-dev protobuf-compiler libtorch-dev python3-venv python3-pip
   python3-numpy python3-onnx python3-torch
-  libopenmpi-dev openmpi-bin libopenblas-dev libdnnl-dev
+  libopenmpi-dev openmpi-bin libopenblas-dev libdnnl-dev libomp-22-dev
   libzip-dev python3-matplotlib
 )
 

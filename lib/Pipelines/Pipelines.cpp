@@ -11,6 +11,7 @@
 #include "mlir/Dialect/GPU/Transforms/Passes.h"
 #include "mlir/Dialect/Linalg/Passes.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Dialect/SCF/Transforms/Passes.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
@@ -127,6 +128,8 @@ static void buildHostToLLVMPipeline(OpPassManager &pm, bool runtime, bool gpu,
   ConvertFuncToLLVMPassOptions funcToLLVM;
   funcToLLVM.useBarePtrCallConv = runtime;
   pm.addPass(createConvertFuncToLLVMPass(funcToLLVM));
+  if (runtime && !gpu)
+    pm.addPass(createConvertOpenMPToLLVMPass());
   pm.addPass(createReconcileUnrealizedCastsPass());
   if (runtime) {
     moe::MoEEmitEntryPassOptions entryOptions;
@@ -139,11 +142,18 @@ void moe::buildLowerToLLVMPipeline(OpPassManager &pm,
                                    const LowerToLLVMOptions &options) {
   buildBufferizedPipeline(pm, options.decompose, options.runtime,
                           options.instrument, "cpu");
-  if (options.runtime)
+  if (options.runtime) {
     pm.addPass(moe::createConvertMatmulToRuntimePass());
-  pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
-  if (options.runtime)
+    // The row loops and the parallel loops of linalg ops run on the OpenMP
+    // threads of oneDNN's pool where they have the work for it.
+    pm.addNestedPass<func::FuncOp>(createForallToParallelLoopPass());
+    pm.addNestedPass<func::FuncOp>(createConvertLinalgToParallelLoopsPass());
     pm.addPass(moe::createMoEVectorizableMathPass());
+    pm.addPass(moe::createMoEThreadLoopsPass());
+  } else {
+    pm.addNestedPass<func::FuncOp>(createForallToForLoopPass());
+    pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
+  }
   pm.addPass(createSCFToControlFlowPass());
   buildHostToLLVMPipeline(pm, options.runtime, /*gpu=*/false, options.entry);
 }

@@ -129,6 +129,9 @@ struct MoEFuseRowsPass : public impl::MoEFuseRowsPassBase<MoEFuseRowsPass> {
       if (chain.empty())
         continue;
       scf::SCFTilingOptions tiling;
+      // An scf.forall: the rows are independent, and the CPU pipeline runs
+      // them on its threads.
+      tiling.setLoopType(scf::SCFTilingOptions::LoopType::ForallOp);
       SmallVector<OpFoldResult> sizes(root.getNumLoops() - 1,
                                       rewriter.getIndexAttr(1));
       sizes.push_back(rewriter.getIndexAttr(0));

@@ -5,8 +5,8 @@
 // pages fault in and are zeroed again, and CUDA managed memory is allocated
 // with a device synchronization and migrates its pages on first touch.
 // Freed blocks are therefore kept by size and handed out again, as
-// framework caching allocators do. Compiled code is single-threaded, as is
-// this cache.
+// framework caching allocators do. A lock guards the cache: compiled CPU
+// code may allocate in loops that run on several OpenMP threads.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,6 +14,7 @@
 #define MOERT_LIB_BLOCKCACHE_H
 
 #include <cstddef>
+#include <mutex>
 #include <unordered_map>
 #include <vector>
 
@@ -31,6 +32,7 @@ public:
   /// the free blocks are released and it is tried once more. Null if that
   /// fails too.
   void *take(size_t size) {
+    std::lock_guard<std::mutex> hold(lock);
     size = size == 0 ? alignment : (size + alignment - 1) / alignment * alignment;
     auto it = free.find(size);
     if (it != free.end() && !it->second.empty()) {
@@ -40,7 +42,7 @@ public:
     }
     void *block = allocate(size);
     if (!block) {
-      trim();
+      releaseFree();
       block = allocate(size);
     }
     if (block)
@@ -50,6 +52,7 @@ public:
 
   /// Keeps `block` for a later take; false when it did not come from here.
   bool give(void *block) {
+    std::lock_guard<std::mutex> hold(lock);
     auto it = sizes.find(block);
     if (it == sizes.end())
       return false;
@@ -59,6 +62,12 @@ public:
 
   /// Releases every free block.
   void trim() {
+    std::lock_guard<std::mutex> hold(lock);
+    releaseFree();
+  }
+
+private:
+  void releaseFree() {
     for (auto &[size, blocks] : free)
       for (void *block : blocks) {
         sizes.erase(block);
@@ -67,7 +76,7 @@ public:
     free.clear();
   }
 
-private:
+  std::mutex lock;
   size_t alignment;
   Allocate allocate;
   Release release;

@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <mutex>
 
 using namespace moert;
 using namespace moert::detail;
@@ -117,6 +118,10 @@ void moert::setGrid(const std::vector<int64_t> &shape,
 }
 
 void moert::fatal(const std::string &message) {
+  // Compiled loops on several threads may fail at once: the first reports
+  // and ends the process; the others wait here until it has.
+  static std::mutex first;
+  first.lock();
   std::fflush(stdout);
   std::fprintf(stderr, "%s: error: [rank %d] %s\n", toolName(), proc.rank,
                message.c_str());

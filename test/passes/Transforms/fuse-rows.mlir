@@ -2,10 +2,11 @@
 
 // A softmax (mask add, max, exp, sum, divide): one loop over rows computes
 // every op on a 1 x 8 row; the mask add and the exp, each needed twice in
-// the row, are computed once; nothing is left outside the loop.
+// the row, are computed once; nothing is left outside the loop. The rows
+// are independent: an scf.forall.
 // CHECK-LABEL: func.func @softmax
 // CHECK-NOT: linalg.generic
-// CHECK: scf.for %[[ROW:.*]] = %c0 to %c4 step %c1 iter_args(%[[ACC:.*]] = %{{.*}})
+// CHECK: scf.forall (%[[ROW:.*]]) in (4) shared_outs(%[[ACC:.*]] = %{{.*}})
 // CHECK: tensor.extract_slice %arg0[%[[ROW]], 0] [1, 8] [1, 1]
 // CHECK: %[[MASKED:.*]] = linalg.generic {{.*}} : tensor<1x8xf32>, tensor<1x8xf32>) outs(
 // CHECK: linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : tensor<1xf32>)
@@ -13,8 +14,9 @@
 // CHECK: %[[EXP:.*]] = linalg.generic {{.*}} ins(%[[MASKED]], %[[MAX]] :
 // CHECK: %[[SUM:.*]] = linalg.generic {{.*}} ins(%[[EXP]] : tensor<1x8xf32>)
 // CHECK: %[[OUT:.*]] = linalg.generic {{.*}} ins(%[[EXP]], %[[SUM]] :
-// CHECK: tensor.insert_slice %[[OUT]] into %[[ACC]][%[[ROW]], 0] [1, 8] [1, 1]
-// CHECK-NEXT: scf.yield
+// CHECK: scf.forall.in_parallel
+// CHECK-NEXT: tensor.parallel_insert_slice %[[OUT]] into %[[ACC]][%[[ROW]], 0] [1, 8] [1, 1]
+// CHECK-NEXT: }
 // CHECK-NEXT: }
 // CHECK-NEXT: return
 #id = affine_map<(d0, d1) -> (d0, d1)>
