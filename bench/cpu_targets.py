@@ -16,9 +16,12 @@ and prints each target with its measured ratio:
           its peak)
   every regime: --ep 2 (2 ranks x 1 thread) no slower than 1 rank x 2
           threads; expert GEMMs >= 100% of OpenBLAS sgemm
+  whole   a whole transformers Mixtral (bench/hf_model_bench.py, run in the
+          corpus venv of test/corpus/hf, which has transformers; skipped
+          without it) >= 1.1 x ONNX Runtime on the exporter's .onnx
 
     bench/.venv/bin/python bench/cpu_targets.py [--threads 2] [--repeat 10]
-        [--regimes prefill,small,decode]
+        [--regimes prefill,small,decode,whole]
 """
 import argparse
 import os
@@ -45,13 +48,36 @@ def read_bandwidth(threads):
     return float(re.search(r"read bandwidth[^:]*: ([\d.]+) GB/s", out).group(1)), out
 
 
+CORPUS_PYTHON = os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")),
+                             "moe-mlir", "corpus-venv", "bin", "python")
+
+
+def whole_model(args):
+    """bench/hf_model_bench.py's ratios: ORT / moe-run and --ep 2 / 1 rank."""
+    if not os.path.exists(CORPUS_PYTHON):
+        return None, "skipped: no corpus venv at %s (test/corpus/hf/README.md makes it)" % CORPUS_PYTHON
+    work = os.path.join(args.work, "whole")
+    cmd = [CORPUS_PYTHON, os.path.join(ROOT, "bench", "hf_model_bench.py"), "--threads", str(args.threads),
+           "--repeat", str(args.repeat), "--warmup", str(args.warmup), "--work", work]
+    if os.path.exists(os.path.join(work, "mixtral.model.exporter.onnx")):
+        cmd.append("--reuse")
+    out = subprocess.run(cmd, capture_output=True, text=True).stdout
+    print(out.strip(), flush=True)
+    speedup = re.search(r"ours vs ONNX Runtime: ([\d.]+)x", out)
+    if not speedup:
+        return None, "FAILED: bench/hf_model_bench.py gave no ratio"
+    ours = re.search(r"^moe-run, 1 rank x \d+ thread\(s\)\s+([\d.]+)", out, re.M)
+    ep2 = re.search(r"^moe-run --ep 2, 2 ranks x 1 thread\(s\)\s+([\d.]+)", out, re.M)
+    return (float(speedup.group(1)), float(ep2.group(1)) / float(ours.group(1)) if ours and ep2 else None), ""
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--work", default="/tmp/moe-cpu-targets")
-    parser.add_argument("--regimes", default=",".join(REGIMES))
+    parser.add_argument("--regimes", default=",".join(list(REGIMES) + ["whole"]))
     args = parser.parse_args()
     print(moe_bench.machine())
     bandwidth, kernel = read_bandwidth(args.threads)
@@ -59,6 +85,17 @@ def main():
 
     rows = []
     for regime in args.regimes.split(","):
+        if regime == "whole":
+            ratios, why = whole_model(args)
+            if not ratios:
+                rows.append((regime, why, ""))
+                continue
+            rows.append((regime, "ONNX Runtime / moe-run = %.2fx" % ratios[0],
+                         "%s (>= 1.1x)" % ("met" if ratios[0] >= 1.1 else "NOT met")))
+            if ratios[1]:
+                rows.append((regime, "--ep 2 (2 x 1 thread) / 1 rank x %d threads = %.2f" % (
+                    args.threads, ratios[1]), "%s (<= 1)" % ("met" if ratios[1] <= 1.0 else "NOT met")))
+            continue
         shape = REGIMES[regime]
         bench_args = argparse.Namespace(threads=args.threads, repeat=args.repeat,
                                         warmup=args.warmup, ep=2, work=os.path.join(args.work, regime),
