@@ -66,6 +66,7 @@ void moert::migrateSlots(const std::vector<int32_t> &from,
                          const std::vector<int32_t> &to,
                          const std::vector<SlotBuffer> &buffers) {
   const char *op = "moe-run: re-placing experts";
+  weightsChanged();
   Group &ep = group(kEpAxes, op);
   std::vector<SlotMove> moves = slotMoves(from, to, ep.size, op);
   int64_t S = static_cast<int64_t>(from.size()) / ep.size, first = ep.pos * S;

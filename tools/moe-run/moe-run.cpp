@@ -292,6 +292,8 @@ int main(int argc, char **argv) {
   moert::checkRanksAgree(agreement(s));
   moert::setGrid(s.manifest.gridShape, s.manifest.axes);
   moert::setThreads(opts.threads);
+  // Only re-placement writes the weights after loading, and it says so.
+  moert::setWeightsConstant(true);
 
   ExpertLoadLog loads(opts.statsJson);
   Expected<ExpertReplacer> replacer = ExpertReplacer::create(

@@ -87,6 +87,17 @@ std::vector<std::vector<int64_t>> takeLayerTokens();
 /// per layer id. Re-placement takes its loads from them.
 std::vector<std::vector<int64_t>> layerTokenTotals();
 
+/// Whether the program's weights stay as they are between calls of
+/// weightsChanged (moe-run's: only re-placement moves them). While they do,
+/// expert GEMMs keep each expert weight packed in oneDNN's own layout,
+/// packed once (the same products, faster; at most a quarter of the
+/// machine's memory more); moe-train, which updates them every step, leaves
+/// this off. MOERT_PACKED_WEIGHTS=0 keeps it off.
+void setWeightsConstant(bool constant);
+
+/// Forgets the packed weights: the weights were written.
+void weightsChanged();
+
 /// One slot-laid buffer of this rank: its slots' rows, `rowBytes` each.
 struct SlotBuffer {
   char *data;
