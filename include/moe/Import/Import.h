@@ -70,9 +70,10 @@ OwningOpRef<ModuleOp> importTorchScript(llvm::MemoryBufferRef buffer,
                                         const ImportOptions &options);
 
 /// Loads a TorchScript archive with libtorch exactly as importTorchScript
-/// does first (newer operators registered), and nothing more; throws what
+/// does first (newer operators registered), and reads the source location
+/// of each node of the inlined forward, as its errors do; throws what
 /// libtorch throws. For the fuzz target's loader child, which must reach
-/// whatever libtorch reaches in the importer.
+/// whatever libtorch reaches from the archive's bytes in the importer.
 void loadTorchScriptArchive(llvm::MemoryBufferRef buffer);
 
 } // namespace mlir::moe

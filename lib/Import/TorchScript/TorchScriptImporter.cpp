@@ -507,8 +507,26 @@ static torch::jit::Module loadArchive(llvm::MemoryBufferRef buffer) {
                           c10::Device(c10::kCPU));
 }
 
+/// The source location of every node in `block`, nested blocks included.
+static void readSourceRanges(torch::jit::Block *block) {
+  for (torch::jit::Node *node : block->nodes()) {
+    (void)sourceLocation(node);
+    for (torch::jit::Block *inner : node->blocks())
+      readSourceRanges(inner);
+  }
+}
+
 void moe::loadTorchScriptArchive(llvm::MemoryBufferRef buffer) {
-  (void)loadArchive(buffer);
+  torch::jit::Module module = loadArchive(buffer);
+  c10::optional<torch::jit::Method> forward = module.find_method("forward");
+  if (!forward)
+    return;
+  // Errors name the source that generated a node, which libtorch reads from
+  // the archive's debug records on first use (and crashes on when they are
+  // corrupted: uninitialized memory in findSourceRangeThatGenerated).
+  std::shared_ptr<torch::jit::Graph> graph = forward->graph()->copy();
+  torch::jit::Inline(*graph);
+  readSourceRanges(graph->block());
 }
 
 /// Translates `forward` of the archive in `buffer` into `model`.
