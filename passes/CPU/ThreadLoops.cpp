@@ -1,12 +1,14 @@
 //===- ThreadLoops.cpp - The parallel loops worth the OpenMP threads -------===//
 //
 // On the CPU, scf.parallel loops become OpenMP worksharing loops
-// (convert-scf-to-openmp) on the pool that oneDNN's matmuls use. Forking the pool costs a few microseconds, and
-// a loop nested in another would fork at every outer step: only outermost
-// parallel loops with enough iterations (their own times those of the
-// loops inside) stay parallel. The others, and any with reductions (whose
-// order of additions threads would change), become scf.for nests, as
-// convert-linalg-to-loops would have made them.
+// (convert-scf-to-openmp) on the pool that oneDNN's matmuls use. Forking
+// the pool costs a few microseconds, and a loop nested in another would
+// fork at every outer step: only outermost parallel loops with enough
+// iterations (their own times those of the loops inside) stay parallel;
+// the others become scf.for nests, as convert-linalg-to-loops would have
+// made them. An elementwise loop keeps its innermost dimension sequential,
+// so that it still vectorizes. Loops with reductions are refused: threads
+// would change the order of their additions, and the lowering makes none.
 //
 //===----------------------------------------------------------------------===//
 
