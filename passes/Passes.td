@@ -306,10 +306,22 @@ def MoEThreadLoopsPass : Pass<"moe-thread-loops", "::mlir::ModuleOp"> {
     runs on one thread. The loops that stay parallel become `omp.parallel`
     and `omp.wsloop` (`convert-scf-to-openmp`), their bodies' alloca scopes
     inlined when they hold no allocas.
+
+    A heap buffer that lives within one iteration of such a loop (a
+    statically shaped `memref.alloc` whose one `memref.dealloc` is in the
+    same block and that no terminator passes on) becomes a `memref.alloca`
+    at the top of the `omp.parallel` region: one buffer per thread, reused
+    by that thread's iterations, in place of an allocation and a free per
+    iteration through the runtime's shared buffer cache. Buffers larger
+    than `max-stack-bytes`, or past that total in one loop, stay on the
+    heap (OpenMP threads have a few megabytes of stack).
   }];
   let options = [
     Option<"minIterations", "min-iterations", "int64_t", "16384",
-           "The fewest innermost iterations worth forking the threads for">
+           "The fewest innermost iterations worth forking the threads for">,
+    Option<"maxStackBytes", "max-stack-bytes", "int64_t", "65536",
+           "The most bytes of one threaded loop's iteration buffers put on "
+           "each thread's stack">
   ];
   let dependentDialects = ["::mlir::scf::SCFDialect",
                            "::mlir::memref::MemRefDialect",

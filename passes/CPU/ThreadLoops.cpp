@@ -9,6 +9,10 @@
 // made them. An elementwise loop keeps its innermost dimension sequential,
 // so that it still vectorizes. Loops with reductions are refused: threads
 // would change the order of their additions, and the lowering makes none.
+// Small buffers that live within one iteration of a threaded loop (a
+// softmax's row, its maximum and sum) move to each thread's stack: an
+// allocation and a free per row through the runtime's buffer cache, whose
+// lock the threads share, cost more than the row's arithmetic.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,10 +20,12 @@
 
 #include "mlir/Conversion/SCFToOpenMP/SCFToOpenMP.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/OpenMP/OpenMPDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/SCF/Transforms/Transforms.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/PatternMatch.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
@@ -117,6 +123,76 @@ void serializeInnermost(RewriterBase &rewriter, scf::ParallelOp loop) {
   rewriter.eraseOp(loop);
 }
 
+/// The bytes of `type` when it is statically shaped, else nothing.
+std::optional<int64_t> staticBytes(MemRefType type) {
+  if (!type.hasStaticShape() || !type.getElementType().isIntOrFloat())
+    return std::nullopt;
+  int64_t bits = type.getElementTypeBitWidth();
+  for (int64_t size : type.getShape())
+    bits = saturatingMul(bits, size);
+  return llvm::divideCeil(bits, 8);
+}
+
+/// The one memref.dealloc of `alloc`'s buffer when the buffer lives within
+/// the block of `alloc`: the dealloc is in that block, and no terminator
+/// passes the buffer or a view of it on.
+memref::DeallocOp iterationDealloc(memref::AllocOp alloc) {
+  memref::DeallocOp dealloc;
+  SmallVector<Value> values{alloc.getResult()};
+  while (!values.empty()) {
+    Value value = values.pop_back_val();
+    for (Operation *user : value.getUsers()) {
+      if (user->hasTrait<OpTrait::IsTerminator>())
+        return {};
+      if (auto free = dyn_cast<memref::DeallocOp>(user)) {
+        if (dealloc || value != alloc.getResult() ||
+            free->getBlock() != alloc->getBlock())
+          return {};
+        dealloc = free;
+      } else if (auto view = dyn_cast<ViewLikeOpInterface>(user)) {
+        if (view.getViewSource() == value)
+          values.append(user->result_begin(), user->result_end());
+      }
+    }
+  }
+  return dealloc;
+}
+
+/// Moves the buffers that live within one iteration of `parallel`'s
+/// worksharing loop to the top of its region, as stack buffers: each
+/// thread runs its iterations one after another, so one buffer each
+/// serves them all. At most `maxBytes` in all, the smallest buffers first.
+void moveIterationBuffersToStack(RewriterBase &rewriter,
+                                 omp::ParallelOp parallel, int64_t maxBytes) {
+  SmallVector<std::tuple<int64_t, memref::AllocOp, memref::DeallocOp>> moves;
+  parallel.walk([&](memref::AllocOp alloc) {
+    // Those of a loop nested deeper in its own parallel region stay.
+    if (alloc->getParentOfType<omp::ParallelOp>() != parallel ||
+        !alloc->getParentOfType<omp::LoopNestOp>() ||
+        !alloc.getDynamicSizes().empty() || !alloc.getSymbolOperands().empty())
+      return;
+    std::optional<int64_t> bytes = staticBytes(alloc.getType());
+    memref::DeallocOp dealloc = iterationDealloc(alloc);
+    if (bytes && *bytes <= maxBytes && dealloc)
+      moves.emplace_back(*bytes, alloc, dealloc);
+  });
+  llvm::stable_sort(moves, [](const auto &a, const auto &b) {
+    return std::get<0>(a) < std::get<0>(b);
+  });
+  int64_t total = 0;
+  rewriter.setInsertionPointToStart(&parallel.getRegion().front());
+  for (auto [bytes, alloc, dealloc] : moves) {
+    if (total + bytes > maxBytes)
+      break;
+    total += bytes;
+    auto stack = memref::AllocaOp::create(rewriter, alloc.getLoc(),
+                                          alloc.getType(),
+                                          alloc.getAlignmentAttr());
+    rewriter.replaceOp(alloc, stack.getResult());
+    rewriter.eraseOp(dealloc);
+  }
+}
+
 struct ThreadLoopsPass final
     : impl::MoEThreadLoopsPassBase<ThreadLoopsPass> {
   using Base::Base;
@@ -161,10 +237,13 @@ struct ThreadLoopsPass final
     openmp.addPass(createConvertSCFToOpenMPPass());
     if (failed(runPipeline(openmp, module)))
       return signalPassFailure();
+    module.walk([&](omp::ParallelOp parallel) {
+      moveIterationBuffersToStack(rewriter, parallel, maxStackBytes);
+    });
     // The conversion puts each loop body in a memref.alloca_scope, which
     // must stay one block: inlined where the body has no allocas (all of
-    // them here; buffers are heap allocations), so that the loops inside
-    // can become control flow.
+    // them here: the stack buffers above sit outside the loop), so that the
+    // loops inside can become control flow.
     SmallVector<Operation *> scopes;
     module.walk([&](memref::AllocaScopeOp scope) { scopes.push_back(scope); });
     RewritePatternSet patterns(&getContext());
