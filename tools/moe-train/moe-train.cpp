@@ -175,6 +175,22 @@ Error failure(const Twine &message) { return createStringError(message); }
 
 /// A parameter: its fp32 master weights, the symbols of model.so that hold
 /// copies of it, its optimizer state and the output with its gradient.
+/// Whether `spec`'s piece is cut from its parameter along dimension 0
+/// over the expert-parallel grid axis alone (an expert weight [E, ...]).
+bool cutByExpertsOnly(const Manifest &m, const TensorSpec &spec) {
+  if (spec.slices.empty() || spec.shape.empty() || spec.shape[0] <= 0)
+    return false;
+  for (const TensorSpec::Slice &slice : spec.slices) {
+    if (slice.dim != 0)
+      return false;
+    for (int64_t axis : slice.axes)
+      if (axis < 0 || axis >= static_cast<int64_t>(m.axes.size()) ||
+          m.axes[axis] != "ep")
+        return false;
+  }
+  return true;
+}
+
 struct Param {
   std::string name;
   std::vector<int64_t> shape;
@@ -195,6 +211,9 @@ struct Param {
   /// Laid out by the slots of this MoE layer (moe-compile
   /// --redundant-per-rank), one row of rowElems per local slot; else -1.
   int64_t slotLayer = -1, rowElems = 0;
+  /// Cut by experts over the expert-parallel ranks only, without slots:
+  /// the experts of the whole parameter, one row of rowElems each; else 0.
+  int64_t shardedExperts = 0;
 
   /// The elements whose optimizer state this rank keeps and updates.
   std::pair<size_t, size_t> updated() const {
@@ -323,6 +342,9 @@ Error findParams(Trainer &t, const std::vector<char *> &symbols) {
       p.master.resize(moert::numElements(spec.shape));
       if (spec.slotLayer >= 0 && !spec.shape.empty() && spec.shape[0] > 0) {
         p.slotLayer = spec.slotLayer;
+        p.rowElems = moert::numElements(spec.shape) / spec.shape[0];
+      } else if (cutByExpertsOnly(m, spec)) {
+        p.shardedExperts = p.placement.wholeShape[0];
         p.rowElems = moert::numElements(spec.shape) / spec.shape[0];
       }
       moert::widenToFloat(*spec.type, symbol, p.master.data(),
@@ -626,7 +648,10 @@ std::string formatTime(double seconds) {
 /// In the gradient norm, each expert once: the norms per expert (from the
 /// rank of each one's first replica that counts the piece, `owners`),
 /// normed in expert order on rank 0, which alone counts the parameter
-/// then. Collective.
+/// then. Expert weights cut over the expert-parallel ranks without slots
+/// are normed the same way, so that a program with slots and one without
+/// agree on the norm, and on the gradients that clipping scales by it.
+/// Collective.
 void countExpertsOnce(Trainer &t,
                       const std::vector<std::pair<float *, size_t>> &grads,
                       std::vector<float> &norms, std::vector<bool> &owners) {
@@ -635,16 +660,23 @@ void countExpertsOnce(Trainer &t,
     if (p.gradOutput < 0)
       continue;
     size_t i = next++;
-    if (p.slotLayer < 0)
+    if (p.slotLayer < 0 && p.shardedExperts == 0)
       continue;
-    const planner::Placement &placement = *t.replacer->placement(p.slotLayer);
-    std::vector<float> perExpert =
-        owners[i]
-            ? moe_train::firstReplicaNorms(
-                  grads[i].first, p.rowElems,
-                  p.placement.offsets.empty() ? 0 : p.placement.offsets[0],
-                  placement)
-            : std::vector<float>(placement.numExperts(), 0.0f);
+    int64_t first = p.placement.offsets.empty() ? 0 : p.placement.offsets[0];
+    std::vector<float> perExpert;
+    if (p.slotLayer >= 0) {
+      const planner::Placement &placement =
+          *t.replacer->placement(p.slotLayer);
+      perExpert = owners[i] ? moe_train::firstReplicaNorms(
+                                  grads[i].first, p.rowElems, first, placement)
+                            : std::vector<float>(placement.numExperts(), 0.0f);
+    } else {
+      perExpert.assign(p.shardedExperts, 0.0f);
+      int64_t local = static_cast<int64_t>(grads[i].second) / p.rowElems;
+      for (int64_t e = 0; owners[i] && e < local; ++e)
+        perExpert[first + e] =
+            moert::train::norm2(grads[i].first + e * p.rowElems, p.rowElems);
+    }
     moe_train::sumOverWorld(perExpert, t.manifest);
     owners[i] = moert::worldRank() == 0;
     norms[i] = owners[i] ? moert::train::norm2(perExpert.data(),
@@ -756,8 +788,7 @@ Error run(Trainer &t) {
     double norm = train::clipGradNorm(
         grads, o.clipGradNorm, [&](std::vector<float> &norms) {
           std::vector<bool> counted = owners;
-          if (t.replacer)
-            countExpertsOnce(t, grads, norms, counted);
+          countExpertsOnce(t, grads, norms, counted);
           moe_train::combineNorms(norms, counted, t.manifest);
         });
     double lr = t.schedule.lrAt(t.config.lr, step);
