@@ -5,9 +5,13 @@
 # out-of-memory input (the figure of "N executions, no crash" is one run's);
 # with --keep-going it continues past them in libFuzzer's fork mode, which
 # restarts a child every few seconds and runs 3 to 4 times fewer inputs.
-# Prints executions, coverage and findings per target.
+# --workers N runs N processes of a target on its one corpus (each picks up
+# the others' new inputs), each for its share of --runs: a million
+# executions of a slow target on every core. Prints executions, coverage and
+# findings per target.
 #
-#   scripts/fuzz.sh [TARGET...] [--runs N] [--time SECONDS] [--keep-going]
+#   scripts/fuzz.sh [TARGET...] [--runs N] [--time SECONDS] [--workers N]
+#                   [--keep-going]
 #
 # TARGET: onnx onnx-proto torchscript mlir npy smp-config manifest.
 # The corpus of each target is kept between runs in
@@ -26,13 +30,15 @@ all=(onnx onnx-proto torchscript mlir npy smp-config manifest)
 runs=1000000
 time_limit=0
 keep_going=0
+workers=1
 targets=()
 while [ $# -gt 0 ]; do
   case $1 in
     --runs) runs=$2; shift 2 ;;
     --time) time_limit=$2; shift 2 ;;
     --keep-going) keep_going=1; shift ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    --workers) workers=$2; shift 2 ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
     -*) echo "fuzz.sh: unknown option $1" >&2; exit 2 ;;
     *)
       if [[ " ${all[*]} " != *" $1 "* ]]; then
@@ -43,6 +49,10 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
+for n in "$runs" "$time_limit" "$workers"; do
+  [[ $n =~ ^[0-9]+$ ]] || { echo "fuzz.sh: not a count: $n" >&2; exit 2; }
+done
+[ "$workers" -ge 1 ] || { echo "fuzz.sh: --workers must be at least 1" >&2; exit 2; }
 
 mkdir -p "$cache"
 MOE_BUILD_DIR=$build \
@@ -71,9 +81,10 @@ for target in "${targets[@]}"; do
     "$dir/seeds" ${moe_compile:+--moe-compile "$moe_compile"} >/dev/null
   echo "fuzz.sh: $target: $runs runs$( [ "$time_limit" -gt 0 ] && echo " or $time_limit s"), corpus $dir/corpus"
   start=$(date +%s)
-  # Fork mode with one job: a crash ends a child, not the run.
-  mode=()
-  [ "$keep_going" = 1 ] && mode=(-fork=1 -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1)
+  # Fork mode with one job: a crash ends a child, not the run (with --workers
+  # N, one process with N jobs).
+  mode=() procs=$workers
+  [ "$keep_going" = 1 ] && mode=(-fork="$workers" -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1) procs=1
   # No allocation stacks and a smaller quarantine in long runs: recording
   # the stacks was a quarter of an importer's time under ASan, and the two
   # together ran 30% more inputs (a finding's report with every stack comes
@@ -92,18 +103,35 @@ for target in "${targets[@]}"; do
   # one allocation.
   quarantine=32 rss=2048
   [ "$target" = torchscript ] && quarantine=2 rss=4096
-  (cd "$dir" && ASAN_OPTIONS=${ASAN_OPTIONS:-malloc_context_size=0:quarantine_size_mb=$quarantine} \
-      "$build/bin/moe-fuzz-$target" "$dir/corpus" "$dir/seeds" "${mode[@]}" \
-      -runs="$runs" -max_total_time="$time_limit" \
-      -rss_limit_mb=$rss -malloc_limit_mb=2048 -timeout=60 -dict="$root/fuzz/dicts/${dict[$target]}.dict" \
-      -artifact_prefix="$dir/findings/" >"$dir/fuzz.log" 2>&1) || true
+  # Worker w logs to fuzz.log (w = 1) or fuzz-w.log; the first takes the
+  # remainder of the runs.
+  logs=()
+  for ((w = 1; w <= procs; w++)); do
+    log=$dir/fuzz.log
+    [ "$w" -gt 1 ] && log=$dir/fuzz-$w.log
+    logs+=("$log")
+    share=$(( runs / procs + (w == 1 ? runs % procs : 0) ))
+    (cd "$dir" && ASAN_OPTIONS=${ASAN_OPTIONS:-malloc_context_size=0:quarantine_size_mb=$quarantine} \
+        "$build/bin/moe-fuzz-$target" "$dir/corpus" "$dir/seeds" "${mode[@]}" \
+        -runs="$share" -max_total_time="$time_limit" \
+        -rss_limit_mb=$rss -malloc_limit_mb=2048 -timeout=60 -dict="$root/fuzz/dicts/${dict[$target]}.dict" \
+        -artifact_prefix="$dir/findings/" >"$log" 2>&1) &
+  done
+  wait || true
   seconds=$(( $(date +%s) - start ))
   # Fork mode's progress lines, "#N: cov: C ft: F corp: K exec/s: E
   # oom/timeout/crash: O/T/X time: S job: J ...", lag a job behind; a plain
   # run's are "#N <event> cov: C ...". The executions and findings come
   # from the last, the coverage from one pass over the corpus as it is now.
-  last=$(grep -E '^#[0-9]+:?[[:space:]]' "$dir/fuzz.log" | tail -n 1 || true)
-  execs=$(sed -E 's/^#([0-9]+).*/\1/' <<<"$last")
+  # A run that reached its count ends with "Done N runs in S second(s)";
+  # otherwise its last progress line (which lags) is the count.
+  execs=0 last=
+  for log in "${logs[@]}"; do
+    last=$(grep -E '^#[0-9]+:?[[:space:]]' "$log" | tail -n 1 || true)
+    n=$(sed -nE 's/^Done ([0-9]+) runs.*/\1/p' "$log" | tail -n 1)
+    [ -n "$n" ] || n=$(sed -E 's/^#([0-9]+).*/\1/' <<<"$last")
+    execs=$(( execs + ${n:-0} ))
+  done
   otc=$(sed -nE 's|.* oom/timeout/crash: ([0-9/]+) .*|\1|p' <<<"$last")
   if [ "$keep_going" = 0 ]; then
     otc=$(printf '%s/%s/%s' \
