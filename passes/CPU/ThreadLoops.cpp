@@ -169,7 +169,7 @@ void moveIterationBuffersToStack(RewriterBase &rewriter,
     // Those of a loop nested deeper in its own parallel region stay.
     if (alloc->getParentOfType<omp::ParallelOp>() != parallel ||
         !alloc->getParentOfType<omp::LoopNestOp>() ||
-        !alloc.getDynamicSizes().empty() || !alloc.getSymbolOperands().empty())
+        !alloc.getSymbolOperands().empty())
       return;
     std::optional<int64_t> bytes = staticBytes(alloc.getType());
     memref::DeallocOp dealloc = iterationDealloc(alloc);

@@ -173,8 +173,6 @@ Options &options() {
 
 Error failure(const Twine &message) { return createStringError(message); }
 
-/// A parameter: its fp32 master weights, the symbols of model.so that hold
-/// copies of it, its optimizer state and the output with its gradient.
 /// Whether `spec`'s piece is cut from its parameter along dimension 0
 /// over the expert-parallel grid axis alone (an expert weight [E, ...]).
 bool cutByExpertsOnly(const Manifest &m, const TensorSpec &spec) {
@@ -191,6 +189,8 @@ bool cutByExpertsOnly(const Manifest &m, const TensorSpec &spec) {
   return true;
 }
 
+/// A parameter: its fp32 master weights, the symbols of model.so that hold
+/// copies of it, its optimizer state and the output with its gradient.
 struct Param {
   std::string name;
   std::vector<int64_t> shape;
