@@ -594,6 +594,56 @@ def MoEPartitionPass : Pass<"moe-partition", "::mlir::ModuleOp"> {
                            "::mlir::tensor::TensorDialect"];
 }
 
+def MoESequenceParallelPass
+    : Pass<"moe-sequence-parallel", "::mlir::ModuleOp"> {
+  let summary = "Run the dense layers between MoE blocks on each rank's "
+                "tokens";
+  let description = [{
+    Runs after `moe-partition` on an inference program. The partitioned MoE
+    blocks take each rank's block of the tokens over `dp x ep` and gather
+    their results back, which leaves attention, norms and the LM head
+    running whole on every rank. This pass follows the token blocks forward
+    from the blocks' gathered results (`shard.all_gather` over the token
+    axes) and from the function's inputs (each along its first dimension
+    of more than one element) and runs every onnx op that keeps them apart
+    on this rank's block:
+
+    * elementwise ops with broadcasting (an operand broadcast along the
+      split dimension is taken whole), Softmax over the last dimension,
+      LayerNormalization, RMSNormalization and reductions over other
+      dimensions;
+    * MatMul and Gemm split along rows or a batch dimension (the other
+      operand whole), or along B's columns;
+    * Transpose, Reshape, Squeeze, Unsqueeze, Flatten and Expand where the
+      blocks survive the new shape, Slice, Concat and Split along other
+      dimensions, and Gather of a block of indices (an embedding lookup);
+    * an MoE block's token slice (`shard.all_slice`) of a value that has
+      this block already becomes that block.
+
+    Any other use of a value that has a block takes it whole: again from
+    what every rank holds when that costs no exchange and no matmul (a mask
+    built from an input), else from a `shard.all_gather` of the blocks.
+    So attention's keys and values, the returned logits and the KV cache
+    are gathered; an op that mixes tokens never sees a block. Ops that
+    every rank ran whole and nothing uses any more are erased.
+
+    ```mlir
+    // before: every rank runs the LM head on all 1024 tokens
+    %h = shard.all_gather %y on @world grid_axes = [3] gather_axis = 0
+        : tensor<512x64xf32> -> tensor<1024x64xf32>
+    %logits = onnx.MatMul %h, %w : (tensor<1024x64xf32>, tensor<64x100xf32>)
+        -> tensor<1024x100xf32>
+    // after: on its 512, gathered where the program returns them
+    %local = onnx.MatMul %y, %w : (tensor<512x64xf32>, tensor<64x100xf32>)
+        -> tensor<512x100xf32>
+    %logits = shard.all_gather %local on @world grid_axes = [3]
+        gather_axis = 0 : tensor<512x100xf32> -> tensor<1024x100xf32>
+    ```
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::shard::ShardDialect"];
+}
+
 def MoEPlaceExpertsPass : Pass<"moe-place-experts", "::mlir::ModuleOp"> {
   let summary = "Put each MoE layer's experts on physical slots";
   let description = [{

@@ -192,8 +192,12 @@ LogicalResult mlir::moe::compileModel(MLIRContext &context,
                         std::to_string(options.microbatches) +
                         "},canonicalize")))
       return failure();
-  } else if (failed(runPipeline(module,
-                                 placeExperts + "moe-partition,canonicalize"))) {
+  } else if (failed(runPipeline(
+                 module, placeExperts + "moe-partition," +
+                             (options.sequenceParallel
+                                  ? "moe-sequence-parallel,"
+                                  : "") +
+                             "canonicalize"))) {
     return failure();
   }
   if (options.emit == EmitStage::SPMD)

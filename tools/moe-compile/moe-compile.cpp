@@ -92,6 +92,14 @@ static cl::opt<bool> gpuStreamOrder(
              "tell whether the order is at fault)"),
     cl::init(true), cl::cat(category));
 
+static cl::opt<bool> sequenceParallel(
+    "sequence-parallel",
+    cl::desc("Without --train, on more than one token rank (--ep, --dp): run "
+             "attention, norms and the LM head on each rank's tokens too, "
+             "gathering only keys, values and outputs (default on; off: they "
+             "run whole on every rank)"),
+    cl::init(true), cl::cat(category));
+
 static cl::opt<bool> train("train",
                            cl::desc("Compile the training step (loss and "
                                     "gradients) that moe-train runs"),
@@ -239,6 +247,7 @@ int main(int argc, char **argv) {
   options.optLevel = optLevel;
   options.cuda = target == Target::CUDA;
   options.streamOrder = gpuStreamOrder;
+  options.sequenceParallel = sequenceParallel;
   options.train = train;
   options.import.namedWeights = train;
   options.optimizer = optimizer;
