@@ -169,12 +169,16 @@ std::optional<BlockForm> SequenceParallel::elementwiseForm(Operation *op) const 
   if (!outType || op->getNumResults() != 1)
     return std::nullopt;
   int64_t rank = outType.getRank();
-  // The output dimension of the first operand that has a block.
-  int64_t outDim = Need::kWhole;
+  // The output dimension of the largest operand that has a block (not a
+  // bias that an input's block made).
+  int64_t outDim = Need::kWhole, largest = 0;
   for (Value v : op->getOperands())
-    if (int64_t d = blockDim(v); d != Need::kWhole && d >= 0) {
-      outDim = d + rank - cast<RankedTensorType>(v.getType()).getRank();
-      break;
+    if (int64_t d = blockDim(v); d != Need::kWhole) {
+      auto type = cast<RankedTensorType>(v.getType());
+      if (type.getNumElements() > largest) {
+        largest = type.getNumElements();
+        outDim = d + rank - type.getRank();
+      }
     }
   if (outDim < 0 || outType.getDimSize(outDim) % ranks != 0)
     return std::nullopt;
