@@ -599,7 +599,9 @@ def MoESequenceParallelPass
   let summary = "Run the dense layers between MoE blocks on each rank's "
                 "tokens";
   let description = [{
-    Runs after `moe-partition` on an inference program. The partitioned MoE
+    Runs after `moe-partition` (and, for training, before `moe-autodiff`,
+    which sums the gradients of weights used on blocks over the token
+    ranks: data parallelism for the dense layers). The partitioned MoE
     blocks take each rank's block of the tokens over `dp x ep` and gather
     their results back, which leaves attention, norms and the LM head
     running whole on every rank. This pass follows the token blocks forward

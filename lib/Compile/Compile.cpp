@@ -185,8 +185,10 @@ LogicalResult mlir::moe::compileModel(MLIRContext &context,
              << options.optimizer << "' (sgd or adamw)";
     // Differentiated as each rank runs it: partitioned first.
     if (failed(runPipeline(
-            module, "moe-decompose," + placeExperts +
-                        "moe-partition,moe-autodiff{" +
+            module, "moe-decompose," + placeExperts + "moe-partition," +
+                        (options.sequenceParallel ? "moe-sequence-parallel,"
+                                                  : "") +
+                        "moe-autodiff{" +
                         options.autodiffOptions +
                         "},moe-pipeline-schedule{microbatches=" +
                         std::to_string(options.microbatches) +

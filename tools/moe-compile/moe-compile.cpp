@@ -94,10 +94,10 @@ static cl::opt<bool> gpuStreamOrder(
 
 static cl::opt<bool> sequenceParallel(
     "sequence-parallel",
-    cl::desc("Without --train, on more than one token rank (--ep, --dp): run "
-             "attention, norms and the LM head on each rank's tokens too, "
-             "gathering only keys, values and outputs (default on; off: they "
-             "run whole on every rank)"),
+    cl::desc("On more than one token rank (--ep, --dp): run attention, "
+             "norms and the LM head on each rank's tokens too, gathering only "
+             "keys, values and outputs (default on; off: they run whole on "
+             "every rank)"),
     cl::init(true), cl::cat(category));
 
 static cl::opt<bool> train("train",

@@ -52,8 +52,8 @@ struct CompileOptions {
   /// Experts on slots whose table the runtime owns (moe-place-experts), with
   /// this many redundant slots per EP rank; -1 for the compiled placement.
   int64_t redundantPerRank = -1;
-  /// Inference over several token ranks: the dense layers between MoE blocks
-  /// on each rank's tokens too (moe-sequence-parallel).
+  /// Over several token ranks: the dense layers between MoE blocks on each
+  /// rank's tokens too (moe-sequence-parallel).
   bool sequenceParallel = true;
 };
 
