@@ -106,16 +106,18 @@ def feeds_for(names, ids):
     return {n: known[n] for n in names}
 
 
-def run_ours(onnx_path, feeds, work, ranks, threads, args, check):
-    """moe-compile for `ranks` expert-parallel ranks, one moe-run whose logits
-    go to `check`, then the timed moe-run --stats."""
-    tag = "ep%d" % ranks
+def run_ours(onnx_path, feeds, work, ranks, threads, args, check, balanced=False):
+    """moe-compile for `ranks` expert-parallel ranks (`balanced`: as
+    moe_bench's), one moe-run whose logits go to `check`, then the timed
+    moe-run --stats."""
+    tag = "ep%d" % ranks + ("-balanced" if balanced else "")
     bundle, outdir = os.path.join(work, tag), os.path.join(work, tag + ".out")
     compile_cmd = [os.path.join(args.bin, "moe-compile"), onnx_path, "-o", bundle]
     if ranks > 1:
-        compile_cmd += ["--ep", str(ranks)]
+        compile_cmd += ["--ep", str(ranks)] + (moe_bench.BALANCED_COMPILE if balanced else [])
     run_cmd = [os.path.join(args.bin, "moe-run"), bundle, "--output-dir", outdir, "--stats",
                "--warmup", str(args.warmup), "--repeat", str(args.repeat), "--threads", str(threads)]
+    run_cmd += moe_bench.BALANCED_RUN if balanced else []
     for name, value in feeds.items():
         compile_cmd += ["--input-shape", "%s=%s" % (name, "x".join(map(str, value.shape)))]
         path = os.path.join(work, "in.%s.npy" % name)
@@ -211,12 +213,12 @@ def print_table(results, ref, base):
 
 
 def print_ours(ours, args):
-    for ranks, (ms, _, stats) in sorted(ours.items()):
+    for (ranks, balanced), (ms, _, stats) in sorted(ours.items()):
         gemm_ms = stats["gemm_ms_total"] / args.repeat / ranks
         layer_ms = [t for _, t in stats["layers"]]
-        print("moe-run %d rank(s): compile %.1f s; entry %.1f ms; MoE layers %s = %.1f ms (%.0f%% of entry), "
+        print("moe-run %d rank(s)%s: compile %.1f s; entry %.1f ms; MoE layers %s = %.1f ms (%.0f%% of entry), "
               "the rest %.1f ms; expert GEMM %.1f ms per rank per run at %.1f GFLOP/s" % (
-                  ranks, stats["compile_s"], ms, " + ".join("%.1f" % t for t in layer_ms), sum(layer_ms),
+                  ranks, " balanced" if balanced else "", stats["compile_s"], ms, " + ".join("%.1f" % t for t in layer_ms), sum(layer_ms),
                   100 * sum(layer_ms) / ms, ms - sum(layer_ms), gemm_ms, stats["gemm_gflops"]))
         for n, (tokens, t) in enumerate(stats["layers"]):
             print("  layer %d: tokens per expert %s, %.1f ms" % (n, tokens, t))
@@ -289,13 +291,11 @@ def main():
     # Ours first and ONNX Runtime last: PyTorch's OpenMP threads and ONNX
     # Runtime's spinning threads stay in this process after they run.
     results, ours = {}, {}
-    forms = [(1, args.threads)] + ([(args.ep, max(1, args.threads // args.ep))] if args.ep > 1 else [])
-    for ranks, threads in forms:
-        label = "moe-run, 1 rank x %d thread(s)" % threads if ranks == 1 else \
-            "moe-run --ep %d, %d ranks x %d thread(s)" % (ranks, ranks, threads)
+    for ranks, threads, balanced in moe_bench.forms_of(args):
+        label = moe_bench.form_label(ranks, threads, balanced)
         try:
-            results[label] = ours[ranks] = run_ours(onnx_path, feeds, args.work, ranks, threads, args,
-                                                    checker(label, ref))
+            results[label] = ours[(ranks, balanced)] = run_ours(onnx_path, feeds, args.work, ranks, threads, args,
+                                                                checker(label, ref), balanced)
         except RuntimeError as e:
             print("FAILED: %s" % e, flush=True)
     label = "PyTorch eager (%s experts)" % impl
@@ -305,13 +305,14 @@ def main():
         label = "ONNX Runtime, the exporter's file"
         results[label] = run_ort(exported_path, feeds, args.threads, args, checker(label, ref))
 
-    print_table(results, ref, ours[1][0] if 1 in ours else None)
+    one = ours.get((1, False))
+    print_table(results, ref, one[0] if one else None)
     if ours:
         print_ours(ours, args)
-    if 1 in ours:
+    if one:
         ort_ms = results["ONNX Runtime"][0]
         print("ours vs ONNX Runtime: %.2fx (ORT / ours); ours vs PyTorch eager: %.2fx (PyTorch / ours)" % (
-            ort_ms / ours[1][0], torch_result[0] / ours[1][0]))
+            ort_ms / one[0], torch_result[0] / one[0]))
     sys.stdout.flush()
 
 

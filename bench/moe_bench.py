@@ -107,20 +107,34 @@ def parse_stats(text):
             "gemm_ms_total": float(gemm.group(2))}
 
 
-def run_ours(onnx_path, shape, x_path, work, ranks, threads, repeat, warmup):
-    """Compile for `ranks` expert-parallel ranks and run with moe-run --stats."""
-    tag = "ep%d" % ranks
+# --ep N balanced: one redundant slot per rank, re-placed after every call by
+# that call's load (the input repeats, so the placement settles at once).
+BALANCED_COMPILE = ["--redundant-per-rank", "1"]
+BALANCED_RUN = ["--replan-every", "1"]
+
+
+def form_label(ranks, threads, balanced):
+    if ranks == 1:
+        return "moe-run, 1 rank x %d thread(s)" % threads
+    return "moe-run --ep %d%s, %d ranks x %d thread(s)" % (ranks, " balanced" if balanced else "", ranks, threads)
+
+
+def run_ours(onnx_path, shape, x_path, work, ranks, threads, repeat, warmup, balanced=False):
+    """Compile for `ranks` expert-parallel ranks and run with moe-run --stats;
+    `balanced`: one redundant expert slot per rank, re-placed by the load of
+    every call (DeepSeek's EPLB remedy for uneven routing)."""
+    tag = "ep%d" % ranks + ("-balanced" if balanced else "")
     bundle, outdir = os.path.join(work, tag), os.path.join(work, tag + ".out")
     compile_cmd = [os.path.join(ROOT, "build", "bin", "moe-compile"), onnx_path,
                    "--input-shape", "hidden_states=" + "x".join(map(str, shape)), "-o", bundle]
     if ranks > 1:
-        compile_cmd[2:2] = ["--ep", str(ranks)]
+        compile_cmd[2:2] = ["--ep", str(ranks)] + (BALANCED_COMPILE if balanced else [])
     start = time.time()
     run_checked(compile_cmd)
     compile_s = time.time() - start
     run_cmd = [os.path.join(ROOT, "build", "bin", "moe-run"), bundle, "--input", "hidden_states=" + x_path,
                "--output-dir", outdir, "--stats", "--warmup", str(warmup), "--repeat", str(repeat),
-               "--threads", str(threads)]
+               "--threads", str(threads)] + (BALANCED_RUN if balanced else [])
     env = None
     if ranks > 1:
         run_cmd = ["mpirun", "-np", str(ranks), "--oversubscribe"] + run_cmd
@@ -244,15 +258,25 @@ def print_table(results, ref, base, tolerance=TOLERANCE):
 
 def print_ours(ours, args):
     runs = args.repeat
-    for ranks, (ms, _, stats) in sorted(ours.items()):
+    for (ranks, balanced), (ms, _, stats) in sorted(ours.items()):
         gemm_ms = stats["gemm_ms_total"] / runs / ranks
         layer_ms = sum(t for _, t in stats["layers"])
-        print("moe-run %d rank(s): compile %.1f s; entry %.1f ms, MoE layer %.1f ms, expert GEMM %.1f ms per rank "
+        print("moe-run %d rank(s)%s: compile %.1f s; entry %.1f ms, MoE layer %.1f ms, expert GEMM %.1f ms per rank "
               "per run (%.0f%% of entry) at %.1f GFLOP/s" % (
-                  ranks, stats["compile_s"], ms, layer_ms, gemm_ms, 100 * gemm_ms / ms, stats["gemm_gflops"]))
+                  ranks, " balanced" if balanced else "", stats["compile_s"], ms, layer_ms, gemm_ms,
+                  100 * gemm_ms / ms, stats["gemm_gflops"]))
     print("commands:")
     for _, (_, _, stats) in sorted(ours.items()):
         print("  %s\n  %s" % (" ".join(stats["compile_cmd"]), " ".join(stats["run_cmd"])))
+
+
+def forms_of(args):
+    """(ranks, threads per rank, balanced) of each moe-run form."""
+    forms = [(1, args.threads, False)]
+    if args.ep > 1:
+        per_rank = max(1, args.threads // args.ep)
+        forms += [(args.ep, per_rank, False), (args.ep, per_rank, True)]
+    return forms
 
 
 def bench(name, args):
@@ -270,37 +294,36 @@ def bench(name, args):
     # Ours first and ONNX Runtime last: PyTorch's OpenMP threads and ONNX
     # Runtime's spinning threads stay in this process after they run.
     results, ours = {}, {}
-    forms = [(1, args.threads)] + ([(args.ep, max(1, args.threads // args.ep))] if args.ep > 1 else [])
-    for ranks, threads in forms:
-        label = "moe-run, 1 rank x %d thread(s)" % threads if ranks == 1 else \
-            "moe-run --ep %d, %d ranks x %d thread(s)" % (ranks, ranks, threads)
+    for ranks, threads, balanced in forms_of(args):
+        label = form_label(ranks, threads, balanced)
         try:
-            results[label] = ours[ranks] = run_ours(onnx_path, x_np.shape, x_path, work, ranks, threads,
-                                                    args.repeat, args.warmup)
+            results[label] = ours[(ranks, balanced)] = run_ours(onnx_path, x_np.shape, x_path, work, ranks,
+                                                                threads, args.repeat, args.warmup, balanced)
         except RuntimeError as e:
             print("FAILED: %s" % e, flush=True)
     blas = None
-    if 1 in ours:
-        tokens = ours[1][2]["layers"][0][0]
+    one = ours.get((1, False))
+    if one:
+        tokens = one[2]["layers"][0][0]
         blas = blas_expert_gflops(tokens, args.hidden, args.ffn, args.threads, args.repeat, args.warmup)
     results["PyTorch eager"] = run_torch(module, x_np, args.threads, args.repeat, args.warmup)
     results["ONNX Runtime"] = run_ort(onnx_path, x_np, args.threads, args.repeat, args.warmup)
 
-    print_table(results, results["PyTorch eager"][1], ours[1][0] if 1 in ours else None)
+    print_table(results, results["PyTorch eager"][1], one[0] if one else None)
     summary = {"ms": {label: ms for label, (ms, _, _) in results.items()},
-               "ours": {ranks: {"ms": ms, "gemm_gflops": stats["gemm_gflops"]}
-                        for ranks, (ms, _, stats) in ours.items()},
+               "ours": {"%d balanced" % ranks if balanced else ranks: {"ms": ms, "gemm_gflops": stats["gemm_gflops"]}
+                        for (ranks, balanced), (ms, _, stats) in ours.items()},
                "blas_gflops": blas[0] if blas else None}
     if not ours:
         return summary
     print_ours(ours, args)
     if blas:
         rate, ms, path = blas
-        ours_rate = ours[1][2]["gemm_gflops"]
+        ours_rate = one[2]["gemm_gflops"]
         print("expert GEMM, 1 rank: moe-run %.1f GFLOP/s, OpenBLAS sgemm %.1f GFLOP/s (%.1f ms on the same shapes, "
               "%s, %d threads): ours / BLAS = %.0f%%" % (ours_rate, rate, ms, path, args.threads,
                                                           100 * ours_rate / rate))
-        print("tokens per expert %s" % ours[1][2]["layers"][0][0])
+        print("tokens per expert %s" % one[2]["layers"][0][0])
     sys.stdout.flush()
     return summary
 
