@@ -329,6 +329,46 @@ def MoEThreadLoopsPass : Pass<"moe-thread-loops", "::mlir::ModuleOp"> {
                            "::mlir::LLVM::LLVMDialect"];
 }
 
+def MoECausalAttentionPass : Pass<"moe-causal-attention"> {
+  let summary = "Compute attention over the keys that its mask lets "
+                "through";
+  let description = [{
+    Exported attention is `softmax(Q K^T (* s) + M) V` over every key, the
+    upper triangle of a causal mask included: half of its products and of
+    its exponentials are of keys that the mask removes. This pass reads the
+    mask's computation at compile time (constants, comparisons, logic,
+    casts, arithmetic, Where, Expand and reshapes; inputs such as the
+    attention mask are unknown), finds for each block of `block-rows` query
+    rows the last key that any of its rows may see, and computes each
+    block's scores, softmax and product with V over those keys only,
+    concatenating the blocks' outputs.
+
+    A key is removed where the mask is known to be -1e30 or less: a score
+    plus that has an exp of exactly 0 beside any key let through, so a row
+    keeps its bits up to the order of sums. A row all of whose keys are
+    removed would get a uniform softmax over every key in the exported
+    graph but over fewer keys here, so the pass applies only where each row
+    has a key known to pass (a causal mask alone), or where the graph
+    zeroes such rows itself, as transformers' export does
+    (`Where(ReduceSum(Cast(B)) < t, 0, attention)` with the mask
+    `Cast(Not(B)) * c`, 0 < t <= 1, c <= -1e30).
+
+    ```mlir
+    // before: every query row against all 1024 keys
+    %s = onnx.MatMul %q, %kt : (tensor<1x16x1024x64xf32>, tensor<1x16x64x1024xf32>) -> tensor<1x16x1024x1024xf32>
+    // after (block-rows = 128): rows 0-127 against keys 0-127, ...
+    %s0 = onnx.MatMul %q0, %kt0 : (tensor<1x16x128x64xf32>, tensor<1x16x64x128xf32>) -> tensor<1x16x128x128xf32>
+    ```
+  }];
+  let options = [
+    Option<"blockRows", "block-rows", "int64_t", "128",
+           "Query rows per block (each block one GEMM per product)">,
+    Option<"maxMaskElements", "max-mask-elements", "int64_t", "1 << 24",
+           "Masks with more elements are not read (compile time)">
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect"];
+}
+
 def MoEFuseRowsPass : Pass<"moe-fuse-rows"> {
   let summary = "Compute softmaxes and norms one row at a time: tile the "
                 "last elementwise op of a chain with reductions by rows and "

@@ -199,6 +199,11 @@ LogicalResult mlir::moe::compileModel(MLIRContext &context,
                              (options.sequenceParallel
                                   ? "moe-sequence-parallel,"
                                   : "") +
+                             (options.causalBlockRows > 0
+                                  ? "moe-causal-attention{block-rows=" +
+                                        std::to_string(options.causalBlockRows) +
+                                        "},"
+                                  : std::string()) +
                              "canonicalize"))) {
     return failure();
   }

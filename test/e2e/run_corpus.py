@@ -182,10 +182,11 @@ def main():
     parser.add_argument("--work", required=True)
     parser.add_argument("--format", default="onnx", choices=["onnx", "pt"])
     parser.add_argument("--plans", default="all",
-                        choices=["all", "basic", "ep", "ep2", "one"],
+                        choices=["all", "basic", "ep", "ep2", "one", "causal"],
                         help="every plan, 'basic' (one rank, --ep 2, --dp 2), 'ep' (one "
                              "rank, --ep 2, --ep 4, --dp 2 --ep 2), 'ep2' (one "
-                             "rank, --ep 2) or 'one' (one rank)")
+                             "rank, --ep 2), 'one' (one rank) or 'causal' (one rank, "
+                             "attention in blocks of 4 query rows)")
     parser.add_argument("--target", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--build-only", action="store_true",
                         help="compile and link each plan, check the bundle's target and that "
@@ -225,7 +226,9 @@ def main():
     # ep: expert parallelism on 2 and 4 ranks and with data parallelism.
     expert_parallel = [PLANS[0], PLANS[1], PLANS[8], PLANS[9]]
     plans = {"all": PLANS, "basic": PLANS[:3], "ep": expert_parallel,
-             "ep2": PLANS[:2], "one": PLANS[:1]}[args.plans]
+             "ep2": PLANS[:2], "one": PLANS[:1],
+             # attention in blocks of 4 query rows over the keys each sees
+             "causal": [(1, ["--causal-block-rows", "4"])]}[args.plans]
     failures, baseline, baseline_tokens = [], None, None
     for ranks, options in plans:
         label = "%s.%s%s np=%d [%s]" % (args.model, args.format,

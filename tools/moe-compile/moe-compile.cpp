@@ -100,6 +100,13 @@ static cl::opt<bool> sequenceParallel(
              "every rank)"),
     cl::init(true), cl::cat(category));
 
+static cl::opt<int64_t> causalBlockRows(
+    "causal-block-rows",
+    cl::desc("Compute attention under a causal mask in blocks of this many "
+             "query rows, each over the keys its mask may let through "
+             "(default 128; 0: every key)"),
+    cl::init(128), cl::cat(category));
+
 static cl::opt<bool> train("train",
                            cl::desc("Compile the training step (loss and "
                                     "gradients) that moe-train runs"),
@@ -248,6 +255,13 @@ int main(int argc, char **argv) {
   options.cuda = target == Target::CUDA;
   options.streamOrder = gpuStreamOrder;
   options.sequenceParallel = sequenceParallel;
+  if (causalBlockRows < 0) {
+    emitError(UnknownLoc::get(&context))
+        << "moe-compile: --causal-block-rows must be 0 or more, not "
+        << static_cast<int64_t>(causalBlockRows);
+    return 1;
+  }
+  options.causalBlockRows = causalBlockRows;
   options.train = train;
   options.import.namedWeights = train;
   options.optimizer = optimizer;
