@@ -3,8 +3,9 @@
 Called by train_bench.py --ranks N after its one-process figures, on the same
 model, data and AdamW settings, every rank on one thread (N ranks share N
 cores). moe-train runs the step compiled for each plan (--ep N, --dp N):
-every rank computes the layers outside the MoE blocks on the whole batch
-and its share of the experts' work. PyTorch runs DistributedDataParallel:
+every rank computes the layers outside the MoE blocks on its 1/N of the
+batch's tokens (moe-sequence-parallel) and its share of the experts' work,
+and the dense gradients are summed over the ranks. PyTorch runs DistributedDataParallel:
 each rank the whole model on its 1/N of the batch, gradients averaged by
 gloo's all-reduce.
 """
