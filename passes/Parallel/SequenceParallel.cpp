@@ -250,13 +250,19 @@ std::optional<BlockForm> SequenceParallel::matmulForm(Operation *op) const {
   return std::nullopt;
 }
 
-std::optional<BlockForm> SequenceParallel::shapeForm(Operation *op) const {
-  Value in = op->getOperand(0);
-  int64_t d = blockDim(in);
-  int64_t rank = shapeOf(in).size();
+/// The form of an op that takes its first operand's block along `dim` and
+/// its other operands whole; the caller adds the results' dimensions.
+BlockForm firstOperandForm(Operation *op, int64_t dim) {
   BlockForm form;
   form.operands.assign(op->getNumOperands(), {Need::kWhole});
-  form.operands[0] = {d};
+  form.operands[0] = {dim};
+  return form;
+}
+
+std::optional<BlockForm> SequenceParallel::shapeForm(Operation *op) const {
+  Value in = op->getOperand(0);
+  int64_t d = blockDim(in), rank = shapeOf(in).size();
+  BlockForm form = firstOperandForm(op, d);
   if (auto transpose = dyn_cast<onnx::TransposeOp>(op)) {
     auto perm = op->getAttrOfType<DenseI64ArrayAttr>("perm");
     SmallVector<int64_t> order;
@@ -322,11 +328,8 @@ std::optional<BlockForm> SequenceParallel::shapeForm(Operation *op) const {
 
 std::optional<BlockForm> SequenceParallel::reductionForm(Operation *op) const {
   Value in = op->getOperand(0);
-  int64_t d = blockDim(in);
-  int64_t rank = shapeOf(in).size();
-  BlockForm form;
-  form.operands.assign(op->getNumOperands(), {Need::kWhole});
-  form.operands[0] = {d};
+  int64_t d = blockDim(in), rank = shapeOf(in).size();
+  BlockForm form = firstOperandForm(op, d);
   if (isa<onnx::SoftmaxOp>(op)) {
     // Over the last dimension only: older opsets flatten from `axis` on, and
     // their default axis (1) is the last one only in two dimensions.
