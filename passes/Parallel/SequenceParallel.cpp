@@ -81,6 +81,8 @@ int64_t intAttr(Operation *op, StringRef name, int64_t fallback) {
 /// that `ranks` divides. -1 when the blocks do not survive the reshape.
 int64_t reshapedDim(ArrayRef<int64_t> from, ArrayRef<int64_t> to, int64_t dim,
                     int64_t ranks) {
+  if (product(from) != product(to))
+    return -1;
   int64_t before = product(from.take_front(dim));
   int64_t size = from[dim];
   int64_t prefix = 1;
@@ -200,6 +202,9 @@ std::optional<BlockForm> SequenceParallel::elementwiseForm(Operation *op) const 
 
 std::optional<BlockForm> SequenceParallel::matmulForm(Operation *op) const {
   Value lhs = op->getOperand(0), rhs = op->getOperand(1);
+  if (!isa<RankedTensorType>(lhs.getType()) ||
+      !isa<RankedTensorType>(rhs.getType()))
+    return std::nullopt;
   int64_t lr = shapeOf(lhs).size(), rr = shapeOf(rhs).size();
   int64_t rank = shapeOf(op->getResult(0)).size();
   BlockForm form;
@@ -209,7 +214,8 @@ std::optional<BlockForm> SequenceParallel::matmulForm(Operation *op) const {
     if (blockDim(lhs) != rowDim)
       return std::nullopt;
     form.operands = {{rowDim}, {Need::kWhole}};
-    if (op->getNumOperands() == 3) {
+    if (op->getNumOperands() == 3 &&
+        isa<RankedTensorType>(op->getOperand(2).getType())) {
       ArrayRef<int64_t> c = shapeOf(op->getOperand(2));
       bool perRow = c.size() == 2 && c[0] != 1;
       form.operands.push_back({perRow ? 0 : Need::kWhole});
@@ -288,7 +294,8 @@ std::optional<BlockForm> SequenceParallel::shapeForm(Operation *op) const {
   if (isa<onnx::ExpandOp>(op)) {
     ArrayRef<int64_t> outShape = shapeOf(op->getResult(0));
     int64_t out = d + outShape.size() - rank;
-    if (outShape[out] != shapeOf(in)[d])
+    if (out < 0 || out >= static_cast<int64_t>(outShape.size()) ||
+        outShape[out] != shapeOf(in)[d])
       return std::nullopt;
     form.resultDims.push_back(out);
     return form;

@@ -37,24 +37,44 @@ ArrayRef<int64_t> shapeOf(Value v) {
   return cast<RankedTensorType>(v.getType()).getShape();
 }
 
-/// The element of `operand` that an elementwise op with result index
-/// `index` reads (ONNX broadcasting: trailing dimensions line up).
-SmallVector<int64_t> broadcastIndex(Value operand, ArrayRef<int64_t> index) {
-  ArrayRef<int64_t> shape = shapeOf(operand);
-  int64_t lead = index.size() - shape.size();
+/// The element of `operand` that an elementwise op with result `shape`
+/// reads at `index` (ONNX broadcasting: trailing dimensions line up); none
+/// when the shapes do not broadcast.
+std::optional<SmallVector<int64_t>>
+broadcastIndex(Value operand, ArrayRef<int64_t> shape,
+               ArrayRef<int64_t> index) {
+  auto type = dyn_cast<RankedTensorType>(operand.getType());
+  if (!type || type.getRank() > static_cast<int64_t>(index.size()))
+    return std::nullopt;
+  int64_t lead = index.size() - type.getRank();
   SmallVector<int64_t> at;
-  for (auto [d, size] : llvm::enumerate(shape))
+  for (auto [d, size] : llvm::enumerate(type.getShape())) {
+    if (size != 1 && size != shape[lead + d])
+      return std::nullopt;
     at.push_back(size == 1 ? 0 : index[lead + d]);
+  }
   return at;
 }
 
-/// The element of `operand` that a reshape to `shape` puts at `index`.
-SmallVector<int64_t> reshapedIndex(Value operand, ArrayRef<int64_t> shape,
-                                   ArrayRef<int64_t> index) {
+int64_t product(ArrayRef<int64_t> dims) {
+  int64_t p = 1;
+  for (int64_t d : dims)
+    p *= d;
+  return p;
+}
+
+/// The element of `operand` that a reshape to `shape` puts at `index`; none
+/// when the element counts differ.
+std::optional<SmallVector<int64_t>>
+reshapedIndex(Value operand, ArrayRef<int64_t> shape, ArrayRef<int64_t> index) {
+  auto type = dyn_cast<RankedTensorType>(operand.getType());
+  if (!type || !type.hasStaticShape() ||
+      type.getNumElements() != product(shape))
+    return std::nullopt;
   int64_t linear = 0;
   for (auto [i, size] : llvm::zip(index, shape))
     linear = linear * size + i;
-  ArrayRef<int64_t> from = shapeOf(operand);
+  ArrayRef<int64_t> from = type.getShape();
   SmallVector<int64_t> at(from.size());
   for (int64_t d = from.size() - 1; d >= 0; --d) {
     at[d] = linear % from[d];
@@ -101,9 +121,14 @@ std::optional<double> MaskEvaluator::constantAt(Value v,
   ShapedType type = c.type;
   if (!type)
     return std::nullopt;
+  if (!type.hasStaticShape() ||
+      index.size() != static_cast<size_t>(type.getRank()))
+    return std::nullopt;
   int64_t linear = 0;
   for (auto [i, size] : llvm::zip(index, type.getShape()))
     linear = linear * size + i;
+  if (linear < 0 || linear >= type.getNumElements())
+    return std::nullopt;
   Type element = type.getElementType();
   if (DenseElementsAttr dense = c.dense) {
     if (dense.isSplat())
@@ -149,9 +174,11 @@ std::optional<double> MaskEvaluator::at(Value v, ArrayRef<int64_t> index,
       def->getDialect() !=
           def->getContext()->getLoadedDialect<onnx::ONNXDialect>())
     return std::nullopt;
-  auto operand = [&](unsigned i) {
-    return at(def->getOperand(i), broadcastIndex(def->getOperand(i), index),
-              depth + 1);
+  ArrayRef<int64_t> shape = shapeOf(v);
+  auto operand = [&](unsigned i) -> std::optional<double> {
+    std::optional<SmallVector<int64_t>> where =
+        broadcastIndex(def->getOperand(i), shape, index);
+    return where ? at(def->getOperand(i), *where, depth + 1) : std::nullopt;
   };
   auto both = [&](auto fn) -> std::optional<double> {
     std::optional<double> a = operand(0), b;
@@ -217,9 +244,11 @@ std::optional<double> MaskEvaluator::at(Value v, ArrayRef<int64_t> index,
       })
       .Case([&](onnx::ExpandOp) { return operand(0); })
       .Case<onnx::ReshapeOp, onnx::UnsqueezeOp, onnx::SqueezeOp,
-            onnx::FlattenOp>([&](Operation *) {
+            onnx::FlattenOp>([&](Operation *) -> std::optional<double> {
         Value in = def->getOperand(0);
-        return at(in, reshapedIndex(in, shapeOf(v), index), depth + 1);
+        std::optional<SmallVector<int64_t>> where =
+            reshapedIndex(in, shape, index);
+        return where ? at(in, *where, depth + 1) : std::nullopt;
       })
       .Default([](Operation *) { return std::nullopt; });
 }
@@ -285,14 +314,26 @@ std::optional<Attention> matchAttention(onnx::SoftmaxOp softmax) {
   if (!att.scores)
     return std::nullopt;
   for (Value v : llvm::concat<Value>(att.scores->getOperands(),
-                                     att.output->getOperands()))
+                                     att.output->getOperands(),
+                                     att.output->getResults()))
     if (auto t = dyn_cast<RankedTensorType>(v.getType());
         !t || !t.hasStaticShape() || t.getRank() != rank)
       return std::nullopt;
-  // The mask holds a value per key (not one for all of a row's keys).
-  ArrayRef<int64_t> mask = shapeOf(att.mask());
+  // Q [.., rows, d] K^T [.., d, keys], V [.., keys, e]; the mask holds a
+  // value per key (not one for all of a row's keys) and per row or for all.
+  int64_t rows = type.getDimSize(rank - 2), keys = type.getDimSize(rank - 1);
+  if (shapeOf(att.scores->getOperand(0))[rank - 2] != rows ||
+      shapeOf(att.scores->getOperand(1))[rank - 1] != keys ||
+      shapeOf(att.output->getOperand(1))[rank - 2] != keys ||
+      shapeOf(att.output->getResult(0))[rank - 2] != rows)
+    return std::nullopt;
+  auto maskType = dyn_cast<RankedTensorType>(att.mask().getType());
+  if (!maskType || !maskType.hasStaticShape())
+    return std::nullopt;
+  ArrayRef<int64_t> mask = maskType.getShape();
   if (mask.size() > static_cast<size_t>(rank) || mask.size() < 2 ||
-      mask.back() != type.getShape().back())
+      mask.back() != keys ||
+      (mask[mask.size() - 2] != 1 && mask[mask.size() - 2] != rows))
     return std::nullopt;
   return att;
 }
@@ -455,13 +496,6 @@ struct MoECausalAttentionPass
     if (!skips)
       return std::nullopt;
     return blocks;
-  }
-
-  static int64_t product(ArrayRef<int64_t> dims) {
-    int64_t p = 1;
-    for (int64_t d : dims)
-      p *= d;
-    return p;
   }
 
   static Value slice(OpBuilder &b, Location loc, Value v, int64_t axis,
