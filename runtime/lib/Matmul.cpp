@@ -435,6 +435,50 @@ static void groupedMatmulF32(int64_t groups, int64_t experts,
                              int64_t K, int64_t N, const void *A,
                              const void *W, const void *bias, void *C);
 
+namespace {
+/// Groups of fewer rows than this on average are multiplied per expert.
+constexpr int64_t kMergeRowsPerGroup = 64;
+
+/// Several groups of one expert (rows from several source ranks) side by
+/// side in scratch, so that each expert is one product, not one per group:
+/// its weights read once, and more rows to a GEMM. A row's sums do not
+/// depend on the rows beside it, so the bits are those of a group at a time.
+struct ExpertRows {
+  std::vector<float> a, c;       // [rows, K] and [rows, N], expert-major
+  std::vector<int64_t> first;    // expert e's rows: [first[e], first[e + 1])
+  std::vector<std::pair<int64_t, int64_t>> moved; // (row of C, of scratch)
+
+  ExpertRows(int64_t groups, int64_t experts, const int32_t *counts,
+             const std::vector<int64_t> &begins, int64_t K, int64_t N,
+             const float *A, const float *bias)
+      : first(experts + 1, 0) {
+    for (int64_t g = 0; g < groups; ++g)
+      first[g % experts + 1] += counts[g];
+    for (int64_t e = 0; e < experts; ++e)
+      first[e + 1] += first[e];
+    a.resize(first[experts] * K);
+    c.resize(first[experts] * N);
+    std::vector<int64_t> next(first.begin(), first.end() - 1);
+    for (int64_t g = 0; g < groups; ++g) {
+      int64_t e = g % experts;
+      for (int64_t r = begins[g]; r < begins[g] + counts[g]; ++r) {
+        int64_t m = next[e]++;
+        std::copy(A + r * K, A + (r + 1) * K, a.data() + m * K);
+        if (bias)
+          std::copy(bias + e * N, bias + (e + 1) * N, c.data() + m * N);
+        moved.push_back({r, m});
+      }
+    }
+  }
+  int64_t rows(int64_t e) const { return first[e + 1] - first[e]; }
+  /// The products back to the groups' rows of C.
+  void scatter(int64_t N, float *C) const {
+    for (auto [r, m] : moved)
+      std::copy(c.data() + m * N, c.data() + (m + 1) * N, C + r * N);
+  }
+};
+} // namespace
+
 void moert_grouped_matmul(int32_t dtype, int64_t groups, int64_t experts,
                           const int32_t *counts, int64_t groupStride,
                           int64_t rows, int64_t K, int64_t N, const void *A,
@@ -503,22 +547,43 @@ static void groupedMatmulF32(int64_t groups, int64_t experts,
   auto *w = static_cast<const float *>(W);
   auto *c = static_cast<float *>(C);
   auto *b = static_cast<const float *>(bias);
+  // C_e (+)= A_e W_e^T, W_e [N, K] packed, else read transposed in place.
+  auto product = [&](int64_t M, int64_t e, const float *Ae, float *Ce) {
+    if (!packedExpertMatmul(M, N, K, Ae, w + e * N * K, Ce,
+                            /*accumulate=*/b != nullptr))
+      moert_matmul_f32(/*batch=*/1, M, N, K, Ae, 0, K, 1, w + e * N * K, 0, 1,
+                       K, Ce, 0, N, 1, /*accumulate=*/b != nullptr,
+                       /*site=*/1);
+  };
+  int64_t used = 0;
+  for (int64_t g = 0; g < groups; ++g)
+    used += counts[g];
   // Rows outside every group are zero.
   std::vector<char> covered(rows, 0);
-  for (int64_t g = 0; g < groups; ++g) {
-    std::fill(covered.begin() + begins[g],
-              covered.begin() + begins[g] + counts[g], 1);
-    int64_t e = g % experts;
-    // The bias first, then the product accumulated onto it.
-    if (b)
-      for (int64_t r = begins[g]; r < begins[g] + counts[g]; ++r)
-        std::copy(b + e * N, b + (e + 1) * N, c + r * N);
-    // C_g (+)= A_g W_e^T, W_e [N, K] packed, else read transposed in place.
-    if (!packedExpertMatmul(counts[g], N, K, a + begins[g] * K, w + e * N * K,
-                            c + begins[g] * N, /*accumulate=*/b != nullptr))
-      moert_matmul_f32(/*batch=*/1, counts[g], N, K, a + begins[g] * K, 0, K,
-                       1, w + e * N * K, 0, 1, K, c + begins[g] * N, 0, N, 1,
-                       /*accumulate=*/b != nullptr, /*site=*/1);
+  // Groups of one expert from several source ranks, a few dozen rows each:
+  // one product per expert over its rows gathered (such GEMMs run well
+  // below the machine's peak; the copies cost far less).
+  if (groups > experts && used < kMergeRowsPerGroup * groups) {
+    ExpertRows merged(groups, experts, counts, begins, K, N, a, b);
+    for (int64_t e = 0; e < experts; ++e)
+      if (merged.rows(e) > 0)
+        product(merged.rows(e), e, merged.a.data() + merged.first[e] * K,
+                merged.c.data() + merged.first[e] * N);
+    merged.scatter(N, c);
+    for (auto [r, m] : merged.moved)
+      covered[r] = 1;
+  } else {
+    for (int64_t g = 0; g < groups; ++g) {
+      std::fill(covered.begin() + begins[g],
+                covered.begin() + begins[g] + counts[g], 1);
+      int64_t e = g % experts;
+      // The bias first, then the product accumulated onto it.
+      if (b)
+        for (int64_t r = begins[g]; r < begins[g] + counts[g]; ++r)
+          std::copy(b + e * N, b + (e + 1) * N, c + r * N);
+      if (counts[g] > 0)
+        product(counts[g], e, a + begins[g] * K, c + begins[g] * N);
+    }
   }
   for (int64_t r = 0; r < rows; ++r)
     if (!covered[r])
@@ -544,36 +609,16 @@ void moert_grouped_matmul_few_rows(int32_t dtype, int64_t groups,
   auto *c = static_cast<float *>(C);
   auto *b = static_cast<const float *>(bias);
   std::vector<detail::FewRowsProblem> problems;
-  // Several groups of one expert (rows from several source ranks): their
-  // rows side by side in scratch, so that the expert's weights are read
-  // once, not once per group. A row's sums do not depend on the rows
-  // beside it, so the bits are those of a group at a time.
-  std::vector<float> mergedA, mergedC;
-  std::vector<std::pair<int64_t, int64_t>> mergedRows; // (row of C, of scratch)
+  // Several groups of one expert: its weights read once, not per group.
+  std::optional<ExpertRows> merged;
   if (groups > experts) {
-    std::vector<int64_t> first(experts + 1, 0);
-    for (int64_t g = 0; g < groups; ++g)
-      first[g % experts + 1] += counts[g];
+    merged.emplace(groups, experts, counts, begins, K, N, a, b);
     for (int64_t e = 0; e < experts; ++e)
-      first[e + 1] += first[e];
-    mergedA.resize(first[experts] * K);
-    mergedC.resize(first[experts] * N);
-    std::vector<int64_t> next(first.begin(), first.end() - 1);
-    for (int64_t g = 0; g < groups; ++g) {
-      int64_t e = g % experts;
-      for (int64_t r = begins[g]; r < begins[g] + counts[g]; ++r) {
-        int64_t m = next[e]++;
-        std::copy(a + r * K, a + (r + 1) * K, mergedA.data() + m * K);
-        if (b)
-          std::copy(b + e * N, b + (e + 1) * N, mergedC.data() + m * N);
-        mergedRows.push_back({r, m});
-      }
-    }
-    for (int64_t e = 0; e < experts; ++e)
-      if (first[e + 1] > first[e])
-        problems.push_back({mergedA.data() + first[e] * K, w + e * N * K,
-                            mergedC.data() + first[e] * N,
-                            first[e + 1] - first[e], N, K, b != nullptr});
+      if (merged->rows(e) > 0)
+        problems.push_back({merged->a.data() + merged->first[e] * K,
+                            w + e * N * K,
+                            merged->c.data() + merged->first[e] * N,
+                            merged->rows(e), N, K, b != nullptr});
   } else {
     for (int64_t g = 0; g < groups; ++g) {
       int64_t e = g % experts;
@@ -591,8 +636,8 @@ void moert_grouped_matmul_few_rows(int32_t dtype, int64_t groups,
   auto start = std::chrono::steady_clock::now();
   double cpuStart = threadCpuSeconds();
   detail::runFewRows(problems);
-  for (auto [r, m] : mergedRows)
-    std::copy(mergedC.data() + m * N, mergedC.data() + (m + 1) * N, c + r * N);
+  if (merged)
+    merged->scatter(N, c);
   double flops = 0;
   for (const detail::FewRowsProblem &p : problems)
     flops += 2.0 * p.M * p.N * p.K;
