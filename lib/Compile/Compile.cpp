@@ -179,33 +179,30 @@ LogicalResult mlir::moe::compileModel(MLIRContext &context,
           ? "moe-place-experts{redundant-per-rank=" +
                 std::to_string(options.redundantPerRank) + "},"
           : "";
+  // What each rank runs, its dense layers on its own tokens.
+  std::string partition = placeExperts + "moe-partition," +
+                          (options.sequenceParallel ? "moe-sequence-parallel,"
+                                                    : "");
   if (options.train) {
     if (options.optimizer != "sgd" && options.optimizer != "adamw")
       return module.emitError("moe-compile: unknown --optimizer '")
              << options.optimizer << "' (sgd or adamw)";
     // Differentiated as each rank runs it: partitioned first.
     if (failed(runPipeline(
-            module, "moe-decompose," + placeExperts + "moe-partition," +
-                        (options.sequenceParallel ? "moe-sequence-parallel,"
-                                                  : "") +
-                        "moe-autodiff{" +
+            module, "moe-decompose," + partition + "moe-autodiff{" +
                         options.autodiffOptions +
                         "},moe-pipeline-schedule{microbatches=" +
                         std::to_string(options.microbatches) +
                         "},canonicalize")))
       return failure();
-  } else if (failed(runPipeline(
-                 module, placeExperts + "moe-partition," +
-                             (options.sequenceParallel
-                                  ? "moe-sequence-parallel,"
-                                  : "") +
-                             (options.causalBlockRows > 0
-                                  ? "moe-causal-attention{block-rows=" +
-                                        std::to_string(options.causalBlockRows) +
-                                        "},"
-                                  : std::string()) +
-                             "canonicalize"))) {
-    return failure();
+  } else {
+    std::string causal =
+        options.causalBlockRows > 0
+            ? "moe-causal-attention{block-rows=" +
+                  std::to_string(options.causalBlockRows) + "},"
+            : "";
+    if (failed(runPipeline(module, partition + causal + "canonicalize")))
+      return failure();
   }
   if (options.emit == EmitStage::SPMD)
     return writeModule(module, out);

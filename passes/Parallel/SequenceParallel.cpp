@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialects/onnx/IR/ONNXDialect.h"
+#include "passes/Conversion/ONNXToLinalg/Lowering.h"
 #include "passes/Parallel/ShardLayer.h"
 #include "passes/Passes.h"
 
@@ -28,6 +29,13 @@ namespace mlir::moe {
 using namespace mlir;
 using namespace mlir::moe;
 using namespace mlir::moe::spmd;
+using onnx_lowering::axesOf;
+using onnx_lowering::getConstantInts;
+using onnx_lowering::intAttr;
+using onnx_lowering::normalizeAxis;
+using onnx_lowering::optionalOperand;
+using onnx_lowering::product;
+using onnx_lowering::Shape;
 
 namespace {
 
@@ -50,29 +58,6 @@ struct BlockForm {
 
 ArrayRef<int64_t> shapeOf(Value v) {
   return cast<RankedTensorType>(v.getType()).getShape();
-}
-
-int64_t product(ArrayRef<int64_t> dims) {
-  int64_t p = 1;
-  for (int64_t d : dims)
-    p *= d;
-  return p;
-}
-
-/// The integers of a constant operand or attribute list, if known.
-std::optional<SmallVector<int64_t>> constantInts(Value v) {
-  DenseIntElementsAttr attr;
-  if (!v || !matchPattern(v, m_Constant(&attr)))
-    return std::nullopt;
-  SmallVector<int64_t> out;
-  for (const APInt &i : attr.getValues<APInt>())
-    out.push_back(i.getSExtValue());
-  return out;
-}
-
-int64_t intAttr(Operation *op, StringRef name, int64_t fallback) {
-  auto attr = op->getAttrOfType<IntegerAttr>(name);
-  return attr ? attr.getInt() : fallback;
 }
 
 /// The dimension of `to` that holds the block of dimension `dim` of `from`
@@ -301,13 +286,12 @@ std::optional<BlockForm> SequenceParallel::shapeForm(Operation *op) const {
     return form;
   }
   if (isa<onnx::SliceOp>(op)) {
-    std::optional<SmallVector<int64_t>> starts = constantInts(op->getOperand(1));
+    std::optional<Shape> starts = getConstantInts(op->getOperand(1));
     if (!starts)
       return std::nullopt;
-    SmallVector<int64_t> sliced;
-    if (op->getNumOperands() > 3 &&
-        !isa<NoneType>(op->getOperand(3).getType())) {
-      std::optional<SmallVector<int64_t>> given = constantInts(op->getOperand(3));
+    Shape sliced;
+    if (Value axes = optionalOperand(op, 3)) {
+      std::optional<Shape> given = getConstantInts(axes);
       if (!given)
         return std::nullopt;
       sliced = *given;
@@ -315,15 +299,14 @@ std::optional<BlockForm> SequenceParallel::shapeForm(Operation *op) const {
       for (int64_t i = 0; i < static_cast<int64_t>(starts->size()); ++i)
         sliced.push_back(i);
     }
-    for (int64_t a : sliced)
-      if ((a < 0 ? a + rank : a) == d)
-        return std::nullopt;
+    if (llvm::any_of(sliced,
+                     [&](int64_t a) { return normalizeAxis(a, rank) == d; }))
+      return std::nullopt;
     form.resultDims.push_back(d);
     return form;
   }
   if (isa<onnx::ConcatOp, onnx::SplitOp>(op)) {
-    int64_t axis = intAttr(op, "axis", 0);
-    if ((axis < 0 ? axis + rank : axis) == d)
+    if (normalizeAxis(intAttr(op, "axis", 0), rank) == d)
       return std::nullopt;
     if (isa<onnx::ConcatOp>(op))
       form.operands.assign(op->getNumOperands(), {d});
@@ -341,29 +324,24 @@ std::optional<BlockForm> SequenceParallel::reductionForm(Operation *op) const {
     // Over the last dimension only: older opsets flatten from `axis` on, and
     // their default axis (1) is the last one only in two dimensions.
     int64_t axis = intAttr(op, "axis", rank == 2 ? 1 : 0);
-    if ((axis < 0 ? axis + rank : axis) != rank - 1 || d == rank - 1)
+    if (normalizeAxis(axis, rank) != rank - 1 || d == rank - 1)
       return std::nullopt;
     form.resultDims.push_back(d);
     return form;
   }
   if (isa<onnx::LayerNormalizationOp, onnx::RMSNormalizationOp>(op)) {
-    int64_t axis = intAttr(op, "axis", -1);
-    if (d >= (axis < 0 ? axis + rank : axis))
+    if (d >= normalizeAxis(intAttr(op, "axis", -1), rank))
       return std::nullopt;
     form.resultDims.assign(op->getNumResults(), d);
     return form;
   }
   // ReduceX: the axes from the second operand (opset 18) or the attribute.
-  std::optional<SmallVector<int64_t>> reduced;
-  if (op->getNumOperands() > 1)
-    reduced = constantInts(op->getOperand(1));
-  else if (auto attr = op->getAttrOfType<DenseI64ArrayAttr>("axes"))
-    reduced = SmallVector<int64_t>(attr.asArrayRef());
+  std::optional<Shape> reduced = axesOf(op, 1);
   if (!reduced || reduced->empty())
     return std::nullopt;
   int64_t before = 0;
   for (int64_t a : *reduced) {
-    a = a < 0 ? a + rank : a;
+    a = normalizeAxis(a, rank);
     if (a == d)
       return std::nullopt;
     before += a < d;
@@ -375,8 +353,7 @@ std::optional<BlockForm> SequenceParallel::reductionForm(Operation *op) const {
 std::optional<BlockForm> SequenceParallel::indexingForm(Operation *op) const {
   Value data = op->getOperand(0), indices = op->getOperand(1);
   int64_t rank = shapeOf(data).size();
-  int64_t axis = intAttr(op, "axis", 0);
-  axis = axis < 0 ? axis + rank : axis;
+  int64_t axis = normalizeAxis(intAttr(op, "axis", 0), rank);
   BlockForm form;
   // Blocks of the indices pick blocks of rows (an embedding lookup).
   if (int64_t i = blockDim(indices); i != Need::kWhole) {

@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialects/onnx/IR/ONNXDialect.h"
+#include "passes/Conversion/ONNXToLinalg/Lowering.h"
 #include "passes/Passes.h"
 
 #include "mlir/IR/Matchers.h"
@@ -26,6 +27,10 @@ namespace mlir::moe {
 
 using namespace mlir;
 using namespace mlir::moe;
+using onnx_lowering::axesOf;
+using onnx_lowering::intAttr;
+using onnx_lowering::normalizeAxis;
+using onnx_lowering::product;
 
 namespace {
 
@@ -54,13 +59,6 @@ broadcastIndex(Value operand, ArrayRef<int64_t> shape,
     at.push_back(size == 1 ? 0 : index[lead + d]);
   }
   return at;
-}
-
-int64_t product(ArrayRef<int64_t> dims) {
-  int64_t p = 1;
-  for (int64_t d : dims)
-    p *= d;
-  return p;
 }
 
 /// The element of `operand` that a reshape to `shape` puts at `index`; none
@@ -285,9 +283,9 @@ std::optional<Attention> matchAttention(onnx::SoftmaxOp softmax) {
   if (!type || !type.hasStaticShape() || type.getRank() < 2)
     return std::nullopt;
   int64_t rank = type.getRank();
-  auto axisAttr = softmax->getAttrOfType<IntegerAttr>("axis");
-  int64_t axis = axisAttr ? axisAttr.getInt() : (rank == 2 ? 1 : 0);
-  if ((axis < 0 ? axis + rank : axis) != rank - 1 || !p.hasOneUse())
+  // Older opsets' default axis (1) is the last one only in two dimensions.
+  int64_t axis = intAttr(softmax, "axis", rank == 2 ? 1 : 0);
+  if (normalizeAxis(axis, rank) != rank - 1 || !p.hasOneUse())
     return std::nullopt;
   att.output = dyn_cast<onnx::MatMulOp>(*p.user_begin());
   att.addMask = softmax->getOperand(0).getDefiningOp<onnx::AddOp>();
@@ -355,15 +353,12 @@ bool zeroesRemovedRows(Attention &att) {
       threshold <= 0 || threshold > 1)
     return false;
   auto sum = less->getOperand(0).getDefiningOp<onnx::ReduceSumOp>();
-  if (!sum || sum->getNumOperands() != 2 || shapeOf(sum->getResult(0)).back() != 1)
+  if (!sum || shapeOf(sum->getResult(0)).back() != 1)
     return false;
-  DenseIntElementsAttr axes;
   int64_t sumRank = shapeOf(sum->getOperand(0)).size();
-  if (!matchPattern(sum->getOperand(1), m_Constant(&axes)) ||
-      axes.getNumElements() != 1)
-    return false;
-  int64_t axis = (*axes.getValues<APInt>().begin()).getSExtValue();
-  if ((axis < 0 ? axis + sumRank : axis) != sumRank - 1)
+  std::optional<onnx_lowering::Shape> axes = axesOf(sum, 1);
+  if (!axes || axes->size() != 1 ||
+      normalizeAxis(axes->front(), sumRank) != sumRank - 1)
     return false;
   auto allowed = sum->getOperand(0).getDefiningOp<onnx::CastOp>();
   auto mul = att.mask().getDefiningOp<onnx::MulOp>();
