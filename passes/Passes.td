@@ -353,6 +353,12 @@ def MoECausalAttentionPass : Pass<"moe-causal-attention"> {
     (`Where(ReduceSum(Cast(B)) < t, 0, attention)` with the mask
     `Cast(Not(B)) * c`, 0 < t <= 1, c <= -1e30).
 
+    After `moe-sequence-parallel` the mask is each rank's block of rows of a
+    mask every rank computes (`shard.all_slice` over its rows), and the keys
+    a block needs depend on the rank: the pass then reads the whole mask and
+    emits an `scf.index_switch` on the rank's position among the row blocks,
+    one case of static shapes per rank.
+
     ```mlir
     // before: every query row against all 1024 keys
     %s = onnx.MatMul %q, %kt : (tensor<1x16x1024x64xf32>, tensor<1x16x64x1024xf32>) -> tensor<1x16x1024x1024xf32>
@@ -366,7 +372,9 @@ def MoECausalAttentionPass : Pass<"moe-causal-attention"> {
     Option<"maxMaskElements", "max-mask-elements", "int64_t", "1 << 24",
            "Masks with more elements are not read (compile time)">
   ];
-  let dependentDialects = ["::mlir::arith::ArithDialect"];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::shard::ShardDialect"];
 }
 
 def MoEFuseRowsPass : Pass<"moe-fuse-rows"> {
@@ -681,7 +689,21 @@ def MoESequenceParallelPass
     %logits = shard.all_gather %local on @world grid_axes = [3]
         gather_axis = 0 : tensor<512x100xf32> -> tensor<1024x100xf32>
     ```
+
+    With `zigzag`, rank r of R takes chunks r and 2R-1-r of the 2R chunks
+    of a split dimension instead of its r-th block (every token slice and
+    gather reorders the chunks with static Slices and a Concat). Under a
+    causal mask the first block's queries see few keys and the last
+    block's all of them; in zigzag order every rank's queries see as many,
+    so `moe-causal-attention` gives each rank the same work. It applies
+    only where every split dimension divides into 2R chunks and no MoE
+    block has a capacity (which keeps tokens by their order).
   }];
+  let options = [
+    Option<"zigzag", "zigzag", "bool", "false",
+           "Give rank r chunks r and 2R-1-r of 2R (balances causal "
+           "attention over the ranks)">
+  ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::shard::ShardDialect"];
 }

@@ -179,10 +179,16 @@ LogicalResult mlir::moe::compileModel(MLIRContext &context,
           ? "moe-place-experts{redundant-per-rank=" +
                 std::to_string(options.redundantPerRank) + "},"
           : "";
-  // What each rank runs, its dense layers on its own tokens.
-  std::string partition = placeExperts + "moe-partition," +
-                          (options.sequenceParallel ? "moe-sequence-parallel,"
-                                                    : "");
+  // What each rank runs, its dense layers on its own tokens; for inference
+  // with causal blocks, in zigzag order, so that each rank's queries see as
+  // many keys as another's.
+  bool zigzag = !options.train && options.causalBlockRows > 0;
+  std::string partition =
+      placeExperts + "moe-partition," +
+      (options.sequenceParallel
+           ? std::string("moe-sequence-parallel") +
+                 (zigzag ? "{zigzag=1}," : ",")
+           : std::string());
   if (options.train) {
     if (options.optimizer != "sgd" && options.optimizer != "adamw")
       return module.emitError("moe-compile: unknown --optimizer '")

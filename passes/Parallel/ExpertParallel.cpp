@@ -143,7 +143,7 @@ Value BlockPartitioner::unshuffle(Location loc, Value rows) {
 }
 
 Value BlockPartitioner::restoreTokens(Location loc, Value local) {
-  return x.gather(loc, unshuffle(loc, local), tokenAxes, 0);
+  return markTokens(x.gather(loc, unshuffle(loc, local), tokenAxes, 0));
 }
 
 FailureOr<Value> BlockPartitioner::tpSlice(Operation *at, Value w, int64_t dim,
@@ -352,8 +352,9 @@ LogicalResult BlockPartitioner::run(MoEBlock &blk) {
     perm = mine(table);
     inversePerm = mine(inverse);
   }
-  Value tokens = shuffle(loc, x.slice(loc, input, tokenAxes, 0));
-  Value logits = shuffle(loc, x.slice(loc, router.getLogits(), tokenAxes, 0));
+  Value tokens = shuffle(loc, markTokens(x.slice(loc, input, tokenAxes, 0)));
+  Value logits = shuffle(
+      loc, markTokens(x.slice(loc, router.getLogits(), tokenAxes, 0)));
 
   // Route. Sinkhorn and expert choice balance over the whole batch, so they
   // see every rank's logits (small: [T, E]) and keep this rank's rows.
@@ -363,7 +364,8 @@ LogicalResult BlockPartitioner::run(MoEBlock &blk) {
   bool gathered = batchWide && numTokenRanks > 1;
   IRMapping routerInputs;
   routerInputs.map(router.getLogits(),
-                   gathered ? x.gather(loc, logits, tokenAxes, 0) : logits);
+                   gathered ? markTokens(x.gather(loc, logits, tokenAxes, 0))
+                            : logits);
   auto newRouter = cast<RouterOp>(b.clone(*router, routerInputs));
   // Each token's choice is computed on every TP rank, and on every token
   // rank too when the router sees the gathered batch.
@@ -374,8 +376,8 @@ LogicalResult BlockPartitioner::run(MoEBlock &blk) {
                      b.getDenseI16ArrayAttr(x.liveAxes(routerCopies)));
   Value ids, weights;
   if (gathered) {
-    ids = x.slice(loc, newRouter.getIds(), tokenAxes, 0);
-    weights = x.slice(loc, newRouter.getWeights(), tokenAxes, 0);
+    ids = markTokens(x.slice(loc, newRouter.getIds(), tokenAxes, 0));
+    weights = markTokens(x.slice(loc, newRouter.getWeights(), tokenAxes, 0));
   } else {
     newRouter.getIds().setType(
         router.getIds().getType().clone({localTokens, k}));

@@ -11,6 +11,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dialects/moe/IR/MoEDialect.h"
+#include "dialects/onnx/IR/ONNXBuilders.h"
 #include "dialects/onnx/IR/ONNXDialect.h"
 #include "passes/Conversion/ONNXToLinalg/Lowering.h"
 #include "passes/Parallel/ShardLayer.h"
@@ -101,9 +103,10 @@ bool isElementwise(Operation *op) {
 
 class SequenceParallel {
 public:
-  SequenceParallel(func::FuncOp func, PlanAttr plan)
+  SequenceParallel(func::FuncOp func, PlanAttr plan, bool zigzag)
       : func(func), b(func.getContext()), x(b, plan),
-        ranks(x.size(kTokenAxes)), axes(x.liveAxes(kTokenAxes)) {}
+        ranks(x.size(kTokenAxes)), axes(x.liveAxes(kTokenAxes)),
+        zigzag(zigzag) {}
 
   void run();
 
@@ -122,8 +125,15 @@ private:
   bool splittable(Value v, int64_t dim) const {
     auto type = dyn_cast<RankedTensorType>(v.getType());
     return type && type.hasStaticShape() && dim >= 0 &&
-           dim < type.getRank() && type.getDimSize(dim) % ranks == 0;
+           dim < type.getRank() && type.getDimSize(dim) % pieces() == 0;
   }
+  /// How many pieces a split dimension is cut into.
+  int64_t pieces() const { return zigzag ? 2 * ranks : ranks; }
+  bool canZigzag();
+  bool isTokenExchange(Operation *op, bool marked) const;
+  Value reorderChunks(Location loc, Value v, int64_t dim, bool toZigzag);
+  Value sliceTokens(Location loc, Value whole, int64_t dim);
+  Value gatherTokens(Location loc, Value block, int64_t dim);
 
   std::optional<BlockForm> formOf(Operation *op) const;
   std::optional<BlockForm> elementwiseForm(Operation *op) const;
@@ -142,6 +152,10 @@ private:
   Exchanges x;
   int64_t ranks;
   SmallVector<int16_t> axes;
+  /// Rank r holds chunks r and 2R-1-r of 2R along a split dimension rather
+  /// than block r: with a causal mask, each rank's queries then see as
+  /// many keys as another's.
+  bool zigzag;
   /// Values that have a block on this rank: the block and its dimension.
   DenseMap<Value, std::pair<Value, int64_t>> blocks;
   DenseMap<Value, Value> gathered;
@@ -167,7 +181,7 @@ std::optional<BlockForm> SequenceParallel::elementwiseForm(Operation *op) const 
         outDim = d + rank - type.getRank();
       }
     }
-  if (outDim < 0 || outType.getDimSize(outDim) % ranks != 0)
+  if (outDim < 0 || outType.getDimSize(outDim) % pieces() != 0)
     return std::nullopt;
   BlockForm form;
   for (Value v : op->getOperands()) {
@@ -270,7 +284,8 @@ std::optional<BlockForm> SequenceParallel::shapeForm(Operation *op) const {
     // Squeeze with no axes drops every 1, a block of one row included.
     if (isa<onnx::SqueezeOp>(op) && op->getNumOperands() < 2)
       return std::nullopt;
-    int64_t out = reshapedDim(shapeOf(in), shapeOf(op->getResult(0)), d, ranks);
+    int64_t out =
+        reshapedDim(shapeOf(in), shapeOf(op->getResult(0)), d, pieces());
     if (out < 0)
       return std::nullopt;
     form.resultDims.push_back(out);
@@ -459,11 +474,84 @@ Value SequenceParallel::whole(Operation *at, Value v) {
     result = copy->getResult(0);
   } else {
     b.setInsertionPoint(at);
-    result = x.gather(at->getLoc(), block->first, kTokenAxes, block->second);
-    created.push_back(result.getDefiningOp());
+    result = gatherTokens(at->getLoc(), block->first, block->second);
   }
   gathered[v] = result;
   return result;
+}
+
+/// `v` with the 2R chunks of `dim` from their order in the program into
+/// the zigzag order [0, 2R-1, 1, 2R-2, ...] (`toZigzag`), or back.
+Value SequenceParallel::reorderChunks(Location loc, Value v, int64_t dim,
+                                      bool toZigzag) {
+  int64_t n = pieces(), chunk = shapeOf(v)[dim] / n;
+  SmallVector<int64_t> order;
+  for (int64_t r = 0; r < ranks; ++r)
+    order.append({r, n - 1 - r});
+  if (!toZigzag) {
+    SmallVector<int64_t> inverse(n);
+    for (auto [position, c] : llvm::enumerate(order))
+      inverse[c] = position;
+    order = inverse;
+  }
+  SmallVector<Value> parts;
+  for (int64_t c : order)
+    parts.push_back(
+        onnx::createSlice(b, loc, v, dim, c * chunk, (c + 1) * chunk));
+  Value result = onnx::createConcat(b, loc, parts, dim);
+  for (Value part : parts)
+    created.push_back(part.getDefiningOp());
+  created.push_back(result.getDefiningOp());
+  return result;
+}
+
+/// This rank's block of `whole` along `dim`.
+Value SequenceParallel::sliceTokens(Location loc, Value whole, int64_t dim) {
+  if (zigzag)
+    whole = reorderChunks(loc, whole, dim, /*toZigzag=*/true);
+  Value slice = x.slice(loc, whole, kTokenAxes, dim);
+  created.push_back(slice.getDefiningOp());
+  return slice;
+}
+
+/// Every rank's `block` along `dim`, in the program's order.
+Value SequenceParallel::gatherTokens(Location loc, Value block, int64_t dim) {
+  Value gathered = x.gather(loc, block, kTokenAxes, dim);
+  created.push_back(gathered.getDefiningOp());
+  return zigzag ? reorderChunks(loc, gathered, dim, /*toZigzag=*/false)
+                : gathered;
+}
+
+/// Whether `op` is an MoE block's exchange of tokens over the token axes.
+bool SequenceParallel::isTokenExchange(Operation *op, bool marked) const {
+  if (auto gather = dyn_cast<shard::AllGatherOp>(op))
+    return gather.getGridAxes() == ArrayRef<int16_t>(axes) &&
+           (!marked || op->hasAttr(kTokensAttrName));
+  if (auto slice = dyn_cast<shard::AllSliceOp>(op))
+    return slice.getGridAxes() == ArrayRef<int16_t>(axes) &&
+           (!marked || op->hasAttr(kTokensAttrName));
+  return false;
+}
+
+/// Whether every MoE block's tokens cut into 2R chunks, and no MoE block
+/// keeps tokens by their order (a capacity drops the last ones).
+bool SequenceParallel::canZigzag() {
+  bool can = true;
+  func.walk([&](Operation *op) {
+    if (isTokenExchange(op, /*marked=*/true)) {
+      auto gather = dyn_cast<shard::AllGatherOp>(op);
+      auto slice = dyn_cast<shard::AllSliceOp>(op);
+      int64_t size =
+          gather ? shapeOf(gather.getResult())[gather.getGatherAxis()
+                                                   .getSExtValue()]
+                 : shapeOf(slice.getInput())[slice.getSliceAxis()
+                                                 .getSExtValue()];
+      can &= size % (2 * ranks) == 0;
+    } else if (isa<MoEDialect>(op->getDialect()) && op->hasAttr("capacity")) {
+      can = false;
+    }
+  });
+  return can;
 }
 
 Value SequenceParallel::blockOperand(Operation *at, Value v, int64_t dim) {
@@ -474,8 +562,7 @@ Value SequenceParallel::blockOperand(Operation *at, Value v, int64_t dim) {
     return slice;
   Value w = whole(at, v);
   b.setInsertionPoint(at);
-  Value slice = x.slice(at->getLoc(), w, kTokenAxes, dim);
-  created.push_back(slice.getDefiningOp());
+  Value slice = sliceTokens(at->getLoc(), w, dim);
   return slices[{v, dim}] = slice;
 }
 
@@ -513,28 +600,39 @@ void SequenceParallel::run() {
   Block &body = func.getBody().front();
   // Seeds: the MoE blocks' gathered results, and the program's inputs along
   // their first dimension of more than one element.
-  bool hasBlocks = false;
+  // In zigzag order only the exchanges moe-partition marks as of tokens
+  // are: EP slices experts over the same axis.
+  zigzag = zigzag && canZigzag();
+  SmallVector<shard::AllGatherOp> seeds;
   func.walk([&](shard::AllGatherOp gather) {
-    if (gather.getGridAxes() == ArrayRef<int16_t>(axes)) {
-      blocks[gather.getResult()] = {gather.getInput(),
-                                    gather.getGatherAxis().getSExtValue()};
-      hasBlocks = true;
-    }
+    if (isTokenExchange(gather, /*marked=*/zigzag))
+      seeds.push_back(gather);
   });
-  if (!hasBlocks)
+  if (seeds.empty())
     return;
+  for (shard::AllGatherOp gather : seeds) {
+    int64_t dim = gather.getGatherAxis().getSExtValue();
+    Value result = gather.getResult();
+    if (zigzag) {
+      // The block's rows in the program's order.
+      b.setInsertionPointAfter(gather);
+      result = reorderChunks(gather.getLoc(), result, dim, /*toZigzag=*/false);
+      gather.getResult().replaceUsesWithIf(result, [&](OpOperand &use) {
+        return !llvm::is_contained(created, use.getOwner());
+      });
+    }
+    blocks[result] = {gather.getInput(), dim};
+  }
   for (BlockArgument arg : body.getArguments()) {
     auto type = dyn_cast<RankedTensorType>(arg.getType());
     if (!type || !type.hasStaticShape())
       continue;
     auto dim = llvm::find_if(type.getShape(), [](int64_t d) { return d > 1; });
-    if (dim == type.getShape().end() || *dim % ranks != 0)
+    if (dim == type.getShape().end() || *dim % pieces() != 0)
       continue;
     b.setInsertionPointToStart(&body);
     int64_t d = dim - type.getShape().begin();
-    Value slice = x.slice(arg.getLoc(), arg, kTokenAxes, d);
-    created.push_back(slice.getDefiningOp());
-    blocks[arg] = {slice, d};
+    blocks[arg] = {sliceTokens(arg.getLoc(), arg, d), d};
   }
 
   SmallVector<Operation *> ops;
@@ -545,10 +643,20 @@ void SequenceParallel::run() {
     // An MoE block's token slice of a value that has that block already.
     if (auto slice = dyn_cast<shard::AllSliceOp>(op)) {
       std::optional<std::pair<Value, int64_t>> block = blockOf(slice.getInput());
-      if (block && slice.getGridAxes() == ArrayRef<int16_t>(axes) &&
-          block->second == slice.getSliceAxis().getSExtValue()) {
-        slice.getResult().replaceAllUsesWith(block->first);
-        continue;
+      if (isTokenExchange(slice, /*marked=*/zigzag)) {
+        int64_t dim = slice.getSliceAxis().getSExtValue();
+        if (block && block->second == dim) {
+          slice.getResult().replaceAllUsesWith(block->first);
+          continue;
+        }
+        // Every token slice takes the same chunks as the blocks.
+        if (zigzag) {
+          Value input = whole(slice, slice.getInput());
+          b.setInsertionPoint(slice);
+          slice.getResult().replaceAllUsesWith(
+              sliceTokens(slice.getLoc(), input, dim));
+          continue;
+        }
       }
     }
     if (!llvm::any_of(op->getOperands(),
@@ -569,6 +677,7 @@ void SequenceParallel::run() {
 
 struct MoESequenceParallelPass
     : public moe::impl::MoESequenceParallelPassBase<MoESequenceParallelPass> {
+  using Base::Base;
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto plan = module->getAttrOfType<PlanAttr>(kPlanAttrName);
@@ -577,7 +686,7 @@ struct MoESequenceParallelPass
     for (auto func : module.getOps<func::FuncOp>()) {
       if (func.isExternal() || !func.getBody().hasOneBlock())
         continue;
-      SequenceParallel(func, plan).run();
+      SequenceParallel(func, plan, zigzag).run();
     }
   }
 };

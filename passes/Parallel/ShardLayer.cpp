@@ -24,6 +24,13 @@ void spmd::createWorldGrid(ModuleOp module, PlanAttr plan) {
   shard::GridOp::create(b, module.getLoc(), kWorldGrid, shape);
 }
 
+Value spmd::markTokens(Value value) {
+  if (Operation *def = value.getDefiningOp();
+      isa_and_nonnull<shard::AllSliceOp, shard::AllGatherOp>(def))
+    def->setAttr(kTokensAttrName, UnitAttr::get(def->getContext()));
+  return value;
+}
+
 WeightSlices spmd::followWeightSlices(OpOperand &use) {
   WeightSlices chain;
   chain.local = use.get();

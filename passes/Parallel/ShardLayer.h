@@ -29,6 +29,14 @@ inline constexpr StringLiteral kWorldGrid = "world";
 /// The module attribute that carries the plan.
 inline constexpr StringLiteral kPlanAttrName = "moe.plan";
 
+/// Marks the shard.all_slice and shard.all_gather ops of an MoE block's
+/// tokens (not of its experts, which EP slices over the same axis), so that
+/// moe-sequence-parallel can give them another order of the tokens.
+inline constexpr StringLiteral kTokensAttrName = "moe.tokens";
+
+/// `value`, its defining exchange marked as one of tokens.
+Value markTokens(Value value);
+
 /// Creates `shard.grid @world` for `plan` at the start of `module`.
 void createWorldGrid(ModuleOp module, PlanAttr plan);
 

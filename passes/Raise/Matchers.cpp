@@ -1,6 +1,7 @@
 //===- Matchers.cpp - recognising MoE pieces in onnx programs -------------===//
 
 #include "passes/Raise/Matchers.h"
+#include "dialects/onnx/IR/ONNXBuilders.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -1126,24 +1127,6 @@ static Value reshapeOp(Value value, ArrayRef<int64_t> shape, Location loc,
       ->getResult(0);
 }
 
-/// `parts` concatenated along dim 0, as an onnx.Concat.
-static Value concatOp(ArrayRef<Value> parts, Location loc,
-                      PatternRewriter &rewriter) {
-  if (parts.size() == 1)
-    return parts.front();
-  auto type = cast<RankedTensorType>(parts.front().getType());
-  SmallVector<int64_t> shape(type.getShape());
-  shape[0] = 0;
-  for (Value part : parts)
-    shape[0] += cast<RankedTensorType>(part.getType()).getDimSize(0);
-  return onnx::ConcatOp::create(
-             rewriter, loc,
-             TypeRange{RankedTensorType::get(shape, type.getElementType())},
-             ValueRange(parts),
-             {rewriter.getNamedAttr("axis", rewriter.getI64IntegerAttr(0))})
-      ->getResult(0);
-}
-
 /// `src` [rows, cols] into `dst` [cols, rows], in tiles that stay in cache:
 /// an element at a time along `dst`'s columns took 17 s for 2.8 GB of
 /// expert weights.
@@ -1204,7 +1187,7 @@ static FailureOr<Value> packWeights(ArrayRef<arith::ConstantOp> constants,
                           ? reshapeOp(part, {perConstant, out, in}, loc, rewriter)
                           : reshapeOp(part, {out, in}, loc, rewriter));
     }
-    return concatOp(parts, loc, rewriter);
+    return onnx::createConcat(rewriter, loc, parts, 0);
   }
 
   AsmResourceBlob blob = HeapAsmResourceBlob::allocate(
@@ -1271,7 +1254,7 @@ FailureOr<Value> transposeWeight(arith::ConstantOp weight, StringRef name,
 FailureOr<Value> concatRows(ArrayRef<Value> values, StringRef name,
                             Location loc, PatternRewriter &rewriter) {
   if (keepsWeights(rewriter))
-    return concatOp(values, loc, rewriter);
+    return onnx::createConcat(rewriter, loc, values, 0);
   SmallVector<arith::ConstantOp> parts;
   for (Value value : values) {
     auto constant = value.getDefiningOp<arith::ConstantOp>();

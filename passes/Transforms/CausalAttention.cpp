@@ -11,11 +11,15 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dialects/onnx/IR/ONNXBuilders.h"
 #include "dialects/onnx/IR/ONNXDialect.h"
 #include "passes/Conversion/ONNXToLinalg/Lowering.h"
 #include "passes/Passes.h"
 
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Matchers.h"
+#include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <cstring>
@@ -241,6 +245,33 @@ std::optional<double> MaskEvaluator::at(Value v, ArrayRef<int64_t> index,
         return a && b && *a == *b ? a : std::nullopt;
       })
       .Case([&](onnx::ExpandOp) { return operand(0); })
+      .Case([&](onnx::SliceOp) -> std::optional<double> {
+        Value in = def->getOperand(0);
+        std::optional<onnx_lowering::SliceParams> params =
+            onnx_lowering::sliceParams(def, shapeOf(in));
+        if (!params || params->starts.size() != index.size())
+          return std::nullopt;
+        SmallVector<int64_t> where;
+        for (auto [i, start, step] :
+             llvm::zip(index, params->starts, params->steps))
+          where.push_back(start + i * step);
+        return at(in, where, depth + 1);
+      })
+      .Case([&](onnx::ConcatOp) -> std::optional<double> {
+        int64_t axis = normalizeAxis(intAttr(def, "axis", 0), shape.size());
+        if (axis < 0 || axis >= static_cast<int64_t>(index.size()))
+          return std::nullopt;
+        SmallVector<int64_t> where(index);
+        for (Value in : def->getOperands()) {
+          auto type = dyn_cast<RankedTensorType>(in.getType());
+          if (!type || type.getRank() != static_cast<int64_t>(index.size()))
+            return std::nullopt;
+          if (where[axis] < type.getDimSize(axis))
+            return at(in, where, depth + 1);
+          where[axis] -= type.getDimSize(axis);
+        }
+        return std::nullopt;
+      })
       .Case<onnx::ReshapeOp, onnx::UnsqueezeOp, onnx::SqueezeOp,
             onnx::FlattenOp>([&](Operation *) -> std::optional<double> {
         Value in = def->getOperand(0);
@@ -262,6 +293,68 @@ struct Attention {
 
   Value mask() { return addMask->getOperand(maskOperand); }
 };
+
+/// The slice that took this rank's block of the rows (the next-to-last
+/// dimension) of a whole value, as moe-sequence-parallel splits a mask that
+/// every rank computes whole; null when `v` is not one.
+shard::AllSliceOp rowSlice(Value v) {
+  auto slice = v.getDefiningOp<shard::AllSliceOp>();
+  int64_t rank = shapeOf(v).size();
+  if (!slice || rank < 2 || slice.getSliceAxis().getSExtValue() != rank - 2)
+    return {};
+  return slice;
+}
+
+/// `v` as a reordering of another value's rows (dimension rank-2): a Concat
+/// along them of Slices of that value along them alone, as
+/// moe-sequence-parallel's zigzag order makes; that value and the row
+/// ranges in order, or `v` and none.
+std::pair<Value, SmallVector<std::pair<int64_t, int64_t>>>
+reorderedRows(Value v) {
+  SmallVector<std::pair<int64_t, int64_t>> ranges;
+  auto concat = v.getDefiningOp<onnx::ConcatOp>();
+  int64_t rank = shapeOf(v).size();
+  if (!concat || rank < 2 ||
+      normalizeAxis(intAttr(concat, "axis", 0), rank) != rank - 2)
+    return {v, {}};
+  Value source;
+  for (Value part : concat->getOperands()) {
+    auto slice = part.getDefiningOp<onnx::SliceOp>();
+    if (!slice || (source && slice->getOperand(0) != source))
+      return {v, {}};
+    source = slice->getOperand(0);
+    ArrayRef<int64_t> from = shapeOf(source), to = shapeOf(part);
+    std::optional<onnx_lowering::SliceParams> params =
+        onnx_lowering::sliceParams(slice, from);
+    if (!params || from.size() != to.size())
+      return {v, {}};
+    for (int64_t d = 0; d < rank; ++d)
+      if (params->steps[d] != 1 ||
+          (d != rank - 2 && (params->starts[d] != 0 || to[d] != from[d])))
+        return {v, {}};
+    ranges.push_back({params->starts[rank - 2],
+                      params->starts[rank - 2] + to[rank - 2]});
+  }
+  return {source, ranges};
+}
+
+/// The grid sizes over `slice`'s axes (the number of row blocks first), or
+/// none when its grid is undeclared or dynamic.
+std::optional<SmallVector<int64_t>> sliceGroup(shard::AllSliceOp slice) {
+  auto grid = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(
+      slice, slice.getGridAttr());
+  if (!grid)
+    return std::nullopt;
+  SmallVector<int64_t> sizes{1};
+  for (int16_t axis : slice.getGridAxes()) {
+    int64_t size = grid.getShape()[axis];
+    if (ShapedType::isDynamic(size))
+      return std::nullopt;
+    sizes.push_back(size);
+    sizes.front() *= size;
+  }
+  return sizes;
+}
 
 bool isScalarConstant(Value v, double *value = nullptr) {
   DenseElementsAttr attr;
@@ -340,6 +433,9 @@ std::optional<Attention> matchAttention(onnx::SoftmaxOp softmax) {
 /// key of, as transformers' export does: Where(ReduceSum(Cast(B)) < t, 0,
 /// attention) with 0 < t <= 1, where the mask is Cast(Not(B)) * c.
 bool zeroesRemovedRows(Attention &att) {
+  // Under moe-sequence-parallel both the mask and the condition are this
+  // rank's rows of values computed whole, sliced alike.
+  Value mask = att.mask(), condition;
   Value o = att.output->getResult(0);
   if (!o.hasOneUse())
     return false;
@@ -348,7 +444,24 @@ bool zeroesRemovedRows(Attention &att) {
   if (!where || where->getOperand(2) != o ||
       !isScalarConstant(where->getOperand(1), &zero) || zero != 0)
     return false;
-  auto less = where->getOperand(0).getDefiningOp<onnx::LessOp>();
+  condition = where->getOperand(0);
+  shard::AllSliceOp maskRows = rowSlice(mask), conditionRows = rowSlice(condition);
+  if (static_cast<bool>(maskRows) != static_cast<bool>(conditionRows))
+    return false;
+  if (maskRows) {
+    if (maskRows.getGridAttr() != conditionRows.getGridAttr() ||
+        maskRows.getGridAxes() != conditionRows.getGridAxes())
+      return false;
+    mask = maskRows.getInput();
+    condition = conditionRows.getInput();
+  }
+  auto [maskSource, maskOrder] = reorderedRows(mask);
+  auto [conditionSource, conditionOrder] = reorderedRows(condition);
+  if (maskOrder != conditionOrder)
+    return false;
+  mask = maskSource;
+  condition = conditionSource;
+  auto less = condition.getDefiningOp<onnx::LessOp>();
   if (!less || !isScalarConstant(less->getOperand(1), &threshold) ||
       threshold <= 0 || threshold > 1)
     return false;
@@ -361,7 +474,7 @@ bool zeroesRemovedRows(Attention &att) {
       normalizeAxis(axes->front(), sumRank) != sumRank - 1)
     return false;
   auto allowed = sum->getOperand(0).getDefiningOp<onnx::CastOp>();
-  auto mul = att.mask().getDefiningOp<onnx::MulOp>();
+  auto mul = mask.getDefiningOp<onnx::MulOp>();
   if (!allowed || !mul)
     return false;
   for (unsigned i = 0; i < 2; ++i) {
@@ -463,11 +576,29 @@ struct MoECausalAttentionPass
     return all;
   }
 
-  /// The keys each block of query rows needs, or none when the mask does
-  /// not let the pass skip any (or cannot be read).
-  std::optional<SmallVector<int64_t>> keysPerBlock(Attention &att,
-                                                   MaskEvaluator &evaluator) {
+  /// The keys each block of query rows needs, for each rank where the
+  /// mask's rows are this rank's block of a whole mask (the rows of rank r
+  /// being the whole mask's r-th block), or none when the mask does not let
+  /// the pass skip any key (or cannot be read).
+  /// Query rows [begin, end) over keys [0, keys).
+  struct QueryBlock {
+    int64_t begin, end, keys;
+    bool operator==(const QueryBlock &other) const {
+      return begin == other.begin && end == other.end && keys == other.keys;
+    }
+  };
+
+  std::optional<SmallVector<SmallVector<QueryBlock>>>
+  keysPerBlock(Attention &att, MaskEvaluator &evaluator) {
     Value mask = att.mask();
+    int64_t ranks = 1;
+    if (shard::AllSliceOp rows = rowSlice(mask)) {
+      std::optional<SmallVector<int64_t>> group = sliceGroup(rows);
+      if (!group)
+        return std::nullopt;
+      ranks = group->front();
+      mask = rows.getInput();
+    }
     MaskKeys &keys = readMask(mask, evaluator);
     if (!keys.readable)
       return std::nullopt;
@@ -479,36 +610,31 @@ struct MoECausalAttentionPass
     ArrayRef<int64_t> scores = shapeOf(att.softmax->getResult(0));
     int64_t rows = scores[scores.size() - 2], columns = scores.back();
     bool perRow = keys.needed.size() != 1;
-    SmallVector<int64_t> blocks;
+    if (perRow && static_cast<int64_t>(keys.needed.size()) != ranks * rows)
+      return std::nullopt;
+    SmallVector<SmallVector<QueryBlock>> blocks(ranks);
     bool skips = false;
-    for (int64_t r0 = 0; r0 < rows; r0 += blockRows) {
-      int64_t end = 1;
-      for (int64_t i = r0; i < std::min(rows, r0 + blockRows); ++i)
-        end = std::max(end, keys.needed[perRow ? i : 0]);
-      skips |= end < columns;
-      blocks.push_back(end);
+    for (int64_t r = 0; r < ranks; ++r) {
+      auto needed = [&](int64_t i) {
+        return std::max<int64_t>(1, keys.needed[perRow ? r * rows + i : 0]);
+      };
+      for (int64_t i = 0; i < rows; ++i) {
+        // A new block after blockRows rows, or where the keys jump by more
+        // than a block (the next chunk of a zigzag order).
+        if (blocks[r].empty() ||
+            i - blocks[r].back().begin == blockRows ||
+            needed(i) > needed(i - 1) + blockRows)
+          blocks[r].push_back({i, i, 1});
+        QueryBlock &block = blocks[r].back();
+        block.end = i + 1;
+        block.keys = std::max(block.keys, needed(i));
+      }
+      for (const QueryBlock &block : blocks[r])
+        skips |= block.keys < columns;
     }
     if (!skips)
       return std::nullopt;
     return blocks;
-  }
-
-  static Value slice(OpBuilder &b, Location loc, Value v, int64_t axis,
-                     int64_t begin, int64_t end) {
-    auto type = cast<RankedTensorType>(v.getType());
-    if (begin == 0 && end == type.getDimSize(axis))
-      return v;
-    auto one = RankedTensorType::get({1}, b.getI64Type());
-    auto constant = [&](int64_t x) -> Value {
-      return arith::ConstantOp::create(b, loc,
-                                       DenseIntElementsAttr::get(one, {x}));
-    };
-    SmallVector<int64_t> shape(type.getShape());
-    shape[axis] = end - begin;
-    return onnx::SliceOp::create(
-               b, loc, TypeRange{type.clone(shape)},
-               ValueRange{v, constant(begin), constant(end), constant(axis)})
-        ->getResult(0);
   }
 
   static Value like(OpBuilder &b, Operation *op, ValueRange operands,
@@ -520,35 +646,32 @@ struct MoECausalAttentionPass
 
   DenseMap<Value, MaskKeys> masks;
 
-  void rewrite(Attention &att, MaskEvaluator &evaluator) {
-    std::optional<SmallVector<int64_t>> blocks = keysPerBlock(att, evaluator);
-    if (!blocks)
-      return;
-    OpBuilder b(att.output);
+  /// The attention of `att` in `blocks` of query rows.
+  Value blockedAttention(OpBuilder &b, Attention &att,
+                         ArrayRef<QueryBlock> blocks) {
     Location loc = att.output->getLoc();
     Value q = att.scores->getOperand(0), kt = att.scores->getOperand(1);
     Value v = att.output->getOperand(1), mask = att.mask();
     auto scoresType = cast<RankedTensorType>(att.softmax->getResult(0).getType());
     auto outType = cast<RankedTensorType>(att.output->getResult(0).getType());
-    int64_t rank = scoresType.getRank(), rows = scoresType.getDimSize(rank - 2);
+    int64_t rank = scoresType.getRank();
     int64_t maskRank = shapeOf(mask).size();
     bool maskPerRow = shapeOf(mask)[maskRank - 2] != 1;
     SmallVector<Value> parts;
-    for (auto [n, keys] : llvm::enumerate(*blocks)) {
-      int64_t r0 = n * blockRows, r1 = std::min(rows, r0 + blockRows);
+    for (auto [r0, r1, keys] : blocks) {
       SmallVector<int64_t> shape(scoresType.getShape());
       shape[rank - 2] = r1 - r0;
       shape[rank - 1] = keys;
       auto blockType = scoresType.clone(shape);
       Value s = like(b, att.scores,
-                     {slice(b, loc, q, rank - 2, r0, r1),
-                      slice(b, loc, kt, rank - 1, 0, keys)},
+                     {onnx::createSlice(b, loc, q, rank - 2, r0, r1),
+                      onnx::createSlice(b, loc, kt, rank - 1, 0, keys)},
                      blockType);
       if (att.scale)
         s = like(b, att.scale, {s, att.scale->getOperand(1)}, blockType);
-      Value m = slice(b, loc, mask, maskRank - 1, 0, keys);
+      Value m = onnx::createSlice(b, loc, mask, maskRank - 1, 0, keys);
       if (maskPerRow)
-        m = slice(b, loc, m, maskRank - 2, r0, r1);
+        m = onnx::createSlice(b, loc, m, maskRank - 2, r0, r1);
       SmallVector<Value> sum{s, s};
       sum[att.maskOperand] = m;
       Value p = like(b, att.softmax, {like(b, att.addMask, sum, blockType)},
@@ -556,16 +679,61 @@ struct MoECausalAttentionPass
       SmallVector<int64_t> outShape(outType.getShape());
       outShape[rank - 2] = r1 - r0;
       parts.push_back(like(b, att.output,
-                           {p, slice(b, loc, v, rank - 2, 0, keys)},
+                           {p, onnx::createSlice(b, loc, v, rank - 2, 0, keys)},
                            outType.clone(outShape)));
     }
-    Value result =
-        parts.size() == 1
-            ? parts.front()
-            : onnx::ConcatOp::create(
-                  b, loc, TypeRange{outType}, ValueRange(parts),
-                  {b.getNamedAttr("axis", b.getI64IntegerAttr(rank - 2))})
-                  ->getResult(0);
+    return onnx::createConcat(b, loc, parts, rank - 2);
+  }
+
+  /// This rank's position among the row blocks of `rows` (last grid axis
+  /// fastest, as shard.all_slice takes them).
+  static Value rowBlockIndex(OpBuilder &b, Location loc,
+                             shard::AllSliceOp rows, ArrayRef<int64_t> sizes) {
+    auto coordinates = shard::ProcessMultiIndexOp::create(
+        b, loc, rows.getGrid(), rows.getGridAxes());
+    Value position;
+    for (auto [size, coordinate] :
+         llvm::zip_equal(sizes.drop_front(), coordinates.getResults()))
+      position = !position
+                     ? Value(coordinate)
+                     : arith::AddIOp::create(
+                           b, loc,
+                           arith::MulIOp::create(
+                               b, loc, position,
+                               arith::ConstantIndexOp::create(b, loc, size)),
+                           coordinate);
+    return position;
+  }
+
+  void rewrite(Attention &att, MaskEvaluator &evaluator) {
+    std::optional<SmallVector<SmallVector<QueryBlock>>> blocks =
+        keysPerBlock(att, evaluator);
+    if (!blocks)
+      return;
+    OpBuilder b(att.output);
+    Location loc = att.output->getLoc();
+    Value result;
+    if (llvm::all_equal(*blocks)) {
+      result = blockedAttention(b, att, blocks->front());
+    } else {
+      // The keys depend on which rows this rank holds: one case per rank,
+      // the last rank's as the default.
+      shard::AllSliceOp rows = rowSlice(att.mask());
+      SmallVector<int64_t> sizes = *sliceGroup(rows);
+      int64_t ranks = blocks->size();
+      auto byRank = scf::IndexSwitchOp::create(
+          b, loc, att.output->getResultTypes(),
+          rowBlockIndex(b, loc, rows, sizes),
+          llvm::to_vector(llvm::seq<int64_t>(0, ranks - 1)), ranks - 1);
+      for (int64_t r = 0; r < ranks; ++r) {
+        Region &region = r + 1 < ranks ? byRank.getCaseRegions()[r]
+                                       : byRank.getDefaultRegion();
+        OpBuilder cb = OpBuilder::atBlockEnd(&region.emplaceBlock());
+        scf::YieldOp::create(cb, loc,
+                             blockedAttention(cb, att, (*blocks)[r]));
+      }
+      result = byRank.getResult(0);
+    }
     att.output->getResult(0).replaceAllUsesWith(result);
     att.output->erase();
     att.softmax->erase();

@@ -22,7 +22,7 @@ func.func @capacity(%x: tensor<16x8xf32>, %logits: tensor<16x8xf32>,
 }
 
 // DROPLESS-LABEL: func.func @dropless
-// DROPLESS: %[[X:.*]] = shard.all_slice %arg0 on @world grid_axes = [3] slice_axis = 0 : tensor<16x8xf32> -> tensor<8x8xf32>
+// DROPLESS: %[[X:.*]] = shard.all_slice %arg0 on @world grid_axes = [3] slice_axis = 0 {moe.tokens} : tensor<16x8xf32> -> tensor<8x8xf32>
 // DROPLESS: %[[IDS:.*]], %[[W:.*]] = moe.router
 // DROPLESS: %[[XS:.*]] = shard.all_gather %[[X]] on @world grid_axes = [3] gather_axis = 0 : tensor<8x8xf32> -> tensor<16x8xf32>
 // DROPLESS: %[[WS:.*]] = shard.all_gather %[[W]] on @world grid_axes = [3] gather_axis = 0 : tensor<8x2xf32> -> tensor<16x2xf32>
@@ -36,7 +36,7 @@ func.func @capacity(%x: tensor<16x8xf32>, %logits: tensor<16x8xf32>,
 // DROPLESS: %[[Y:.*]] = moe.experts %[[ROWS]], %[[COUNTS]] {{.*}} -> tensor<32x8xf32>
 // DROPLESS: %[[PART:.*]] = moe.combine %[[Y]], %[[SLOTS]], %[[WS]] : {{.*}} -> tensor<16x8xf32>
 // DROPLESS: %[[MY:.*]] = shard.reduce_scatter %[[PART]] on @world grid_axes = [3] scatter_axis = 0 : tensor<16x8xf32> -> tensor<8x8xf32>
-// DROPLESS: shard.all_gather %[[MY]] on @world grid_axes = [3] gather_axis = 0 : tensor<8x8xf32> -> tensor<16x8xf32>
+// DROPLESS: shard.all_gather %[[MY]] on @world grid_axes = [3] gather_axis = 0 {moe.tokens} : tensor<8x8xf32> -> tensor<16x8xf32>
 // DROPLESS-NOT: all_to_all
 
 // The gathered EP group's tokens are contiguous in the batch; data-parallel
@@ -46,4 +46,4 @@ func.func @capacity(%x: tensor<16x8xf32>, %logits: tensor<16x8xf32>,
 // CAPACITY: %[[BEFORE:.*]] = moe.prefix_sum %[[ROUTED]] on @world grid_axes = [1] : tensor<4xi32>
 // CAPACITY: moe.dispatch %{{.*}}, %{{.*}} capacity 4 drop position after %[[BEFORE]] {{.*}}: {{.*}} -> (tensor<4x4x8xf32>, tensor<8x2xi32>, tensor<4xi32>, tensor<i64>)
 // CAPACITY: shard.reduce_scatter %{{.*}} on @world grid_axes = [3] scatter_axis = 0 : tensor<8x8xf32> -> tensor<4x8xf32>
-// CAPACITY: shard.all_gather %{{.*}} on @world grid_axes = [1, 3] gather_axis = 0 : tensor<4x8xf32> -> tensor<16x8xf32>
+// CAPACITY: shard.all_gather %{{.*}} on @world grid_axes = [1, 3] gather_axis = 0 {moe.tokens} : tensor<4x8xf32> -> tensor<16x8xf32>

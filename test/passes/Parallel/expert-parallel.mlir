@@ -19,8 +19,8 @@ func.func @block(%x: tensor<16x8xf32>, %logits: tensor<16x8xf32>,
 }
 
 // EP2: shard.grid @world(shape = 1x1x1x2x1)
-// EP2: %[[X:.*]] = shard.all_slice %arg0 on @world grid_axes = [3] slice_axis = 0 : tensor<16x8xf32> -> tensor<8x8xf32>
-// EP2: %[[L:.*]] = shard.all_slice %arg1 on @world grid_axes = [3] slice_axis = 0 : tensor<16x8xf32> -> tensor<8x8xf32>
+// EP2: %[[X:.*]] = shard.all_slice %arg0 on @world grid_axes = [3] slice_axis = 0 {moe.tokens} : tensor<16x8xf32> -> tensor<8x8xf32>
+// EP2: %[[L:.*]] = shard.all_slice %arg1 on @world grid_axes = [3] slice_axis = 0 {moe.tokens} : tensor<16x8xf32> -> tensor<8x8xf32>
 // EP2: %[[IDS:.*]], %[[W:.*]] = moe.router softmax topk %[[L]] {{.*}}: tensor<8x8xf32> -> tensor<8x2xi32>, tensor<8x2xf32>
 // EP2: %[[W1:.*]] = shard.all_slice %arg2 on @world grid_axes = [3] slice_axis = 0 : tensor<8x16x8xf32> -> tensor<4x16x8xf32>
 // EP2: %[[W3:.*]] = shard.all_slice %arg3 on @world grid_axes = [3] slice_axis = 0 : tensor<8x16x8xf32> -> tensor<4x16x8xf32>
@@ -30,7 +30,7 @@ func.func @block(%x: tensor<16x8xf32>, %logits: tensor<16x8xf32>,
 // EP2: %[[Y:.*]] = moe.experts %[[IN]], %[[INC]] fc1(%[[W1]]) fc3(%[[W3]]) fc2(%[[W2]]) activation <swiglu> : (tensor<32x8xf32>, tensor<8xi32>, tensor<4x16x8xf32>, tensor<4x16x8xf32>, tensor<4x8x16xf32>) -> tensor<32x8xf32>
 // EP2: %[[BACK:.*]], %{{.*}} = moe.all_to_all %[[Y]], %[[INC]] on @world grid_axes = [3] : (tensor<32x8xf32>, tensor<8xi32>) -> (tensor<16x8xf32>, tensor<8xi32>)
 // EP2: %[[OUT:.*]] = moe.combine %[[BACK]], %[[SLOTS]], %[[W]] : (tensor<16x8xf32>, tensor<8x2xi32>, tensor<8x2xf32>) -> tensor<8x8xf32>
-// EP2: %[[ALL:.*]] = shard.all_gather %[[OUT]] on @world grid_axes = [3] gather_axis = 0 : tensor<8x8xf32> -> tensor<16x8xf32>
+// EP2: %[[ALL:.*]] = shard.all_gather %[[OUT]] on @world grid_axes = [3] gather_axis = 0 {moe.tokens} : tensor<8x8xf32> -> tensor<16x8xf32>
 // EP2: return %[[ALL]]
 
 // EP4: shard.grid @world(shape = 1x1x1x4x1)
@@ -50,10 +50,10 @@ func.func @block(%x: tensor<16x8xf32>, %logits: tensor<16x8xf32>,
 
 // Tokens split over dp x ep; experts only over ep, exchanged within it.
 // DPEP: shard.grid @world(shape = 1x2x1x2x1)
-// DPEP: shard.all_slice %arg0 on @world grid_axes = [1, 3] slice_axis = 0 : tensor<16x8xf32> -> tensor<4x8xf32>
+// DPEP: shard.all_slice %arg0 on @world grid_axes = [1, 3] slice_axis = 0 {moe.tokens} : tensor<16x8xf32> -> tensor<4x8xf32>
 // DPEP: shard.all_slice %arg2 on @world grid_axes = [3] slice_axis = 0 : tensor<8x16x8xf32> -> tensor<4x16x8xf32>
 // DPEP: moe.all_to_all {{.*}} on @world grid_axes = [3] : (tensor<8x8xf32>, tensor<8xi32>) -> (tensor<16x8xf32>, tensor<8xi32>)
-// DPEP: shard.all_gather {{.*}} on @world grid_axes = [1, 3] gather_axis = 0 : tensor<4x8xf32> -> tensor<16x8xf32>
+// DPEP: shard.all_gather {{.*}} on @world grid_axes = [1, 3] gather_axis = 0 {moe.tokens} : tensor<4x8xf32> -> tensor<16x8xf32>
 
 // ONE-NOT: shard.grid
 // ONE: moe.layer

@@ -12,11 +12,11 @@ func.func @block(%x: tensor<16x8xf32>, %logits: tensor<16x8xf32>,
   return %y, %loss : tensor<16x8xf32>, tensor<f32>
 }
 
-// CHECK: %[[L:.*]] = shard.all_slice %arg1 on @world grid_axes = [3] slice_axis = 0 : tensor<16x8xf32> -> tensor<4x8xf32>
-// CHECK: %[[ALL:.*]] = shard.all_gather %[[L]] on @world grid_axes = [3] gather_axis = 0 : tensor<4x8xf32> -> tensor<16x8xf32>
+// CHECK: %[[L:.*]] = shard.all_slice %arg1 on @world grid_axes = [3] slice_axis = 0 {moe.tokens} : tensor<16x8xf32> -> tensor<4x8xf32>
+// CHECK: %[[ALL:.*]] = shard.all_gather %[[L]] on @world grid_axes = [3] gather_axis = 0 {moe.tokens} : tensor<4x8xf32> -> tensor<16x8xf32>
 // CHECK: %[[IDS:.*]], %[[W:.*]] = moe.router softmax sinkhorn %[[ALL]] {{.*}}: tensor<16x8xf32> -> tensor<16x1xi32>, tensor<16x1xf32>
-// CHECK: %[[MYIDS:.*]] = shard.all_slice %[[IDS]] on @world grid_axes = [3] slice_axis = 0 : tensor<16x1xi32> -> tensor<4x1xi32>
-// CHECK: %[[MYW:.*]] = shard.all_slice %[[W]] on @world grid_axes = [3] slice_axis = 0 : tensor<16x1xf32> -> tensor<4x1xf32>
+// CHECK: %[[MYIDS:.*]] = shard.all_slice %[[IDS]] on @world grid_axes = [3] slice_axis = 0 {moe.tokens} : tensor<16x1xi32> -> tensor<4x1xi32>
+// CHECK: %[[MYW:.*]] = shard.all_slice %[[W]] on @world grid_axes = [3] slice_axis = 0 {moe.tokens} : tensor<16x1xf32> -> tensor<4x1xf32>
 // CHECK: moe.dispatch %{{.*}}, %[[MYIDS]]
 // CHECK: moe.combine %{{.*}}, %{{.*}}, %[[MYW]]
 // CHECK: moe.aux_loss softmax %arg1, %[[IDS]]

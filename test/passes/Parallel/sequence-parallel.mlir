@@ -6,6 +6,10 @@
 // RUN: moe-opt %s --moe-set-plan="dp=2 ep=2" --moe-partition --moe-sequence-parallel --canonicalize | FileCheck %s --check-prefix=DPEP
 // Without the pass every rank runs the layer whole.
 // RUN: moe-opt %s --moe-set-plan="ep=2" --moe-partition --canonicalize | FileCheck %s --check-prefix=WHOLE
+// Zigzag order: rank r takes chunks r and 3-r of 4.
+// RUN: moe-opt %s --moe-set-plan="ep=2" --moe-partition --moe-sequence-parallel=zigzag=1 --canonicalize | FileCheck %s --check-prefix=ZIGZAG
+// A capacity keeps tokens by their order: no zigzag.
+// RUN: moe-opt %s --moe-set-plan="ep=2" --moe-partition --moe-sequence-parallel=zigzag=1 --canonicalize | FileCheck %s --check-prefix=KEEP
 // One rank: nothing to do.
 // RUN: moe-opt %s --moe-set-plan --moe-partition --moe-sequence-parallel | FileCheck %s --check-prefix=ONE
 
@@ -116,10 +120,53 @@ func.func @layer(%ids: tensor<1x16xi64>, %mask: tensor<1x1x16x16xf32>,
 // DPEP: onnx.Gemm {{.*}} : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x4xf32>
 // DPEP: shard.all_gather {{.*}} on @world grid_axes = [1, 3] gather_axis = 1 : tensor<1x4x32xf32> -> tensor<1x16x32xf32>
 
+// Chunks 0, 3, 1, 2 of 4 tokens each, so that rank 0 holds tokens 0-3 and
+// 12-15 and rank 1 tokens 4-11; gathered values are put back in order
+// (chunks 0, 2, 3, 1 of what the ranks hold).
+// ZIGZAG-LABEL: func.func @layer
+// ZIGZAG-DAG: %[[C0:.*]] = arith.constant dense<0> : tensor<1xi64>
+// ZIGZAG-DAG: %[[C4:.*]] = arith.constant dense<4> : tensor<1xi64>
+// ZIGZAG-DAG: %[[C8:.*]] = arith.constant dense<8> : tensor<1xi64>
+// ZIGZAG-DAG: %[[C12:.*]] = arith.constant dense<12> : tensor<1xi64>
+// ZIGZAG-DAG: %[[C16:.*]] = arith.constant dense<16> : tensor<1xi64>
+// ZIGZAG: %[[I0:.*]] = onnx.Slice %arg0, %[[C0]], %[[C4]], %{{.*}} : ({{.*}}) -> tensor<1x4xi64>
+// ZIGZAG: %[[I3:.*]] = onnx.Slice %arg0, %[[C12]], %[[C16]], %{{.*}} : ({{.*}}) -> tensor<1x4xi64>
+// ZIGZAG: %[[I1:.*]] = onnx.Slice %arg0, %[[C4]], %[[C8]], %{{.*}} : ({{.*}}) -> tensor<1x4xi64>
+// ZIGZAG: %[[I2:.*]] = onnx.Slice %arg0, %[[C8]], %[[C12]], %{{.*}} : ({{.*}}) -> tensor<1x4xi64>
+// ZIGZAG: %[[IDS:.*]] = onnx.Concat %[[I0]], %[[I3]], %[[I1]], %[[I2]] {axis = 1 : i64}
+// ZIGZAG: %[[MINE:.*]] = shard.all_slice %[[IDS]] on @world grid_axes = [3] slice_axis = 1 : tensor<1x16xi64> -> tensor<1x8xi64>
+// ZIGZAG: onnx.Gather %{{.*}}, %[[MINE]]
+// ZIGZAG: %[[K:.*]] = shard.all_gather %{{.*}} on @world grid_axes = [3] gather_axis = 1 : tensor<1x8x8xf32> -> tensor<1x16x8xf32>
+// ZIGZAG: %[[K0:.*]] = onnx.Slice %[[K]], %[[C0]], %[[C4]], %{{.*}} : ({{.*}}) -> tensor<1x4x8xf32>
+// ZIGZAG: %[[K1:.*]] = onnx.Slice %[[K]], %[[C8]], %[[C12]], %{{.*}} : ({{.*}}) -> tensor<1x4x8xf32>
+// ZIGZAG: %[[K2:.*]] = onnx.Slice %[[K]], %[[C12]], %[[C16]], %{{.*}} : ({{.*}}) -> tensor<1x4x8xf32>
+// ZIGZAG: %[[K3:.*]] = onnx.Slice %[[K]], %[[C4]], %[[C8]], %{{.*}} : ({{.*}}) -> tensor<1x4x8xf32>
+// ZIGZAG: onnx.Concat %[[K0]], %[[K1]], %[[K2]], %[[K3]] {axis = 1 : i64}
+// The experts are sliced in EP's order.
+// ZIGZAG: shard.all_slice %arg2 on @world grid_axes = [3] slice_axis = 0 : tensor<4x16x8xf32> -> tensor<2x16x8xf32>
+// ZIGZAG: %[[LOGITS:.*]] = shard.all_gather %{{.*}} on @world grid_axes = [3] gather_axis = 1 : tensor<1x8x32xf32> -> tensor<1x16x32xf32>
+// ZIGZAG: onnx.Concat {{.*}} -> tensor<1x16x32xf32>
+
 // WHOLE-LABEL: func.func @layer
 // WHOLE: onnx.MatMul {{.*}} : (tensor<1x2x16x4xf32>, tensor<1x2x4x16xf32>) -> tensor<1x2x16x16xf32>
-// WHOLE: shard.all_slice {{.*}} slice_axis = 0 : tensor<16x8xf32> -> tensor<8x8xf32>
+// WHOLE: shard.all_slice {{.*}} slice_axis = 0 {moe.tokens} : tensor<16x8xf32> -> tensor<8x8xf32>
 // WHOLE: onnx.MatMul {{.*}} : (tensor<1x16x8xf32>, tensor<8x32xf32>) -> tensor<1x16x32xf32>
 
 // ONE-NOT: shard.
 // ONE: onnx.MatMul {{.*}} : (tensor<1x2x16x4xf32>, tensor<1x2x4x16xf32>) -> tensor<1x2x16x16xf32>
+
+// KEEP-LABEL: func.func @capacity
+// KEEP-NOT: onnx.Concat
+// KEEP: shard.all_slice %arg0 on @world grid_axes = [3] slice_axis = 0 : tensor<16x8xf32> -> tensor<8x8xf32>
+// KEEP-NOT: onnx.Concat
+// KEEP: return
+func.func @capacity(%x: tensor<16x8xf32>, %l: tensor<16x4xf32>,
+                    %w1: tensor<4x16x8xf32>, %w2: tensor<4x8x16xf32>)
+    -> tensor<16x8xf32> {
+  %y = moe.layer softmax topk k 2 %x, %l capacity 8 drop position
+      fc1(%w1) fc2(%w2) activation <relu>
+      : (tensor<16x8xf32>, tensor<16x4xf32>, tensor<4x16x8xf32>,
+         tensor<4x8x16xf32>) -> tensor<16x8xf32>
+  %r = onnx.Add %x, %y : (tensor<16x8xf32>, tensor<16x8xf32>) -> tensor<16x8xf32>
+  return %r : tensor<16x8xf32>
+}

@@ -11,7 +11,7 @@ func.func @block(%x: tensor<16x8xf32>, %logits: tensor<16x8xf32>,
 }
 
 // CHECK: shard.grid @world(shape = 1x1x2x2x1)
-// CHECK: shard.all_slice %arg0 on @world grid_axes = [2, 3] slice_axis = 0 : tensor<16x8xf32> -> tensor<4x8xf32>
+// CHECK: shard.all_slice %arg0 on @world grid_axes = [2, 3] slice_axis = 0 {moe.tokens} : tensor<16x8xf32> -> tensor<4x8xf32>
 // CHECK: %[[MINE:.*]] = shard.all_slice %arg2 on @world grid_axes = [3] slice_axis = 0 : tensor<8x16x8xf32> -> tensor<4x16x8xf32>
 // CHECK: %[[SHARD:.*]] = shard.all_slice %[[MINE]] on @world grid_axes = [2] slice_axis = 0 : tensor<4x16x8xf32> -> tensor<2x16x8xf32>
 // CHECK: %[[W1:.*]] = shard.all_gather %[[SHARD]] on @world grid_axes = [2] gather_axis = 0 : tensor<2x16x8xf32> -> tensor<4x16x8xf32>

@@ -20,7 +20,7 @@ func.func @block(%x: tensor<16x8xf32>, %logits: tensor<16x4xf32>,
 
 // CHECK: shard.grid @world(shape = 1x1x1x2x2)
 // Tokens split over ep only: tp ranks share them.
-// CHECK: %[[X:.*]] = shard.all_slice %arg0 on @world grid_axes = [3] slice_axis = 0 : tensor<16x8xf32> -> tensor<8x8xf32>
+// CHECK: %[[X:.*]] = shard.all_slice %arg0 on @world grid_axes = [3] slice_axis = 0 {moe.tokens} : tensor<16x8xf32> -> tensor<8x8xf32>
 // CHECK: %[[W1E:.*]] = shard.all_slice %arg2 on @world grid_axes = [3] slice_axis = 0 : tensor<4x32x8xf32> -> tensor<2x32x8xf32>
 // CHECK: %[[HALVES:.*]] = tensor.expand_shape %[[W1E]] {{\[\[}}0], [1, 2], [3]] output_shape [2, 2, 16, 8] : tensor<2x32x8xf32> into tensor<2x2x16x8xf32>
 // CHECK: %[[MINE:.*]] = shard.all_slice %[[HALVES]] on @world grid_axes = [4] slice_axis = 2 : tensor<2x2x16x8xf32> -> tensor<2x2x8x8xf32>
@@ -41,4 +41,4 @@ func.func @block(%x: tensor<16x8xf32>, %logits: tensor<16x4xf32>,
 // CHECK: %[[SHARED:.*]] = moe.shared_expert %[[X]] fc1(%[[S1]]) fc2(%[[S2]]) gate(%arg8) activation <swiglu, concatenated>
 // CHECK: %[[SUM:.*]] = arith.addf %[[ROUTED]], %[[SHARED]] : tensor<8x8xf32>
 // CHECK: %[[FULL:.*]] = shard.all_reduce %[[SUM]] on @world grid_axes = [4] : tensor<8x8xf32> -> tensor<8x8xf32>
-// CHECK: shard.all_gather %[[FULL]] on @world grid_axes = [3] gather_axis = 0 : tensor<8x8xf32> -> tensor<16x8xf32>
+// CHECK: shard.all_gather %[[FULL]] on @world grid_axes = [3] gather_axis = 0 {moe.tokens} : tensor<8x8xf32> -> tensor<16x8xf32>

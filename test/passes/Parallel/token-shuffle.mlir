@@ -29,4 +29,4 @@ func.func @block(%x: tensor<16x8xf32>, %logits: tensor<16x8xf32>,
 // CHECK: %[[OUT:.*]] = moe.combine
 // CHECK: %[[BACK:.*]] = shard.all_to_all %[[OUT]] on @world grid_axes = [3] split_axis = 0 concat_axis = 0 : tensor<8x8xf32> -> tensor<8x8xf32>
 // CHECK: %[[ORDERED:.*]] = moe.gather_rows %[[BACK]][%[[INV]]]
-// CHECK: shard.all_gather %[[ORDERED]] on @world grid_axes = [3] gather_axis = 0 : tensor<8x8xf32> -> tensor<16x8xf32>
+// CHECK: shard.all_gather %[[ORDERED]] on @world grid_axes = [3] gather_axis = 0 {moe.tokens} : tensor<8x8xf32> -> tensor<16x8xf32>

@@ -133,3 +133,102 @@ func.func @input_mask(%q: tensor<1x2x8x4xf32>, %kt: tensor<1x2x4x8xf32>,
   %o = onnx.MatMul %p, %v : (tensor<1x2x8x8xf32>, tensor<1x2x8x4xf32>) -> tensor<1x2x8x4xf32>
   return %o : tensor<1x2x8x4xf32>
 }
+
+// -----
+
+// After moe-sequence-parallel each of 2 ranks holds 4 query rows, its rows
+// of a causal mask computed whole: rank 0's rows see keys 0-3 at most,
+// rank 1's all 8. One case of static shapes per rank.
+// CHECK-LABEL: func.func @rank_rows
+// CHECK: %[[RANK:.*]] = shard.process_multi_index on @world axes = [0] : index
+// CHECK: %[[O:.*]] = scf.index_switch %[[RANK]] -> tensor<1x2x4x4xf32>
+// CHECK: case 0 {
+// CHECK: onnx.Softmax {{.*}} : (tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+// CHECK: default {
+// CHECK: onnx.Softmax {{.*}} : (tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+// CHECK: return %[[O]]
+module {
+  shard.grid @world(shape = 2)
+  func.func @rank_rows(%q: tensor<1x2x4x4xf32>, %kt: tensor<1x2x4x8xf32>,
+                       %v: tensor<1x2x8x4xf32>) -> tensor<1x2x4x4xf32> {
+    %kidx = arith.constant dense<[[[[0, 1, 2, 3, 4, 5, 6, 7]]]]> : tensor<1x1x1x8xi64>
+    %qidx = arith.constant dense<[[[[0], [1], [2], [3], [4], [5], [6], [7]]]]> : tensor<1x1x8x1xi64>
+    %zero = arith.constant dense<0.0> : tensor<f32>
+    %min = arith.constant dense<-3.40282347E+38> : tensor<f32>
+    %allowed = onnx.LessOrEqual %kidx, %qidx : (tensor<1x1x1x8xi64>, tensor<1x1x8x1xi64>) -> tensor<1x1x8x8xi1>
+    %whole = onnx.Where %allowed, %zero, %min : (tensor<1x1x8x8xi1>, tensor<f32>, tensor<f32>) -> tensor<1x1x8x8xf32>
+    %mask = shard.all_slice %whole on @world grid_axes = [0] slice_axis = 2 : tensor<1x1x8x8xf32> -> tensor<1x1x4x8xf32>
+    %s = onnx.MatMul %q, %kt : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+    %a = onnx.Add %s, %mask : (tensor<1x2x4x8xf32>, tensor<1x1x4x8xf32>) -> tensor<1x2x4x8xf32>
+    %p = onnx.Softmax %a {axis = -1 : i64} : (tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+    %o = onnx.MatMul %p, %v : (tensor<1x2x4x8xf32>, tensor<1x2x8x4xf32>) -> tensor<1x2x4x4xf32>
+    return %o : tensor<1x2x4x4xf32>
+  }
+}
+
+// -----
+
+// Zigzag order (moe-sequence-parallel{zigzag=1}): the rows of the mask and
+// of the zeroing condition of transformers' export, reordered alike as
+// chunks 0, 3, 1, 2 of 2 rows, then sliced; rank 0 holds rows 0-1 and 6-7,
+// rank 1 rows 2-5. A block ends after 4 rows, or where the keys jump by
+// more than that: rank 0's rows 0-1 see 2 keys and rows 6-7 all 8.
+// CHECK-LABEL: func.func @zigzag_rows
+// BIG-LABEL: func.func @zigzag_rows
+// BIG-NOT: scf.index_switch
+// CHECK: scf.index_switch
+// CHECK: case 0 {
+// CHECK: onnx.Softmax {{.*}} : (tensor<1x2x2x2xf32>) -> tensor<1x2x2x2xf32>
+// CHECK: onnx.Softmax {{.*}} : (tensor<1x2x2x8xf32>) -> tensor<1x2x2x8xf32>
+// CHECK: default {
+// CHECK: onnx.MatMul {{.*}} -> tensor<1x2x4x6xf32>
+// CHECK: onnx.Softmax {{.*}} : (tensor<1x2x4x6xf32>) -> tensor<1x2x4x6xf32>
+// CHECK-NOT: onnx.Softmax
+// CHECK: onnx.Where
+module {
+  shard.grid @world(shape = 2)
+  func.func @zigzag_rows(%q: tensor<1x2x4x4xf32>, %kt: tensor<1x2x4x8xf32>,
+                         %v: tensor<1x2x8x4xf32>, %pad: tensor<1x8xi1>)
+      -> tensor<1x2x4x4xf32> {
+    %kidx = arith.constant dense<[[[[0, 1, 2, 3, 4, 5, 6, 7]]]]> : tensor<1x1x1x8xi64>
+    %qidx = arith.constant dense<[[[[0], [1], [2], [3], [4], [5], [6], [7]]]]> : tensor<1x1x8x1xi64>
+    %shape = arith.constant dense<[1, 1, 1, 8]> : tensor<4xi64>
+    %min = arith.constant dense<-3.40282347E+38> : tensor<f32>
+    %one = arith.constant dense<1.0> : tensor<f32>
+    %zero = arith.constant dense<0.0> : tensor<f32>
+    %last = arith.constant dense<-1> : tensor<1xi64>
+    %rows = arith.constant dense<2> : tensor<1xi64>
+    %c0 = arith.constant dense<0> : tensor<1xi64>
+    %c2 = arith.constant dense<2> : tensor<1xi64>
+    %c4 = arith.constant dense<4> : tensor<1xi64>
+    %c6 = arith.constant dense<6> : tensor<1xi64>
+    %c8 = arith.constant dense<8> : tensor<1xi64>
+    %causal = onnx.LessOrEqual %kidx, %qidx : (tensor<1x1x1x8xi64>, tensor<1x1x8x1xi64>) -> tensor<1x1x8x8xi1>
+    %keys = onnx.Reshape %pad, %shape : (tensor<1x8xi1>, tensor<4xi64>) -> tensor<1x1x1x8xi1>
+    %allowed = onnx.And %causal, %keys : (tensor<1x1x8x8xi1>, tensor<1x1x1x8xi1>) -> tensor<1x1x8x8xi1>
+    %removed = onnx.Not %allowed : (tensor<1x1x8x8xi1>) -> tensor<1x1x8x8xi1>
+    %removedf = onnx.Cast %removed {to = 1 : i64} : (tensor<1x1x8x8xi1>) -> tensor<1x1x8x8xf32>
+    %whole = onnx.Mul %removedf, %min : (tensor<1x1x8x8xf32>, tensor<f32>) -> tensor<1x1x8x8xf32>
+    %allowedf = onnx.Cast %allowed {to = 1 : i64} : (tensor<1x1x8x8xi1>) -> tensor<1x1x8x8xf32>
+    %count = onnx.ReduceSum %allowedf, %last {keepdims = 1 : i64} : (tensor<1x1x8x8xf32>, tensor<1xi64>) -> tensor<1x1x8x1xf32>
+    %none = onnx.Less %count, %one : (tensor<1x1x8x1xf32>, tensor<f32>) -> tensor<1x1x8x1xi1>
+    %m0 = onnx.Slice %whole, %c0, %c2, %rows : (tensor<1x1x8x8xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<1x1x2x8xf32>
+    %m3 = onnx.Slice %whole, %c6, %c8, %rows : (tensor<1x1x8x8xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<1x1x2x8xf32>
+    %m1 = onnx.Slice %whole, %c2, %c4, %rows : (tensor<1x1x8x8xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<1x1x2x8xf32>
+    %m2 = onnx.Slice %whole, %c4, %c6, %rows : (tensor<1x1x8x8xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<1x1x2x8xf32>
+    %zigzag = onnx.Concat %m0, %m3, %m1, %m2 {axis = 2 : i64} : (tensor<1x1x2x8xf32>, tensor<1x1x2x8xf32>, tensor<1x1x2x8xf32>, tensor<1x1x2x8xf32>) -> tensor<1x1x8x8xf32>
+    %mask = shard.all_slice %zigzag on @world grid_axes = [0] slice_axis = 2 : tensor<1x1x8x8xf32> -> tensor<1x1x4x8xf32>
+    %n0 = onnx.Slice %none, %c0, %c2, %rows : (tensor<1x1x8x1xi1>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<1x1x2x1xi1>
+    %n3 = onnx.Slice %none, %c6, %c8, %rows : (tensor<1x1x8x1xi1>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<1x1x2x1xi1>
+    %n1 = onnx.Slice %none, %c2, %c4, %rows : (tensor<1x1x8x1xi1>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<1x1x2x1xi1>
+    %n2 = onnx.Slice %none, %c4, %c6, %rows : (tensor<1x1x8x1xi1>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<1x1x2x1xi1>
+    %nz = onnx.Concat %n0, %n3, %n1, %n2 {axis = 2 : i64} : (tensor<1x1x2x1xi1>, tensor<1x1x2x1xi1>, tensor<1x1x2x1xi1>, tensor<1x1x2x1xi1>) -> tensor<1x1x8x1xi1>
+    %cond = shard.all_slice %nz on @world grid_axes = [0] slice_axis = 2 : tensor<1x1x8x1xi1> -> tensor<1x1x4x1xi1>
+    %s = onnx.MatMul %q, %kt : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+    %a = onnx.Add %s, %mask : (tensor<1x2x4x8xf32>, tensor<1x1x4x8xf32>) -> tensor<1x2x4x8xf32>
+    %p = onnx.Softmax %a {axis = -1 : i64} : (tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+    %o = onnx.MatMul %p, %v : (tensor<1x2x4x8xf32>, tensor<1x2x8x4xf32>) -> tensor<1x2x4x4xf32>
+    %r = onnx.Where %cond, %zero, %o : (tensor<1x1x4x1xi1>, tensor<f32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+    return %r : tensor<1x2x4x4xf32>
+  }
+}
