@@ -141,6 +141,7 @@ private:
   std::optional<BlockForm> shapeForm(Operation *op) const;
   std::optional<BlockForm> reductionForm(Operation *op) const;
   std::optional<BlockForm> indexingForm(Operation *op) const;
+  std::optional<BlockForm> formFor(Operation *op, int64_t dim) const;
 
   Value blockOperand(Operation *at, Value v, int64_t dim);
   Value whole(Operation *at, Value v);
@@ -554,12 +555,57 @@ bool SequenceParallel::canZigzag() {
   return can;
 }
 
+/// How `op`, which computes a value every rank could have whole at no cost,
+/// gives this rank's block of its result along `dim` from blocks of its
+/// operands: elementwise ops and reductions over other dimensions.
+std::optional<BlockForm> SequenceParallel::formFor(Operation *op,
+                                                   int64_t dim) const {
+  if (op->getNumResults() != 1 || !splittable(op->getResult(0), dim))
+    return std::nullopt;
+  int64_t rank = shapeOf(op->getResult(0)).size();
+  BlockForm form;
+  form.resultDims.push_back(dim);
+  if (isElementwise(op)) {
+    for (Value v : op->getOperands()) {
+      auto type = dyn_cast<RankedTensorType>(v.getType());
+      int64_t d = type ? dim - (rank - type.getRank()) : Need::kWhole;
+      bool broadcast = d < 0 || type.getDimSize(d) == 1;
+      if (!broadcast && !splittable(v, d))
+        return std::nullopt;
+      form.operands.push_back({broadcast ? Need::kWhole : d});
+    }
+    return form;
+  }
+  if (isa<onnx::ReduceSumOp, onnx::ReduceMeanOp, onnx::ReduceMaxOp,
+          onnx::ReduceMinOp>(op) &&
+      intAttr(op, "keepdims", 1)) {
+    std::optional<Shape> reduced = axesOf(op, 1);
+    if (!reduced || reduced->empty() ||
+        llvm::any_of(*reduced, [&](int64_t a) {
+          return normalizeAxis(a, rank) == dim;
+        }))
+      return std::nullopt;
+    form.operands = firstOperandForm(op, dim).operands;
+    return form;
+  }
+  return std::nullopt;
+}
+
 Value SequenceParallel::blockOperand(Operation *at, Value v, int64_t dim) {
-  if (std::optional<std::pair<Value, int64_t>> block = blockOf(v);
-      block && block->second == dim)
+  std::optional<std::pair<Value, int64_t>> block = blockOf(v);
+  if (block && block->second == dim)
     return block->first;
   if (Value slice = slices.lookup({v, dim}))
     return slice;
+  // A value every rank could compute whole (the attention mask): each
+  // computes its own rows of it instead.
+  if (Operation *def = v.getDefiningOp();
+      !block && def && wholeIsFree(v) &&
+      def->getDialect() == def->getContext()->getLoadedDialect<onnx::ONNXDialect>())
+    if (std::optional<BlockForm> form = formFor(def, dim)) {
+      runOnBlocks(def, *form);
+      return blocks[v].first;
+    }
   Value w = whole(at, v);
   b.setInsertionPoint(at);
   Value slice = sliceTokens(at->getLoc(), w, dim);

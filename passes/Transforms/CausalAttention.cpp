@@ -91,7 +91,16 @@ class MaskEvaluator {
 public:
   std::optional<double> at(Value v, ArrayRef<int64_t> index, int depth = 0);
 
+  /// Reads the shard.all_slice ops over `group`'s grid axes as rank `rank`
+  /// of them takes its block (moe-sequence-parallel's blocks of tokens).
+  void setRank(shard::AllSliceOp group, int64_t rank) {
+    this->group = group;
+    this->rank = rank;
+  }
+
 private:
+  shard::AllSliceOp group;
+  int64_t rank = 0;
   std::optional<double> constantAt(Value v, ArrayRef<int64_t> index);
   struct Constant {
     ShapedType type;
@@ -172,6 +181,15 @@ std::optional<double> MaskEvaluator::at(Value v, ArrayRef<int64_t> index,
   if (std::optional<double> c = constantAt(v, index))
     return c;
   Operation *def = v.getDefiningOp();
+  if (auto slice = dyn_cast_or_null<shard::AllSliceOp>(def)) {
+    if (!group || depth > 32 || slice.getGridAttr() != group.getGridAttr() ||
+        slice.getGridAxes() != group.getGridAxes())
+      return std::nullopt;
+    SmallVector<int64_t> where(index);
+    int64_t axis = slice.getSliceAxis().getSExtValue();
+    where[axis] += rank * shapeOf(v)[axis];
+    return at(slice.getInput(), where, depth + 1);
+  }
   if (!def || depth > 32 ||
       def->getDialect() !=
           def->getContext()->getLoadedDialect<onnx::ONNXDialect>())
@@ -294,48 +312,31 @@ struct Attention {
   Value mask() { return addMask->getOperand(maskOperand); }
 };
 
-/// The slice that took this rank's block of the rows (the next-to-last
-/// dimension) of a whole value, as moe-sequence-parallel splits a mask that
-/// every rank computes whole; null when `v` is not one.
-shard::AllSliceOp rowSlice(Value v) {
-  auto slice = v.getDefiningOp<shard::AllSliceOp>();
-  int64_t rank = shapeOf(v).size();
-  if (!slice || rank < 2 || slice.getSliceAxis().getSExtValue() != rank - 2)
-    return {};
-  return slice;
-}
-
-/// `v` as a reordering of another value's rows (dimension rank-2): a Concat
-/// along them of Slices of that value along them alone, as
-/// moe-sequence-parallel's zigzag order makes; that value and the row
-/// ranges in order, or `v` and none.
-std::pair<Value, SmallVector<std::pair<int64_t, int64_t>>>
-reorderedRows(Value v) {
-  SmallVector<std::pair<int64_t, int64_t>> ranges;
-  auto concat = v.getDefiningOp<onnx::ConcatOp>();
-  int64_t rank = shapeOf(v).size();
-  if (!concat || rank < 2 ||
-      normalizeAxis(intAttr(concat, "axis", 0), rank) != rank - 2)
-    return {v, {}};
-  Value source;
-  for (Value part : concat->getOperands()) {
-    auto slice = part.getDefiningOp<onnx::SliceOp>();
-    if (!slice || (source && slice->getOperand(0) != source))
-      return {v, {}};
-    source = slice->getOperand(0);
-    ArrayRef<int64_t> from = shapeOf(source), to = shapeOf(part);
-    std::optional<onnx_lowering::SliceParams> params =
-        onnx_lowering::sliceParams(slice, from);
-    if (!params || from.size() != to.size())
-      return {v, {}};
-    for (int64_t d = 0; d < rank; ++d)
-      if (params->steps[d] != 1 ||
-          (d != rank - 2 && (params->starts[d] != 0 || to[d] != from[d])))
-        return {v, {}};
-    ranges.push_back({params->starts[rank - 2],
-                      params->starts[rank - 2] + to[rank - 2]});
+/// The shard.all_slice ops that `mask`'s computation reads (the blocks
+/// moe-sequence-parallel gives the ranks): one of them when they all slice
+/// over the same grid axes, null when there are none; failure when they
+/// differ or the computation is too large to follow.
+FailureOr<shard::AllSliceOp> rankBlocks(Value mask) {
+  SmallVector<Value> work{mask};
+  DenseSet<Value> seen;
+  shard::AllSliceOp found;
+  while (!work.empty()) {
+    Value v = work.pop_back_val();
+    if (!seen.insert(v).second)
+      continue;
+    if (seen.size() > 1024)
+      return failure();
+    Operation *def = v.getDefiningOp();
+    if (auto slice = dyn_cast_or_null<shard::AllSliceOp>(def)) {
+      if (found && (found.getGridAttr() != slice.getGridAttr() ||
+                    found.getGridAxes() != slice.getGridAxes()))
+        return failure();
+      found = slice;
+    }
+    if (def && !def->hasTrait<OpTrait::ConstantLike>())
+      llvm::append_range(work, def->getOperands());
   }
-  return {source, ranges};
+  return found;
 }
 
 /// The grid sizes over `slice`'s axes (the number of row blocks first), or
@@ -433,9 +434,7 @@ std::optional<Attention> matchAttention(onnx::SoftmaxOp softmax) {
 /// key of, as transformers' export does: Where(ReduceSum(Cast(B)) < t, 0,
 /// attention) with 0 < t <= 1, where the mask is Cast(Not(B)) * c.
 bool zeroesRemovedRows(Attention &att) {
-  // Under moe-sequence-parallel both the mask and the condition are this
-  // rank's rows of values computed whole, sliced alike.
-  Value mask = att.mask(), condition;
+  Value mask = att.mask();
   Value o = att.output->getResult(0);
   if (!o.hasOneUse())
     return false;
@@ -444,24 +443,7 @@ bool zeroesRemovedRows(Attention &att) {
   if (!where || where->getOperand(2) != o ||
       !isScalarConstant(where->getOperand(1), &zero) || zero != 0)
     return false;
-  condition = where->getOperand(0);
-  shard::AllSliceOp maskRows = rowSlice(mask), conditionRows = rowSlice(condition);
-  if (static_cast<bool>(maskRows) != static_cast<bool>(conditionRows))
-    return false;
-  if (maskRows) {
-    if (maskRows.getGridAttr() != conditionRows.getGridAttr() ||
-        maskRows.getGridAxes() != conditionRows.getGridAxes())
-      return false;
-    mask = maskRows.getInput();
-    condition = conditionRows.getInput();
-  }
-  auto [maskSource, maskOrder] = reorderedRows(mask);
-  auto [conditionSource, conditionOrder] = reorderedRows(condition);
-  if (maskOrder != conditionOrder)
-    return false;
-  mask = maskSource;
-  condition = conditionSource;
-  auto less = condition.getDefiningOp<onnx::LessOp>();
+  auto less = where->getOperand(0).getDefiningOp<onnx::LessOp>();
   if (!less || !isScalarConstant(less->getOperand(1), &threshold) ||
       threshold <= 0 || threshold > 1)
     return false;
@@ -503,11 +485,15 @@ struct MoECausalAttentionPass
   }
 
   /// What a mask lets through, read once for all the layers that share it:
-  /// for each of its rows, the keys [0, needed) that may pass (over every
-  /// leading index), and whether each row has a key known to pass.
+  /// for each rank of `group` (the row blocks moe-sequence-parallel gives
+  /// the ranks; one rank without it) and each of its rows, the keys
+  /// [0, needed) that may pass (over every leading index), and whether each
+  /// row has a key known to pass.
   struct MaskKeys {
     bool readable = false;
-    SmallVector<int64_t> needed;
+    shard::AllSliceOp group;
+    int64_t ranks = 1;
+    SmallVector<int64_t> needed; // [ranks][rows]
     std::optional<bool> everyRowSeesAKey;
   };
 
@@ -532,46 +518,64 @@ struct MoECausalAttentionPass
       return keys;
     ArrayRef<int64_t> shape = shapeOf(mask);
     auto type = cast<RankedTensorType>(mask.getType());
-    if (!type.hasStaticShape() || type.getNumElements() > maxMaskElements)
+    FailureOr<shard::AllSliceOp> group = rankBlocks(mask);
+    if (!type.hasStaticShape() || failed(group))
+      return keys;
+    if (*group) {
+      std::optional<SmallVector<int64_t>> sizes = sliceGroup(*group);
+      if (!sizes)
+        return keys;
+      keys.group = *group;
+      keys.ranks = sizes->front();
+    }
+    if (type.getNumElements() * keys.ranks > maxMaskElements)
       return keys;
     int64_t rows = shape[shape.size() - 2], columns = shape.back();
-    keys.needed.assign(rows, 0);
-    forEachLead(shape, [&](SmallVector<int64_t> &index) {
-      for (int64_t i = 0; i < rows; ++i) {
-        index[shape.size() - 2] = i;
-        // The keys after the last one that may pass are removed.
-        int64_t j = columns;
-        for (; j > keys.needed[i]; --j) {
-          index.back() = j - 1;
-          std::optional<double> m = evaluator.at(mask, index);
-          if (!m || *m > kRemoved)
-            break;
+    keys.needed.assign(keys.ranks * rows, 0);
+    for (int64_t r = 0; r < keys.ranks; ++r) {
+      evaluator.setRank(keys.group, r);
+      forEachLead(shape, [&](SmallVector<int64_t> &index) {
+        for (int64_t i = 0; i < rows; ++i) {
+          index[shape.size() - 2] = i;
+          // The keys after the last one that may pass are removed.
+          int64_t &needed = keys.needed[r * rows + i];
+          int64_t j = columns;
+          for (; j > needed; --j) {
+            index.back() = j - 1;
+            std::optional<double> m = evaluator.at(mask, index);
+            if (!m || *m > kRemoved)
+              break;
+          }
+          needed = std::max(needed, j);
         }
-        keys.needed[i] = std::max(keys.needed[i], j);
-      }
-    });
+      });
+    }
     keys.readable = true;
     return keys;
   }
 
-  /// Whether each row of `mask` has a key known to pass.
+  /// Whether each row of `mask` has a key known to pass, on every rank.
   bool everyRowSeesAKey(Value mask, MaskKeys &keys, MaskEvaluator &evaluator) {
     if (keys.everyRowSeesAKey)
       return *keys.everyRowSeesAKey;
     ArrayRef<int64_t> shape = shapeOf(mask);
+    int64_t rows = shape[shape.size() - 2];
     bool all = true;
-    forEachLead(shape, [&](SmallVector<int64_t> &index) {
-      for (int64_t i = 0; i < shape[shape.size() - 2] && all; ++i) {
-        index[shape.size() - 2] = i;
-        bool passes = false;
-        for (int64_t k = 0; k < keys.needed[i] && !passes; ++k) {
-          index.back() = k;
-          std::optional<double> m = evaluator.at(mask, index);
-          passes = m && *m > kRemoved;
+    for (int64_t r = 0; r < keys.ranks && all; ++r) {
+      evaluator.setRank(keys.group, r);
+      forEachLead(shape, [&](SmallVector<int64_t> &index) {
+        for (int64_t i = 0; i < rows && all; ++i) {
+          index[shape.size() - 2] = i;
+          bool passes = false;
+          for (int64_t k = 0; k < keys.needed[r * rows + i] && !passes; ++k) {
+            index.back() = k;
+            std::optional<double> m = evaluator.at(mask, index);
+            passes = m && *m > kRemoved;
+          }
+          all = passes;
         }
-        all = passes;
-      }
-    });
+      });
+    }
     keys.everyRowSeesAKey = all;
     return all;
   }
@@ -591,14 +595,6 @@ struct MoECausalAttentionPass
   std::optional<SmallVector<SmallVector<QueryBlock>>>
   keysPerBlock(Attention &att, MaskEvaluator &evaluator) {
     Value mask = att.mask();
-    int64_t ranks = 1;
-    if (shard::AllSliceOp rows = rowSlice(mask)) {
-      std::optional<SmallVector<int64_t>> group = sliceGroup(rows);
-      if (!group)
-        return std::nullopt;
-      ranks = group->front();
-      mask = rows.getInput();
-    }
     MaskKeys &keys = readMask(mask, evaluator);
     if (!keys.readable)
       return std::nullopt;
@@ -609,14 +605,13 @@ struct MoECausalAttentionPass
       return std::nullopt;
     ArrayRef<int64_t> scores = shapeOf(att.softmax->getResult(0));
     int64_t rows = scores[scores.size() - 2], columns = scores.back();
-    bool perRow = keys.needed.size() != 1;
-    if (perRow && static_cast<int64_t>(keys.needed.size()) != ranks * rows)
-      return std::nullopt;
+    int64_t ranks = keys.ranks, maskRows = shapeOf(mask).drop_back().back();
     SmallVector<SmallVector<QueryBlock>> blocks(ranks);
     bool skips = false;
     for (int64_t r = 0; r < ranks; ++r) {
       auto needed = [&](int64_t i) {
-        return std::max<int64_t>(1, keys.needed[perRow ? r * rows + i : 0]);
+        return std::max<int64_t>(
+            1, keys.needed[r * maskRows + (maskRows == 1 ? 0 : i)]);
       };
       for (int64_t i = 0; i < rows; ++i) {
         // A new block after blockRows rows, or where the keys jump by more
@@ -718,7 +713,7 @@ struct MoECausalAttentionPass
     } else {
       // The keys depend on which rows this rank holds: one case per rank,
       // the last rank's as the default.
-      shard::AllSliceOp rows = rowSlice(att.mask());
+      shard::AllSliceOp rows = masks[att.mask()].group;
       SmallVector<int64_t> sizes = *sliceGroup(rows);
       int64_t ranks = blocks->size();
       auto byRank = scf::IndexSwitchOp::create(

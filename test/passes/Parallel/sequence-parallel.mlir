@@ -170,3 +170,27 @@ func.func @capacity(%x: tensor<16x8xf32>, %l: tensor<16x4xf32>,
   %r = onnx.Add %x, %y : (tensor<16x8xf32>, tensor<16x8xf32>) -> tensor<16x8xf32>
   return %r : tensor<16x8xf32>
 }
+
+// A mask every rank could compute whole from constants: each computes the
+// rows of its block only, from its rows of the query indices.
+// EP2-LABEL: func.func @computed_mask
+// EP2: %[[ROWS:.*]] = shard.all_slice %{{.*}} on @world grid_axes = [3] slice_axis = 0 : tensor<16x1xi64> -> tensor<8x1xi64>
+// EP2: %[[ALLOWED:.*]] = onnx.LessOrEqual %{{.*}}, %[[ROWS]] : (tensor<1x16xi64>, tensor<8x1xi64>) -> tensor<8x16xi1>
+// EP2: %[[MASK:.*]] = onnx.Where %[[ALLOWED]], {{.*}} -> tensor<8x16xf32>
+// EP2: onnx.Add %{{.*}}, %[[MASK]] : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+func.func @computed_mask(%x: tensor<16x8xf32>, %l: tensor<16x4xf32>,
+                         %w1: tensor<4x16x8xf32>, %w2: tensor<4x8x16xf32>,
+                         %kt: tensor<8x16xf32>) -> tensor<16x16xf32> {
+  %kidx = arith.constant dense<[[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]]> : tensor<1x16xi64>
+  %qidx = arith.constant dense<[[0], [1], [2], [3], [4], [5], [6], [7], [8], [9], [10], [11], [12], [13], [14], [15]]> : tensor<16x1xi64>
+  %zero = arith.constant dense<0.0> : tensor<f32>
+  %min = arith.constant dense<-3.40282347E+38> : tensor<f32>
+  %y = moe.layer softmax topk k 2 %x, %l fc1(%w1) fc2(%w2) activation <relu>
+      : (tensor<16x8xf32>, tensor<16x4xf32>, tensor<4x16x8xf32>,
+         tensor<4x8x16xf32>) -> tensor<16x8xf32>
+  %s = onnx.MatMul %y, %kt : (tensor<16x8xf32>, tensor<8x16xf32>) -> tensor<16x16xf32>
+  %allowed = onnx.LessOrEqual %kidx, %qidx : (tensor<1x16xi64>, tensor<16x1xi64>) -> tensor<16x16xi1>
+  %mask = onnx.Where %allowed, %zero, %min : (tensor<16x16xi1>, tensor<f32>, tensor<f32>) -> tensor<16x16xf32>
+  %a = onnx.Add %s, %mask : (tensor<16x16xf32>, tensor<16x16xf32>) -> tensor<16x16xf32>
+  return %a : tensor<16x16xf32>
+}

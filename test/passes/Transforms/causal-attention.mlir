@@ -168,11 +168,12 @@ module {
 
 // -----
 
-// Zigzag order (moe-sequence-parallel{zigzag=1}): the rows of the mask and
-// of the zeroing condition of transformers' export, reordered alike as
-// chunks 0, 3, 1, 2 of 2 rows, then sliced; rank 0 holds rows 0-1 and 6-7,
-// rank 1 rows 2-5. A block ends after 4 rows, or where the keys jump by
-// more than that: rank 0's rows 0-1 see 2 keys and rows 6-7 all 8.
+// Zigzag order (moe-sequence-parallel{zigzag=1}) with transformers' mask
+// and zeroing, each rank computing its own rows of them: the query indices
+// reordered as chunks 0, 3, 1, 2 of 2 rows, then sliced; rank 0 holds rows
+// 0-1 and 6-7, rank 1 rows 2-5. A block ends after 4 rows, or where the
+// keys jump by more than that: rank 0's rows 0-1 see 2 keys and rows 6-7
+// all 8.
 // CHECK-LABEL: func.func @zigzag_rows
 // BIG-LABEL: func.func @zigzag_rows
 // BIG-NOT: scf.index_switch
@@ -203,32 +204,26 @@ module {
     %c4 = arith.constant dense<4> : tensor<1xi64>
     %c6 = arith.constant dense<6> : tensor<1xi64>
     %c8 = arith.constant dense<8> : tensor<1xi64>
-    %causal = onnx.LessOrEqual %kidx, %qidx : (tensor<1x1x1x8xi64>, tensor<1x1x8x1xi64>) -> tensor<1x1x8x8xi1>
+    %q0 = onnx.Slice %qidx, %c0, %c2, %rows : (tensor<1x1x8x1xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<1x1x2x1xi64>
+    %q3 = onnx.Slice %qidx, %c6, %c8, %rows : (tensor<1x1x8x1xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<1x1x2x1xi64>
+    %q1 = onnx.Slice %qidx, %c2, %c4, %rows : (tensor<1x1x8x1xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<1x1x2x1xi64>
+    %q2 = onnx.Slice %qidx, %c4, %c6, %rows : (tensor<1x1x8x1xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<1x1x2x1xi64>
+    %qz = onnx.Concat %q0, %q3, %q1, %q2 {axis = 2 : i64} : (tensor<1x1x2x1xi64>, tensor<1x1x2x1xi64>, tensor<1x1x2x1xi64>, tensor<1x1x2x1xi64>) -> tensor<1x1x8x1xi64>
+    %mine = shard.all_slice %qz on @world grid_axes = [0] slice_axis = 2 : tensor<1x1x8x1xi64> -> tensor<1x1x4x1xi64>
+    %causal = onnx.LessOrEqual %kidx, %mine : (tensor<1x1x1x8xi64>, tensor<1x1x4x1xi64>) -> tensor<1x1x4x8xi1>
     %keys = onnx.Reshape %pad, %shape : (tensor<1x8xi1>, tensor<4xi64>) -> tensor<1x1x1x8xi1>
-    %allowed = onnx.And %causal, %keys : (tensor<1x1x8x8xi1>, tensor<1x1x1x8xi1>) -> tensor<1x1x8x8xi1>
-    %removed = onnx.Not %allowed : (tensor<1x1x8x8xi1>) -> tensor<1x1x8x8xi1>
-    %removedf = onnx.Cast %removed {to = 1 : i64} : (tensor<1x1x8x8xi1>) -> tensor<1x1x8x8xf32>
-    %whole = onnx.Mul %removedf, %min : (tensor<1x1x8x8xf32>, tensor<f32>) -> tensor<1x1x8x8xf32>
-    %allowedf = onnx.Cast %allowed {to = 1 : i64} : (tensor<1x1x8x8xi1>) -> tensor<1x1x8x8xf32>
-    %count = onnx.ReduceSum %allowedf, %last {keepdims = 1 : i64} : (tensor<1x1x8x8xf32>, tensor<1xi64>) -> tensor<1x1x8x1xf32>
-    %none = onnx.Less %count, %one : (tensor<1x1x8x1xf32>, tensor<f32>) -> tensor<1x1x8x1xi1>
-    %m0 = onnx.Slice %whole, %c0, %c2, %rows : (tensor<1x1x8x8xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<1x1x2x8xf32>
-    %m3 = onnx.Slice %whole, %c6, %c8, %rows : (tensor<1x1x8x8xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<1x1x2x8xf32>
-    %m1 = onnx.Slice %whole, %c2, %c4, %rows : (tensor<1x1x8x8xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<1x1x2x8xf32>
-    %m2 = onnx.Slice %whole, %c4, %c6, %rows : (tensor<1x1x8x8xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<1x1x2x8xf32>
-    %zigzag = onnx.Concat %m0, %m3, %m1, %m2 {axis = 2 : i64} : (tensor<1x1x2x8xf32>, tensor<1x1x2x8xf32>, tensor<1x1x2x8xf32>, tensor<1x1x2x8xf32>) -> tensor<1x1x8x8xf32>
-    %mask = shard.all_slice %zigzag on @world grid_axes = [0] slice_axis = 2 : tensor<1x1x8x8xf32> -> tensor<1x1x4x8xf32>
-    %n0 = onnx.Slice %none, %c0, %c2, %rows : (tensor<1x1x8x1xi1>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<1x1x2x1xi1>
-    %n3 = onnx.Slice %none, %c6, %c8, %rows : (tensor<1x1x8x1xi1>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<1x1x2x1xi1>
-    %n1 = onnx.Slice %none, %c2, %c4, %rows : (tensor<1x1x8x1xi1>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<1x1x2x1xi1>
-    %n2 = onnx.Slice %none, %c4, %c6, %rows : (tensor<1x1x8x1xi1>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<1x1x2x1xi1>
-    %nz = onnx.Concat %n0, %n3, %n1, %n2 {axis = 2 : i64} : (tensor<1x1x2x1xi1>, tensor<1x1x2x1xi1>, tensor<1x1x2x1xi1>, tensor<1x1x2x1xi1>) -> tensor<1x1x8x1xi1>
-    %cond = shard.all_slice %nz on @world grid_axes = [0] slice_axis = 2 : tensor<1x1x8x1xi1> -> tensor<1x1x4x1xi1>
+    %allowed = onnx.And %causal, %keys : (tensor<1x1x4x8xi1>, tensor<1x1x1x8xi1>) -> tensor<1x1x4x8xi1>
+    %removed = onnx.Not %allowed : (tensor<1x1x4x8xi1>) -> tensor<1x1x4x8xi1>
+    %removedf = onnx.Cast %removed {to = 1 : i64} : (tensor<1x1x4x8xi1>) -> tensor<1x1x4x8xf32>
+    %mask = onnx.Mul %removedf, %min : (tensor<1x1x4x8xf32>, tensor<f32>) -> tensor<1x1x4x8xf32>
+    %allowedf = onnx.Cast %allowed {to = 1 : i64} : (tensor<1x1x4x8xi1>) -> tensor<1x1x4x8xf32>
+    %count = onnx.ReduceSum %allowedf, %last {keepdims = 1 : i64} : (tensor<1x1x4x8xf32>, tensor<1xi64>) -> tensor<1x1x4x1xf32>
+    %none = onnx.Less %count, %one : (tensor<1x1x4x1xf32>, tensor<f32>) -> tensor<1x1x4x1xi1>
     %s = onnx.MatMul %q, %kt : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
     %a = onnx.Add %s, %mask : (tensor<1x2x4x8xf32>, tensor<1x1x4x8xf32>) -> tensor<1x2x4x8xf32>
     %p = onnx.Softmax %a {axis = -1 : i64} : (tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
     %o = onnx.MatMul %p, %v : (tensor<1x2x4x8xf32>, tensor<1x2x8x4xf32>) -> tensor<1x2x4x4xf32>
-    %r = onnx.Where %cond, %zero, %o : (tensor<1x1x4x1xi1>, tensor<f32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+    %r = onnx.Where %none, %zero, %o : (tensor<1x1x4x1xi1>, tensor<f32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
     return %r : tensor<1x2x4x4xf32>
   }
 }
