@@ -882,6 +882,7 @@ def ConvertMoEToRuntimePass
     "::mlir::LLVM::LLVMDialect",
     "::mlir::math::MathDialect",
     "::mlir::memref::MemRefDialect",
+    "::mlir::scf::SCFDialect",
     "::mlir::tensor::TensorDialect",
   ];
 }

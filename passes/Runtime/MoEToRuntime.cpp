@@ -394,7 +394,16 @@ struct ExpertsToRuntime final : OpRewritePattern<ExpertsOp> {
     int64_t perExpert = rows / std::max<int64_t>(
                                    logical ? logical.getInt() : groups, 1);
     bool fewRows = target == "cpu" && !capacity && perExpert <= kFewRows;
-    auto project = [&](Value input, Value weight, Value bias) -> Value {
+    // Dropless groups are packed from row 0. On the CPU the hidden
+    // projections and the activation cover their rows only, [0, used): the
+    // buffer's other rows (up to all of them again on an EP rank) are read
+    // by no one but would cost a zero fill and an activation. The output
+    // keeps its zeroed rows.
+    Value usedRows, allRows = i64Const(rewriter, loc, rows);
+    if (target == "cpu" && !capacity)
+      usedRows = packedRows(rewriter, loc, op.getCounts(), groups, rows);
+    auto project = [&](Value input, Value weight, Value bias,
+                       Value extent) -> Value {
       auto weightType = cast<RankedTensorType>(weight.getType());
       int64_t out = weightType.getDimSize(1), in = weightType.getDimSize(2);
       Value result =
@@ -403,7 +412,7 @@ struct ExpertsToRuntime final : OpRewritePattern<ExpertsOp> {
       SmallVector<Value> operands = {
           i32Const(rewriter, loc, *code), i64Const(rewriter, loc, groups),
           i64Const(rewriter, loc, experts), counts,
-          i64Const(rewriter, loc, rows), i64Const(rewriter, loc, in),
+          extent, i64Const(rewriter, loc, in),
           i64Const(rewriter, loc, out), readPointer(rewriter, loc, input),
           readPointer(rewriter, loc, weight),
           bias ? readPointer(rewriter, loc, bias) : noBias,
@@ -425,20 +434,64 @@ struct ExpertsToRuntime final : OpRewritePattern<ExpertsOp> {
       std::tie(h1, h3) = projectPair(rewriter, loc, op, x, counts, *code,
                                      groups, groupStride, rows, noBias);
     } else {
-      h1 = project(x, op.getFc1Weight(), op.getFc1Bias());
+      Value extent = usedRows ? usedRows : allRows;
+      h1 = project(x, op.getFc1Weight(), op.getFc1Bias(), extent);
       if (op.getFc3Weight())
-        h3 = project(x, op.getFc3Weight(), op.getFc3Bias());
+        h3 = project(x, op.getFc3Weight(), op.getFc3Bias(), extent);
+    }
+    if (usedRows) {
+      Value used = arith::IndexCastOp::create(
+          rewriter, loc, rewriter.getIndexType(), usedRows);
+      auto head = [&](Value h) -> Value {
+        if (!h)
+          return h;
+        int64_t columns = cast<RankedTensorType>(h.getType()).getDimSize(1);
+        return tensor::ExtractSliceOp::create(
+            rewriter, loc, h,
+            ArrayRef<OpFoldResult>{rewriter.getIndexAttr(0),
+                                   rewriter.getIndexAttr(0)},
+            ArrayRef<OpFoldResult>{used, rewriter.getIndexAttr(columns)},
+            ArrayRef<OpFoldResult>{rewriter.getIndexAttr(1),
+                                   rewriter.getIndexAttr(1)});
+      };
+      h1 = head(h1);
+      h3 = head(h3);
     }
     int64_t width = op.getFc2Weight().getType().getDimSize(2);
     Value activated = lowering::applyActivation(rewriter, loc, h1, h3,
                                                 op.getActivation(), width);
-    Value y = project(activated, op.getFc2Weight(), op.getFc2Bias());
+    Value y = project(activated, op.getFc2Weight(), op.getFc2Bias(), allRows);
     if (capacity)
       y = tensor::ExpandShapeOp::create(
           rewriter, loc, outType, y,
           ArrayRef<ReassociationIndices>{{0, 1}, {2}});
     rewriter.replaceOp(op, y);
     return success();
+  }
+
+  /// The rows the packed groups of `counts` take, as i64: their sum, at
+  /// most `rows` (more is the runtime's error to report, checked against
+  /// that bound).
+  static Value packedRows(PatternRewriter &rewriter, Location loc,
+                          Value counts, int64_t groups, int64_t rows) {
+    Value zero = arith::ConstantIndexOp::create(rewriter, loc, 0);
+    Value one = arith::ConstantIndexOp::create(rewriter, loc, 1);
+    Value total = scf::ForOp::create(
+                      rewriter, loc, zero,
+                      arith::ConstantIndexOp::create(rewriter, loc, groups),
+                      one, ValueRange{i64Const(rewriter, loc, 0)},
+                      [&](OpBuilder &b, Location l, Value g, ValueRange sum) {
+                        Value count = arith::ExtSIOp::create(
+                            b, l, b.getI64Type(),
+                            tensor::ExtractOp::create(b, l, counts, g));
+                        scf::YieldOp::create(
+                            b, l,
+                            ValueRange{arith::AddIOp::create(b, l, sum[0],
+                                                             count)});
+                      })
+                      .getResult(0);
+    return arith::MinSIOp::create(rewriter, loc, total,
+                                  i64Const(rewriter, loc, rows));
   }
 
   /// cuBLAS takes group sizes on the host: the device counts are read once

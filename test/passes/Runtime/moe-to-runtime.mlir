@@ -5,19 +5,23 @@
 // BAD: convert-moe-to-runtime: unknown target 'rocm' (expected cpu or cuda)
 
 // Dropless rows [40, 4] in 4 groups of 2 experts (20 rows per expert: oneDNN
-// per group), a separate SwiGLU: fc1 and fc3 are grouped GEMMs of 40 rows
-// x 4 -> 5 (f32: code 0, stride 0, no bias:
-// a null pointer), the SwiGLU one elementwise op over all rows, fc2 a
-// grouped GEMM 5 -> 3.
+// per group), a separate SwiGLU: fc1 and fc3 are grouped GEMMs of the rows
+// the groups take (the counts' sum, at most 40) x 4 -> 5 (f32: code 0,
+// stride 0, no bias: a null pointer), the SwiGLU one elementwise op over
+// those rows, fc2 a grouped GEMM 5 -> 3 of all 40 rows (the others zeroed).
 // CHECK-LABEL: func.func @dropless_swiglu
 // CHECK-NOT: moe.experts
 // CHECK: %[[NOBIAS:.*]] = llvm.mlir.zero : !llvm.ptr
 // CHECK: %[[COUNTS:.*]] = llvm.inttoptr
+// CHECK: %[[SUM:.*]] = scf.for
+// CHECK: %[[USED:.*]] = arith.minsi %[[SUM]], %c40_i64 : i64
 // CHECK: %[[H1:.*]] = memref.alloc() {alignment = 64 : i64} : memref<40x5xf32>
-// CHECK: call @moert_grouped_matmul(%c0_i32, %c4_i64, %c2_i64, %[[COUNTS]], %c0_i64, %c40_i64, %c4_i64, %c5_i64, %{{.*}}, %{{.*}}, %[[NOBIAS]], %{{.*}})
+// CHECK: call @moert_grouped_matmul(%c0_i32, %c4_i64, %c2_i64, %[[COUNTS]], %c0_i64, %[[USED]], %c4_i64, %c5_i64, %{{.*}}, %{{.*}}, %[[NOBIAS]], %{{.*}})
 // CHECK: memref.alloc() {alignment = 64 : i64} : memref<40x5xf32>
-// CHECK: call @moert_grouped_matmul(%c0_i32, %c4_i64, %c2_i64, %[[COUNTS]], %c0_i64, %c40_i64, %c4_i64, %c5_i64,
-// CHECK: %[[A:.*]] = linalg.generic {{.*}} ins(%{{.*}}, %{{.*}} : tensor<40x5xf32>, tensor<40x5xf32>)
+// CHECK: call @moert_grouped_matmul(%c0_i32, %c4_i64, %c2_i64, %[[COUNTS]], %c0_i64, %[[USED]], %c4_i64, %c5_i64,
+// CHECK: %[[USEDIDX:.*]] = arith.index_cast %[[USED]] : i64 to index
+// CHECK: tensor.extract_slice %{{.*}}[0, 0] [%[[USEDIDX]], 5] [1, 1] : tensor<40x5xf32> to tensor<?x5xf32>
+// CHECK: %[[A:.*]] = linalg.generic {{.*}} ins(%{{.*}}, %{{.*}} : tensor<?x5xf32>, tensor<?x5xf32>)
 // CHECK:   math.exp
 // CHECK: %[[Y:.*]] = memref.alloc() {alignment = 64 : i64} : memref<40x3xf32>
 // CHECK: bufferization.to_buffer %[[A]] read_only
@@ -92,7 +96,7 @@ func.func @bf16(%rows: tensor<6x4xbf16>, %counts: tensor<2xi32>,
 // CHECK: %[[B1INT:.*]] = memref.extract_aligned_pointer_as_index %[[B1]]
 // CHECK: %[[B1I64:.*]] = arith.index_cast %[[B1INT]]
 // CHECK: %[[B1PTR:.*]] = llvm.inttoptr %[[B1I64]]
-// CHECK: call @moert_grouped_matmul_few_rows(%c0_i32, %c2_i64, %c2_i64, %{{.*}}, %c6_i64, %c4_i64, %c5_i64, %{{.*}}, %{{.*}}, %[[B1PTR]], %{{.*}})
+// CHECK: call @moert_grouped_matmul_few_rows(%c0_i32, %c2_i64, %c2_i64, %{{.*}}, %{{.*}}, %c4_i64, %c5_i64, %{{.*}}, %{{.*}}, %[[B1PTR]], %{{.*}})
 // CHECK: call @moert_grouped_matmul_few_rows(%c0_i32, %c2_i64, %c2_i64, %{{.*}}, %c6_i64, %c5_i64, %c3_i64, %{{.*}}, %{{.*}}, %[[NOBIAS]], %{{.*}})
 // CUDA-LABEL: func.func @biased
 // CUDA-COUNT-2: call @moert_cuda_grouped_matmul(
@@ -110,7 +114,7 @@ func.func @biased(%rows: tensor<6x4xf32>, %counts: tensor<2xi32>,
 // experts, 40 rows over 2 (oneDNN), not by the 8 groups of 4 slots (5 rows
 // each), so that a row takes the same path whatever the placement.
 // CHECK-LABEL: func.func @slots
-// CHECK: call @moert_grouped_matmul(%c0_i32, %c8_i64, %c4_i64, %{{.*}}, %c0_i64, %c40_i64, %c4_i64, %c5_i64,
+// CHECK: call @moert_grouped_matmul(%c0_i32, %c8_i64, %c4_i64, %{{.*}}, %c0_i64, %{{.*}}, %c4_i64, %c5_i64,
 // CHECK: call @moert_grouped_matmul(%c0_i32, %c8_i64, %c4_i64, %{{.*}}, %c0_i64, %c40_i64, %c5_i64, %c3_i64,
 func.func @slots(%rows: tensor<40x4xf32>, %counts: tensor<8xi32>,
     %w1: tensor<4x5x4xf32>, %w2: tensor<4x3x5xf32>) -> tensor<40x3xf32> {
