@@ -3,7 +3,8 @@
 
 Runs, on the machine at hand and with the same threads for every runner:
 moert-cpu-bench (the STREAM-style read bandwidth and one decode call's
-expert GEMMs against it), then bench/moe_bench.py's Mixtral block in the
+expert GEMMs against it; the bandwidth again after the decode regime, the
+better of the two being the bound), then bench/moe_bench.py's Mixtral block in the
 three regimes (prefill T=4096 H=1024 F=3584 E=8 k=2, small T=256 H=512
 F=1024 E=8 k=2, decode T=64 H=1024 F=3584 E=64 k=4) for moe-run on one
 rank, moe-run --ep 2 with one thread per rank (as compiled, and balanced:
@@ -135,9 +136,14 @@ def main():
         if regime == "decode":
             weight_bytes = 3 * shape["experts"] * shape["hidden"] * shape["ffn"] * 4
             rate = weight_bytes / (ours["ms"] / 1e3) / 1e9
+            # A shared guest's bandwidth moves from minute to minute: the
+            # bound is the better of the figures before and after decode.
+            after, _ = read_bandwidth(args.threads)
+            print("read bandwidth after decode: %.1f GB/s (before: %.1f)" % (after, bandwidth))
+            bound = max(bandwidth, after)
             rows.append((regime, "weights read at %.1f GB/s = %.0f%% of the read bandwidth %.1f GB/s" % (
-                rate, 100 * rate / bandwidth, bandwidth),
-                "%s (>= 80%%)" % ("met" if rate >= 0.8 * bandwidth else "NOT met")))
+                rate, 100 * rate / bound, bound),
+                "%s (>= 80%%)" % ("met" if rate >= 0.8 * bound else "NOT met")))
 
     print("\n| regime | measured | target |\n| --- | --- | --- |")
     for regime, measured, verdict in rows:
