@@ -3,7 +3,8 @@
 // The program's function, after buffer results became out-parameters and
 // functions took bare pointers, takes one pointer per input and output.
 // moe-run calls every model the same way, `moe_entry(void **args)`: this
-// pass adds that wrapper, which loads args[i] and calls the function.
+// pass adds that wrapper, which loads args[i] and calls the function, and
+// makes every other function the module defines internal.
 //
 //===----------------------------------------------------------------------===//
 
@@ -58,6 +59,12 @@ struct MoEEmitEntryPass
     }
     LLVM::CallOp::create(b, loc, callee, args);
     LLVM::ReturnOp::create(b, loc, ValueRange());
+    // The entry is the library's only function: the program's own (which
+    // may be called `main`, or anything else the loading process defines)
+    // must not bind to the process's symbols of the same name.
+    for (auto func : module.getOps<LLVM::LLVMFuncOp>())
+      if (func != wrapper && !func.isExternal())
+        func.setLinkage(LLVM::Linkage::Internal);
   }
 };
 

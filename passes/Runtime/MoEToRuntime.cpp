@@ -469,9 +469,10 @@ struct ExpertsToRuntime final : OpRewritePattern<ExpertsOp> {
     return success();
   }
 
-  /// The rows the packed groups of `counts` take, as i64: their sum, at
-  /// most `rows` (more is the runtime's error to report, checked against
-  /// that bound).
+  /// The rows the packed groups of `counts` take, as i64: the sum of the
+  /// counts, negative ones as 0, at most `rows` (a negative count or more
+  /// rows than that are the runtime's errors to report, each with its own
+  /// message).
   static Value packedRows(PatternRewriter &rewriter, Location loc,
                           Value counts, int64_t groups, int64_t rows) {
     Value zero = arith::ConstantIndexOp::create(rewriter, loc, 0);
@@ -481,9 +482,12 @@ struct ExpertsToRuntime final : OpRewritePattern<ExpertsOp> {
                       arith::ConstantIndexOp::create(rewriter, loc, groups),
                       one, ValueRange{i64Const(rewriter, loc, 0)},
                       [&](OpBuilder &b, Location l, Value g, ValueRange sum) {
-                        Value count = arith::ExtSIOp::create(
-                            b, l, b.getI64Type(),
-                            tensor::ExtractOp::create(b, l, counts, g));
+                        Value count = arith::MaxSIOp::create(
+                            b, l,
+                            arith::ExtSIOp::create(
+                                b, l, b.getI64Type(),
+                                tensor::ExtractOp::create(b, l, counts, g)),
+                            i64Const(b, l, 0));
                         scf::YieldOp::create(
                             b, l,
                             ValueRange{arith::AddIOp::create(b, l, sum[0],
