@@ -15,7 +15,7 @@
 // and so does each free.
 // RUN: moe-opt %s --moe-lower-to-gpu=stream-order=0 | FileCheck %s --check-prefix=SYNC
 
-// CHECK: llvm.func @main_graph(
+// CHECK: llvm.func internal @main_graph(
 // CHECK-DAG: %[[THREADS:.*]] = llvm.mlir.constant(256 : index) : i64
 // CHECK-DAG: %[[BLOCKS:.*]] = llvm.mlir.constant(8 : index) : i64
 // Allocations, kernels, the cuBLAS call and the frees run in order on the
@@ -49,19 +49,19 @@
 // KERNEL-SAME: #nvvm.target<chip = "sm_90", features = "+ptx80">
 // KERNEL-SAME: .target sm_90
 
-// SYNC: llvm.func @main_graph(
+// SYNC: llvm.func internal @main_graph(
 // SYNC: gpu.launch_func {{ *}}@main_graph_kernel::@main_graph_kernel
 // SYNC: llvm.call @moert_cuda_matmul(
 // SYNC: gpu.launch_func {{ *}}@main_graph_kernel_0::@main_graph_kernel
 // SYNC-COUNT-2: llvm.call @mgpuStreamSynchronize(
 // SYNC: llvm.return
 
-// BF16: llvm.func @main_graph(
+// BF16: llvm.func internal @main_graph(
 // BF16: %[[CODE:.*]] = llvm.mlir.constant(5 : i32) : i32
 // BF16: gpu.launch_func
 // BF16: llvm.call @moert_cuda_matmul(%[[CODE]],
 // BF16: gpu.binary @main_graph_kernel
-// F16: llvm.func @main_graph(
+// F16: llvm.func internal @main_graph(
 // F16: %[[CODE:.*]] = llvm.mlir.constant(4 : i32) : i32
 // F16: gpu.launch_func
 // F16: llvm.call @moert_cuda_matmul(%[[CODE]],
