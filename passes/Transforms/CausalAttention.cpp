@@ -327,10 +327,6 @@ struct MoECausalAttentionPass
     return all;
   }
 
-  /// The keys each block of query rows needs, for each rank where the
-  /// mask's rows are this rank's block of a whole mask (the rows of rank r
-  /// being the whole mask's r-th block), or none when the mask does not let
-  /// the pass skip any key (or cannot be read).
   /// Query rows [begin, end) over keys [0, keys).
   struct QueryBlock {
     int64_t begin, end, keys;
@@ -339,6 +335,9 @@ struct MoECausalAttentionPass
     }
   };
 
+  /// The blocks of query rows and the keys each needs, for each rank of
+  /// the mask's row blocks (one rank when the mask takes none), or none
+  /// when the mask does not let the pass skip any key (or cannot be read).
   std::optional<SmallVector<SmallVector<QueryBlock>>>
   keysPerBlock(Attention &att, MaskEvaluator &evaluator) {
     Value mask = att.mask();
