@@ -59,6 +59,15 @@ def MoEAutodiffPass : Pass<"moe-autodiff", "::mlir::ModuleOp"> {
       `moe-compile --train` does, so that packed expert weights are ops over
       the parameters rather than new constants. A parameter the loss does not reach gets
       no gradient (PyTorch leaves its `.grad` as None).
+    * A float constant that the loss's path multiplies by (in a MatMul,
+      Gemm, Einsum, Conv or MoE op whose result the loss depends on,
+      through transposes, casts, reshapes, slices and the like), that is
+      neither a parameter, nor a torch name left out by `params`, nor
+      matched by `freeze`, is refused with its name: it is most likely a parameter
+      that the exporter folded under a name of its own, and training would
+      leave it as exported. `allow-frozen-weights` keeps such constants as
+      they are. The function gets `moe.frozen`, the names of the named
+      weights that are not trained.
     * `loss`: `model` differentiates the output named `loss-output`
       (default `loss`); `causal-lm` takes `logits [B, S, V]` and `labels`
       `[B, S]` (transformers' causal LM loss: labels shifted by one, -100
@@ -122,7 +131,10 @@ def MoEAutodiffPass : Pass<"moe-autodiff", "::mlir::ModuleOp"> {
            "module paths, as torch names them">,
     Option<"freeze", "freeze", "std::string",
            "\"inv_freq|rotary|e_score_correction_bias\"",
-           "Regular expression of weights that are not trained">
+           "Regular expression of weights that are not trained">,
+    Option<"allowFrozenWeights", "allow-frozen-weights", "bool", "false",
+           "Keep float constants that the loss's path multiplies by, but "
+           "that are not parameters, as they are (refused otherwise)">
   ];
   let dependentDialects = ["::mlir::moe::MoEDialect",
                            "::mlir::moe::onnx::ONNXDialect",

@@ -3,6 +3,7 @@
 #include "Bundle.h"
 
 #include "dialects/moe/IR/MoEOps.h"
+#include "moe/Import/Import.h"
 #include "moe/Support/Input.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -314,7 +315,14 @@ LogicalResult mlir::moe::packWeights(ModuleOp module, Bundle &bundle,
     // and how each rank's piece lies in the whole (to gather it).
     if (auto resource = dyn_cast<DenseResourceElementsAttr>(source);
         resource && bundle.manifest.getObject("training")) {
-      weight["param"] = resource.getRawHandle().getKey();
+      StringRef param = resource.getRawHandle().getKey();
+      weight["param"] = param;
+      // A parameter the exporter folded in another layout: how moe-train
+      // turns it back into torch's.
+      if (auto layouts = module->getAttrOfType<DictionaryAttr>(
+              kTorchLayoutsAttrName))
+        if (auto perm = layouts.getAs<DenseI64ArrayAttr>(param))
+          weight["torch_permutation"] = json::Array(perm.asArrayRef());
       json::Array slices;
       for (const SliceStep &step : steps)
         slices.push_back(json::Object{

@@ -149,6 +149,40 @@ static LogicalResult checkStaticInputs(ModuleOp module) {
   return success();
 }
 
+/// What the training step trains and what it leaves (moe-autodiff's
+/// `moe.param` results and `moe.frozen`), on stderr: a weight silently not
+/// trained is what a user cannot see otherwise.
+static void reportTraining(ModuleOp module) {
+  for (auto func : module.getOps<func::FuncOp>()) {
+    if (!func->hasAttr("moe.train_step"))
+      continue;
+    int64_t params = 0, elements = 0, bytes = 0;
+    for (unsigned i = 0; i < func.getNumResults(); ++i) {
+      if (!func.getResultAttr(i, "moe.param"))
+        continue;
+      auto type = cast<ShapedType>(func.getResultTypes()[i]);
+      ++params;
+      elements += type.getNumElements();
+      bytes += type.getNumElements() *
+               llvm::divideCeil(type.getElementTypeBitWidth(), 8);
+    }
+    llvm::errs() << "moe-compile: training " << params << " parameters ("
+                 << elements << " elements, " << bytes << " bytes on this "
+                 << "rank); ";
+    auto frozen = func->getAttrOfType<ArrayAttr>("moe.frozen");
+    if (!frozen || frozen.empty()) {
+      llvm::errs() << "no named weight frozen\n";
+      continue;
+    }
+    llvm::errs() << frozen.size() << " named weights frozen:";
+    for (Attribute name : frozen.getValue().take_front(8))
+      llvm::errs() << " " << cast<StringAttr>(name).getValue();
+    if (frozen.size() > 8)
+      llvm::errs() << " ...";
+    llvm::errs() << "\n";
+  }
+}
+
 LogicalResult mlir::moe::compileModel(MLIRContext &context,
                                       const CompileOptions &options) {
   OwningOpRef<ModuleOp> owned = loadModel(context, options);
@@ -210,6 +244,8 @@ LogicalResult mlir::moe::compileModel(MLIRContext &context,
     if (failed(runPipeline(module, partition + causal + "canonicalize")))
       return failure();
   }
+  if (options.train)
+    reportTraining(module);
   if (options.emit == EmitStage::SPMD)
     return writeModule(module, out);
 

@@ -21,9 +21,11 @@
 #include "passes/Passes.h"
 
 #include "dialects/moe/IR/MoEOps.h"
+#include "dialects/onnx/IR/ONNXDialect.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
+#include "mlir/Analysis/SliceAnalysis.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/Support/Regex.h"
 
@@ -66,6 +68,69 @@ std::optional<StringRef> parameterName(arith::ConstantOp constant) {
       resource.getNumElements() < 2)
     return std::nullopt;
   return resource.getRawHandle().getKey();
+}
+
+/// Whether `op` moves or reshapes a weight without computing with it: a
+/// weight is followed through such ops to the op that uses it.
+bool movesWeight(Operation *op) {
+  return isa<onnx::TransposeOp, onnx::ReshapeOp, onnx::SqueezeOp,
+             onnx::UnsqueezeOp, onnx::FlattenOp, onnx::CastOp, onnx::SliceOp,
+             onnx::SplitOp, onnx::ConcatOp, onnx::ExpandOp, onnx::IdentityOp,
+             onnx::GatherOp, onnx::TileOp, tensor::ExtractSliceOp,
+             tensor::CastOp, shard::AllSliceOp, SlotWeightsOp>(op);
+}
+
+/// Whether `op` multiplies its operands together (a matrix product, or an
+/// MoE op's weights and biases applied to its tokens).
+bool multipliesWeight(Operation *op) {
+  return isa<onnx::MatMulOp, onnx::GemmOp, onnx::EinsumOp, onnx::ConvOp,
+             ExpertsOp, SharedExpertOp, LayerOp>(op);
+}
+
+/// The op on the loss's path (in `lossSlice`) that multiplies by
+/// `constant`'s value (followed through ops that only move it), or null.
+Operation *productOnLossPath(arith::ConstantOp constant,
+                             const llvm::SetVector<Operation *> &lossSlice) {
+  SmallVector<Value> worklist{constant.getResult()};
+  llvm::DenseSet<Operation *> seen;
+  while (!worklist.empty()) {
+    Value value = worklist.pop_back_val();
+    for (Operation *user : value.getUsers()) {
+      if (!seen.insert(user).second)
+        continue;
+      if (movesWeight(user)) {
+        llvm::append_range(worklist, user->getResults());
+        continue;
+      }
+      if (multipliesWeight(user) && lossSlice.contains(user))
+        return user;
+    }
+  }
+  return nullptr;
+}
+
+/// A float constant that is not a parameter but may be one that the
+/// exporter folded (a transposed or cast copy under a name of its own):
+/// at least two elements, not all the same.
+bool mayBeFoldedWeight(arith::ConstantOp constant) {
+  auto type = dyn_cast<RankedTensorType>(constant.getType());
+  if (!type || !isa<FloatType>(type.getElementType()) ||
+      type.getNumElements() < 2)
+    return false;
+  auto dense = dyn_cast<DenseElementsAttr>(constant.getValue());
+  return !(dense && dense.isSplat());
+}
+
+/// How a constant is named in a message: its resource name, or its type.
+std::string describeConstant(arith::ConstantOp constant) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  if (auto resource = dyn_cast<DenseResourceElementsAttr>(constant.getValue()))
+    os << "'" << resource.getRawHandle().getKey() << "' ";
+  else
+    os << "an inline constant ";
+  os << "(" << constant.getType() << ")";
+  return text;
 }
 
 struct MoEAutodiffPass : public impl::MoEAutodiffPassBase<MoEAutodiffPass> {
@@ -162,6 +227,49 @@ LogicalResult MoEAutodiffPass::differentiate(func::FuncOp func) {
     return diag;
   }
 
+  // A float constant that the loss's path multiplies by, and that is
+  // neither a parameter nor frozen by name, is most likely a parameter the
+  // exporter folded under a name of its own (OnnxExporter's default writes
+  // every Linear weight transposed as `val_N`): training without it would
+  // leave it as exported without a word.
+  if (!allowFrozenWeights) {
+    llvm::SetVector<Operation *> lossSlice;
+    BackwardSliceOptions sliceOptions;
+    sliceOptions.omitUsesFromAbove = false;
+    if (Operation *lossOp = losses->total.getDefiningOp())
+      (void)getBackwardSlice(lossOp, &lossSlice, sliceOptions);
+    SmallVector<std::pair<arith::ConstantOp, Operation *>> unexplained;
+    func.walk([&](arith::ConstantOp constant) {
+      if (!mayBeFoldedWeight(constant))
+        return;
+      // A torch name that --params leaves out is left out on purpose.
+      static const llvm::Regex torchName(
+          "^[A-Za-z_][A-Za-z0-9_]*([.][A-Za-z0-9_]+)+$");
+      if (std::optional<StringRef> name = parameterName(constant))
+        if (trainable.match(*name) || torchName.match(*name) ||
+            (!freeze.empty() && frozen.match(*name)))
+          return;
+      if (Operation *product = productOnLossPath(constant, lossSlice))
+        unexplained.push_back({constant, product});
+    });
+    if (!unexplained.empty()) {
+      auto [constant, product] = unexplained.front();
+      InFlightDiagnostic diag = constant.emitError("moe-autodiff: ")
+                                << unexplained.size()
+                                << " float constants that the loss's path "
+                                   "multiplies by are not parameters, e.g. "
+                                << describeConstant(constant) << " in '"
+                                << product->getName() << "'";
+      for (auto [other, use] : ArrayRef(unexplained).drop_front().take_front(4))
+        diag << ", " << describeConstant(other);
+      diag << "; they would stay as exported. Name them parameters "
+              "(--params), freeze them on purpose (--freeze), or accept every "
+              "such constant as frozen (--allow-frozen-weights)";
+      diag.attachNote(product->getLoc()) << "used here";
+      return diag;
+    }
+  }
+
   auto terminator = cast<func::ReturnOp>(body.getTerminator());
   OpBuilder builder(terminator);
   Emitter e(builder, func.getLoc());
@@ -195,6 +303,10 @@ LogicalResult MoEAutodiffPass::differentiate(func::FuncOp func) {
       ctx, func.getArgumentTypes(), ValueRange(results).getTypes()));
   func.setAllResultAttrs(resultAttrs);
   func->setAttr("moe.train_step", UnitAttr::get(ctx));
+  SmallVector<Attribute> frozenNames;
+  for (StringRef name : otherNames)
+    frozenNames.push_back(builder.getStringAttr(name));
+  func->setAttr("moe.frozen", builder.getArrayAttr(frozenNames));
   return success();
 }
 

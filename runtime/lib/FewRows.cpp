@@ -6,9 +6,9 @@
 // and reached half the bandwidth of a matrix-vector product. Here each
 // output n is the dot product of the (cache-resident) rows of A with weight
 // row n, streamed once (and prefetched ahead): three or four weight rows at
-// a time with AVX-512, two with AVX2 and FMA (Intel since 2013, AMD Zen),
-// one accumulator per (row, weight row), scalar where the CPU has neither;
-// the choice is the machine's, so a row's sums are the same in every call.
+// a time with AVX-512, one accumulator per (row, weight row), so a row's
+// sums are the same in every call. Only where oneDNN has its AVX-512
+// kernels: elsewhere every GEMM is OrderedGemm's.
 // Every small group of a grouped GEMM is one list
 // of (group, block of weight rows) items that the threads of oneDNN's own
 // OpenMP pool share (GOMP_parallel), so the call spreads over the cores
@@ -41,88 +41,6 @@ constexpr int64_t kPrefetchFloats = 256;
 inline void prefetchAhead(const float *w) {
   _mm_prefetch(reinterpret_cast<const char *>(w + kPrefetchFloats),
                _MM_HINT_T0);
-}
-
-/// C[m, n0..n1) (+)= A[m, :] . W[n, :] for m < rows, scalar.
-void dotRowsScalar(const FewRowsProblem &p, int64_t n0, int64_t n1) {
-  for (int64_t n = n0; n < n1; ++n) {
-    const float *w = p.W + n * p.K;
-    for (int64_t m = 0; m < p.M; ++m) {
-      const float *a = p.A + m * p.K;
-      float sum = 0;
-      for (int64_t k = 0; k < p.K; ++k)
-        sum += a[k] * w[k];
-      float &c = p.C[m * p.N + n];
-      c = p.accumulate ? c + sum : sum;
-    }
-  }
-}
-
-__attribute__((target("avx2,fma"))) inline float horizontalSum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-/// The same with AVX2: `Rows` rows of A (a compile-time count, so that the
-/// accumulators stay in registers) against two weight rows at a time.
-template <int Rows>
-__attribute__((target("avx2,fma"))) void
-dotRowsAvx2(const FewRowsProblem &p, int64_t n0, int64_t n1) {
-  const int64_t K = p.K, full = K & ~int64_t(7);
-  auto finish = [&](int64_t n, int m, float sum) {
-    float &c = p.C[m * p.N + n];
-    c = p.accumulate ? c + sum : sum;
-  };
-  int64_t n = n0;
-  for (; n + 1 < n1; n += 2) {
-    const float *w0 = p.W + n * K, *w1 = w0 + K;
-    __m256 acc0[Rows], acc1[Rows];
-    for (int m = 0; m < Rows; ++m)
-      acc0[m] = acc1[m] = _mm256_setzero_ps();
-    for (int64_t k = 0; k < full; k += 8) {
-      if (k % 16 == 0) { // a 64-byte line each
-        prefetchAhead(w0 + k);
-        prefetchAhead(w1 + k);
-      }
-      __m256 x0 = _mm256_loadu_ps(w0 + k), x1 = _mm256_loadu_ps(w1 + k);
-      for (int m = 0; m < Rows; ++m) {
-        __m256 a = _mm256_loadu_ps(p.A + m * K + k);
-        acc0[m] = _mm256_fmadd_ps(a, x0, acc0[m]);
-        acc1[m] = _mm256_fmadd_ps(a, x1, acc1[m]);
-      }
-    }
-    for (int m = 0; m < Rows; ++m) {
-      float s0 = horizontalSum(acc0[m]), s1 = horizontalSum(acc1[m]);
-      for (int64_t k = full; k < K; ++k) {
-        s0 += p.A[m * K + k] * w0[k];
-        s1 += p.A[m * K + k] * w1[k];
-      }
-      finish(n, m, s0);
-      finish(n + 1, m, s1);
-    }
-  }
-  for (; n < n1; ++n) {
-    const float *w0 = p.W + n * K;
-    __m256 acc0[Rows];
-    for (int m = 0; m < Rows; ++m)
-      acc0[m] = _mm256_setzero_ps();
-    for (int64_t k = 0; k < full; k += 8) {
-      if (k % 16 == 0)
-        prefetchAhead(w0 + k);
-      __m256 x0 = _mm256_loadu_ps(w0 + k);
-      for (int m = 0; m < Rows; ++m)
-        acc0[m] = _mm256_fmadd_ps(_mm256_loadu_ps(p.A + m * K + k), x0,
-                                  acc0[m]);
-    }
-    for (int m = 0; m < Rows; ++m) {
-      float s0 = horizontalSum(acc0[m]);
-      for (int64_t k = full; k < K; ++k)
-        s0 += p.A[m * K + k] * w0[k];
-      finish(n, m, s0);
-    }
-  }
 }
 
 /// One step of 16 floats of K (the tail masked) for `Rows` rows of A
@@ -187,22 +105,10 @@ dotRowsAvx512(const FewRowsProblem &p, int64_t n0, int64_t n1) {
 using DotRows = void (*)(const FewRowsProblem &, int64_t, int64_t);
 
 DotRows kernelFor(int64_t rows) {
-  static const bool avx512 = __builtin_cpu_supports("avx512f");
-  static const bool avx2 =
-      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  if (avx512) {
-    static constexpr DotRows byRows[] = {
-        nullptr,          dotRowsAvx512<1>, dotRowsAvx512<2>,
-        dotRowsAvx512<3>, dotRowsAvx512<4>, dotRowsAvx512<5>,
-        dotRowsAvx512<6>, dotRowsAvx512<7>, dotRowsAvx512<8>};
-    return byRows[rows];
-  }
-  if (!avx2)
-    return dotRowsScalar;
   static constexpr DotRows byRows[] = {
-      nullptr,          dotRowsAvx2<1>, dotRowsAvx2<2>, dotRowsAvx2<3>,
-      dotRowsAvx2<4>,   dotRowsAvx2<5>, dotRowsAvx2<6>, dotRowsAvx2<7>,
-      dotRowsAvx2<8>};
+      nullptr,          dotRowsAvx512<1>, dotRowsAvx512<2>,
+      dotRowsAvx512<3>, dotRowsAvx512<4>, dotRowsAvx512<5>,
+      dotRowsAvx512<6>, dotRowsAvx512<7>, dotRowsAvx512<8>};
   return byRows[rows];
 }
 

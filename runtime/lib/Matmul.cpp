@@ -23,6 +23,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "FewRows.h"
+#include "OrderedGemm.h"
 #include "Process.h"
 
 #include "moert/moert.h"
@@ -70,6 +71,14 @@ struct Kernel {
   dnnl_primitive_t primitive = nullptr;
   dnnl_memory_t a = nullptr, b = nullptr, c = nullptr;
 };
+
+/// Packed copies of weights beyond a quarter of the machine's memory stay
+/// unpacked: a model's expert weights may be most of it.
+size_t maxPackedBytes() {
+  static const size_t bytes = static_cast<size_t>(sysconf(_SC_PHYS_PAGES)) *
+                              static_cast<size_t>(sysconf(_SC_PAGESIZE)) / 4;
+  return bytes;
+}
 
 class Matmuls {
 public:
@@ -301,13 +310,6 @@ private:
   }
 
   static constexpr size_t kMaxKernels = 1024;
-  /// Packed copies beyond a quarter of the machine's memory stay unpacked:
-  /// a model's expert weights may be most of it.
-  static size_t maxPackedBytes() {
-    static const size_t bytes = static_cast<size_t>(sysconf(_SC_PHYS_PAGES)) *
-                                static_cast<size_t>(sysconf(_SC_PAGESIZE)) / 4;
-    return bytes;
-  }
   dnnl_engine_t engine = nullptr;
   dnnl_stream_t stream = nullptr;
   std::map<Shape, Kernel> kernels;
@@ -334,11 +336,16 @@ void moert::setWeightsConstant(bool constant) {
     return v && std::string(v) == "0";
   }();
   weightsConstant = constant && !disabled;
-  if (!weightsConstant)
+  if (!weightsConstant) {
     matmuls().forgetPacked();
+    detail::forgetPanels();
+  }
 }
 
-void moert::weightsChanged() { matmuls().forgetPacked(); }
+void moert::weightsChanged() {
+  matmuls().forgetPacked();
+  detail::forgetPanels();
+}
 
 /// The CPU time of the calling thread: an expert GEMM's share of a core.
 static double threadCpuSeconds() {
@@ -388,7 +395,13 @@ void moert_matmul_f32(int64_t batch, int64_t M, int64_t N, int64_t K,
   View a{M, K, sAm, sAk}, b{K, N, sBk, sBn}, c{M, N, sCm, sCn};
   Matmuls &all = matmuls();
   bool add = accumulate != 0;
-  if (const Kernel *kernel = all.get(batch, a, sAb, b, sBb, c, sCb, add)) {
+  if (detail::useOrderedGemm()) {
+    std::vector<detail::OrderedGemmProblem> problems;
+    for (int64_t i = 0; i < batch; ++i)
+      problems.push_back({A + i * sAb, sAm, sAk, B + i * sBb, sBk, sBn,
+                          C + i * sCb, sCm, sCn, M, N, K, add});
+    detail::runOrderedGemms(problems);
+  } else if (const Kernel *kernel = all.get(batch, a, sAb, b, sBb, c, sCb, add)) {
     all.run(*kernel, A, B, C);
   } else {
     // One problem at a time: oneDNN's 2-D matmul, else a plain loop.
@@ -538,6 +551,28 @@ static bool packedExpertMatmul(int64_t M, int64_t N, int64_t K,
   return true;
 }
 
+/// An expert's W as B: its panels, packed once while the weights are
+/// constant, else null (packed per call).
+static const float *expertPanels(const float *W, int64_t N, int64_t K) {
+  return weightsConstant ? detail::cachedWeightPanels(W, N, K, maxPackedBytes())
+                         : nullptr;
+}
+
+/// C (+)= A W^T, [M, K] by [N, K], where the matmuls are ordered.
+static void orderedExpertMatmul(int64_t M, int64_t N, int64_t K,
+                                const float *A, const float *W, float *C,
+                                bool accumulate) {
+  auto start = std::chrono::steady_clock::now();
+  double cpuStart = threadCpuSeconds();
+  detail::runOrderedGemms({{A, K, 1, W, 1, K, C, N, 1, M, N, K, accumulate,
+                            expertPanels(W, N, K)}});
+  detail::recordGemm(
+      2.0 * M * N * K,
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count(),
+      threadCpuSeconds() - cpuStart);
+}
+
 static void groupedMatmulF32(int64_t groups, int64_t experts,
                              const int32_t *counts,
                              const std::vector<int64_t> &begins, int64_t rows,
@@ -549,6 +584,9 @@ static void groupedMatmulF32(int64_t groups, int64_t experts,
   auto *b = static_cast<const float *>(bias);
   // C_e (+)= A_e W_e^T, W_e [N, K] packed, else read transposed in place.
   auto product = [&](int64_t M, int64_t e, const float *Ae, float *Ce) {
+    if (detail::useOrderedGemm())
+      return orderedExpertMatmul(M, N, K, Ae, w + e * N * K, Ce,
+                                 /*accumulate=*/b != nullptr);
     if (!packedExpertMatmul(M, N, K, Ae, w + e * N * K, Ce,
                             /*accumulate=*/b != nullptr))
       moert_matmul_f32(/*batch=*/1, M, N, K, Ae, 0, K, 1, w + e * N * K, 0, 1,
@@ -635,7 +673,15 @@ void moert_grouped_matmul_few_rows(int32_t dtype, int64_t groups,
   std::fill(c + used * N, c + rows * N, 0.0f);
   auto start = std::chrono::steady_clock::now();
   double cpuStart = threadCpuSeconds();
-  detail::runFewRows(problems);
+  if (detail::useOrderedGemm()) {
+    std::vector<detail::OrderedGemmProblem> ordered;
+    for (const detail::FewRowsProblem &p : problems)
+      ordered.push_back({p.A, p.K, 1, p.W, 1, p.K, p.C, p.N, 1, p.M, p.N, p.K,
+                         p.accumulate, expertPanels(p.W, p.N, p.K)});
+    detail::runOrderedGemms(ordered);
+  } else {
+    detail::runFewRows(problems);
+  }
   if (merged)
     merged->scatter(N, c);
   double flops = 0;

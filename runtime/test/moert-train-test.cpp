@@ -12,6 +12,11 @@
 //   schedule DIR   the learning rates of the transformers schedules
 //   sqrt DIR       PyTorch's CPU sqrt against sqrtAs(MklAvx512)
 //   rsqrt14        the VRSQRT14 model against the instruction (AVX-512 CPUs)
+//   gemm-order     moert_matmul_f32 and moert_grouped_matmul(_few_rows)
+//                  against one fused multiply-add chain per element, for
+//                  any row count, grouping and layout of the weights (the
+//                  runtime's ordered GEMMs: a CPU without AVX-512, or
+//                  MOERT_ORDERED_GEMM=1)
 //   load CKPT      reads a checkpoint and prints what it holds
 //
 // Exit 0 when everything matches; 1 with a message otherwise.
@@ -19,10 +24,14 @@
 //===----------------------------------------------------------------------===//
 
 #include "moert/Npy.h"
+#include "moert/Runtime.h"
 #include "moert/Train.h"
+#include "moert/moert.h"
 
+#include <array>
 #include <cmath>
 #include <cstdio>
+#include <random>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -452,6 +461,107 @@ int runLoad(const std::string &dir) {
   return 0;
 }
 
+
+/// C[m, n] = chain over k of fma(A[m, k], W[n, k], acc) from 0, plus the
+/// bias: what the ordered GEMMs promise for every element.
+float chain(const float *a, const float *w, int64_t K, float bias,
+            bool hasBias) {
+  float acc = 0;
+  for (int64_t k = 0; k < K; ++k)
+    acc = std::fma(a[k], w[k], acc);
+  return hasBias ? bias + acc : acc;
+}
+
+int runGemmOrder() {
+  std::mt19937 gen(7);
+  std::normal_distribution<float> normal;
+  auto random = [&](size_t n) {
+    std::vector<float> v(n);
+    for (float &x : v)
+      x = normal(gen);
+    return v;
+  };
+  int64_t checked = 0;
+  auto expect = [&](const std::vector<float> &got,
+                    const std::vector<float> &want, const std::string &what) {
+    for (size_t i = 0; i < want.size(); ++i)
+      if (!same(got[i], want[i]))
+        die("gemm-order: " + what + ": element " + std::to_string(i) + " is " +
+            show(got[i]) + ", the chain " + show(want[i]));
+    checked += static_cast<int64_t>(want.size());
+  };
+  // Sizes around the kernel's tiles (6 rows, 16 columns) and work items
+  // (192 rows, 64 columns).
+  for (auto [M, N, K] : {std::array<int64_t, 3>{1, 1, 1}, {5, 17, 33},
+                         {13, 40, 100}, {200, 70, 64}, {7, 130, 257}}) {
+    std::vector<float> A = random(M * K), W = random(N * K),
+                       bias = random(N);
+    std::vector<float> want(M * N), got(M * N), wt(K * N);
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n)
+        want[m * N + n] = chain(&A[m * K], &W[n * K], K, 0, false);
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t n = 0; n < N; ++n)
+        wt[k * N + n] = W[n * K + k];
+    std::string shape = std::to_string(M) + "x" + std::to_string(N) + "x" +
+                        std::to_string(K);
+    // B read transposed from W [N, K], then as stored [K, N].
+    moert_matmul_f32(1, M, N, K, A.data(), 0, K, 1, W.data(), 0, 1, K,
+                     got.data(), 0, N, 1, 0, 0);
+    expect(got, want, shape + " with W read transposed");
+    moert_matmul_f32(1, M, N, K, A.data(), 0, K, 1, wt.data(), 0, N, 1,
+                     got.data(), 0, N, 1, 0, 0);
+    expect(got, want, shape + " with B as stored");
+    // One row at a time, accumulated onto a bias.
+    std::vector<float> rowWant(N), rowGot(N);
+    for (int64_t m = 0; m < M; ++m) {
+      for (int64_t n = 0; n < N; ++n) {
+        rowWant[n] = chain(&A[m * K], &W[n * K], K, bias[n], true);
+        rowGot[n] = bias[n];
+      }
+      moert_matmul_f32(1, 1, N, K, &A[m * K], 0, K, 1, W.data(), 0, 1, K,
+                       rowGot.data(), 0, N, 1, 1, 0);
+      expect(rowGot, rowWant, shape + " row " + std::to_string(m));
+    }
+    // The rows as groups of one expert (3 groups of 2 experts: merged per
+    // expert or not), with and without the weights packed once, and the
+    // few-rows entry point.
+    std::vector<float> W2 = W, bias2 = bias;
+    W2.insert(W2.end(), W.begin(), W.end()); // experts 0 and 1 alike
+    bias2.insert(bias2.end(), bias.begin(), bias.end());
+    std::vector<int32_t> counts = {static_cast<int32_t>(M / 3),
+                                   static_cast<int32_t>(M / 3), 0};
+    counts[2] = static_cast<int32_t>(M) - counts[0] - counts[1];
+    for (bool constant : {false, true}) {
+      setWeightsConstant(constant);
+      for (int64_t groups : {int64_t(1), int64_t(3)}) {
+        std::vector<int32_t> c = groups == 1
+                                     ? std::vector<int32_t>{int32_t(M)}
+                                     : counts;
+        std::string what = shape + ", " + std::to_string(groups) +
+                           " groups, weights " +
+                           (constant ? "constant" : "changing");
+        moert_grouped_matmul(MOERT_F32, groups, 2, c.data(), 0, M, K, N,
+                             A.data(), W2.data(), bias2.data(), got.data());
+        std::vector<float> biased(M * N);
+        for (int64_t m = 0; m < M; ++m)
+          for (int64_t n = 0; n < N; ++n)
+            biased[m * N + n] = chain(&A[m * K], &W[n * K], K, bias[n], true);
+        expect(got, biased, what);
+        moert_grouped_matmul_few_rows(MOERT_F32, groups, 2, c.data(), M, K, N,
+                                      A.data(), W2.data(), nullptr,
+                                      got.data());
+        expect(got, want, what + ", few rows");
+      }
+    }
+    setWeightsConstant(false);
+  }
+  std::printf("gemm-order: %lld elements, each the same fused multiply-add "
+              "chain\n",
+              static_cast<long long>(checked));
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -459,10 +569,12 @@ int main(int argc, char **argv) {
   std::string usage =
       "usage: moert-train-test optimizer DIR [--resume-at K --checkpoint "
       "CKPT] | clip DIR | schedule DIR | sqrt DIR | rsqrt14 [--all] | load "
-      "CKPT";
+      "CKPT | gemm-order";
   if (args.empty())
     die(usage);
   const std::string &cmd = args[0];
+  if (cmd == "gemm-order" && args.size() == 1)
+    return runGemmOrder();
   if (cmd == "rsqrt14" && args.size() <= 2)
     return runRsqrt14(args.size() == 2 && args[1] == "--all");
   if (args.size() < 2)

@@ -167,6 +167,12 @@ static cl::opt<std::string> freeze(
     cl::desc("Regular expression of weights not to train (default: rotary "
              "frequencies and selection biases)"),
     cl::cat(category));
+static cl::opt<bool> allowFrozenWeights(
+    "allow-frozen-weights",
+    cl::desc("With --train: keep float constants that the loss's path "
+             "multiplies by but that are not parameters (weights an exporter "
+             "folded) as they are, instead of refusing the model"),
+    cl::cat(category));
 
 /// moe-autodiff's options from the command line: an --smp-config gives
 /// the MoE losses unless the flags do.
@@ -192,6 +198,8 @@ static std::string autodiffOptions() {
     os << " freeze=" << freeze;
   if (params.getNumOccurrences())
     os << " params=" << params;
+  if (allowFrozenWeights)
+    os << " allow-frozen-weights=1";
   return result;
 }
 
@@ -264,6 +272,7 @@ int main(int argc, char **argv) {
   options.causalBlockRows = causalBlockRows;
   options.train = train;
   options.import.namedWeights = train;
+  options.import.allowFrozenWeights = allowFrozenWeights;
   options.optimizer = optimizer;
   if (train)
     options.autodiffOptions = autodiffOptions();
@@ -286,6 +295,11 @@ int main(int argc, char **argv) {
     emitError(UnknownLoc::get(&context))
         << "moe-compile: --microbatches must be at least 1, not "
         << static_cast<int64_t>(microbatches);
+    return 1;
+  }
+  if (allowFrozenWeights && !train) {
+    emitError(UnknownLoc::get(&context))
+        << "moe-compile: --allow-frozen-weights needs --train";
     return 1;
   }
   for (auto *option : {&loss, &lossOutput, &optimizer, &loadBalancing,

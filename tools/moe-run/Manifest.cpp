@@ -6,6 +6,7 @@
 
 #include "moe/Support/Input.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -33,6 +34,7 @@ static bool mapTensor(const json::Value &v, TensorSpec &t, json::Path p,
       (weight && (!o.map("offsets", t.offsets) ||
                   !o.mapOptional("param", t.param) ||
                   !o.mapOptional("slices", t.slices) ||
+                  !o.mapOptional("torch_permutation", t.torchPermutation) ||
                   !o.mapOptional("slot_layer", t.slotLayer))))
     return false;
   if (weight)
@@ -41,6 +43,15 @@ static bool mapTensor(const json::Value &v, TensorSpec &t, json::Path p,
       if (!to || !to.map("layer", t.slotTableLayer) ||
           !to.map("experts", t.slotTableExperts))
         return false;
+    }
+  std::vector<int64_t> sorted = t.torchPermutation;
+  llvm::sort(sorted);
+  for (size_t i = 0; i < sorted.size(); ++i)
+    if (sorted[i] != static_cast<int64_t>(i) ||
+        sorted.size() != t.shape.size()) {
+      p.field("torch_permutation").report("expected a permutation of the "
+                                          "weight's dimensions");
+      return false;
     }
   if (!(t.type = moert::findDType(dtype))) {
     p.field("dtype").report("expected f32, f64, i32, i64, i8, bool, f16 or bf16");

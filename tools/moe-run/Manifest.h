@@ -38,6 +38,10 @@ struct TensorSpec {
     int64_t dim = 0;
   };
   std::vector<Slice> slices;
+  /// Training bundles only: where the exporter folded the parameter in
+  /// another layout, the permutation of its whole's dimensions that gives
+  /// torch's (moe-train writes it so); empty otherwise.
+  std::vector<int64_t> torchPermutation;
   /// Bundles with re-placeable experts (moe-compile --redundant-per-rank):
   /// the slot -> expert table of layer `slotTableLayer` (i32 [P]) over
   /// `slotTableExperts` experts, or a weight laid out by the slots of layer

@@ -173,6 +173,35 @@ Options &options() {
 
 Error failure(const Twine &message) { return createStringError(message); }
 
+/// `values` ([shape], row-major) with its dimensions permuted: dimension i
+/// of the result is dimension perm[i] of `values`.
+std::pair<std::vector<float>, std::vector<int64_t>>
+permuteDims(const std::vector<float> &values, const std::vector<int64_t> &shape,
+            const std::vector<int64_t> &perm) {
+  size_t rank = shape.size();
+  std::vector<int64_t> outShape(rank), strides(rank, 1), outStrides(rank);
+  for (size_t i = rank; i-- > 1;)
+    strides[i - 1] = strides[i] * shape[i];
+  for (size_t i = 0; i < rank; ++i) {
+    outShape[i] = shape[perm[i]];
+    outStrides[i] = strides[perm[i]];
+  }
+  std::vector<float> out(values.size());
+  std::vector<int64_t> index(rank, 0);
+  for (size_t n = 0; n < out.size(); ++n) {
+    int64_t from = 0;
+    for (size_t i = 0; i < rank; ++i)
+      from += index[i] * outStrides[i];
+    out[n] = values[from];
+    for (size_t i = rank; i-- > 0;) {
+      if (++index[i] < outShape[i])
+        break;
+      index[i] = 0;
+    }
+  }
+  return {std::move(out), std::move(outShape)};
+}
+
 /// Whether `spec`'s piece is cut from its parameter along dimension 0
 /// over the expert-parallel grid axis alone (an expert weight [E, ...]).
 bool cutByExpertsOnly(const Manifest &m, const TensorSpec &spec) {
@@ -861,6 +890,9 @@ Error run(Trainer &t) {
         whole = moe_train::expertsFromSlots(whole, p.rowElems, placement);
         shape[0] = placement.numExperts();
       }
+      if (!p.spec->torchPermutation.empty())
+        std::tie(whole, shape) =
+            permuteDims(whole, shape, p.spec->torchPermutation);
       SmallString<128> path(o.outputDir);
       sys::path::append(path, p.name + ".npy");
       if (std::string error = moert::writeNpy(

@@ -39,7 +39,16 @@ struct ImportOptions {
   /// Every float initializer, however small, becomes a resource named after
   /// it (training: the parameters keep their names and identities).
   bool namedWeights = false;
+  /// With namedWeights: parameters that an exporter folded into constants
+  /// that cannot be mapped back to them are accepted (frozen), not refused.
+  bool allowFrozenWeights = false;
 };
+
+/// The module attribute where the ONNX importer records, for a training
+/// import, the parameters that the exporter folded in another layout: a
+/// dictionary of torch names to the permutation of the weight's dimensions
+/// that gives torch's layout (moe-train writes weights in that layout).
+inline constexpr llvm::StringLiteral kTorchLayoutsAttrName = "moe.torch_layouts";
 
 /// Adds one `--input-shape` value, `NAME=D0xD1x...`, to `options`; on a
 /// malformed value returns failure and says why in `error`.

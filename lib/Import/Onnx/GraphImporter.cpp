@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "GraphImporter.h"
+#include "FoldedParameters.h"
 #include "dialects/onnx/IR/ONNXDialect.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "llvm/ADT/StringSet.h"
@@ -127,10 +128,32 @@ Value GraphImporter::createConstant(Location loc, ElementsAttr value) {
 }
 
 LogicalResult GraphImporter::importInitializers(GraphProto &graph) {
+  // Training: parameters the exporter folded are named after themselves,
+  // and the module records how each lies against torch's layout.
+  llvm::StringMap<FoldedParameter> folded;
+  if (options.namedWeights) {
+    FailureOr<llvm::StringMap<FoldedParameter>> found =
+        findFoldedParameters(graph, fileLoc, options.allowFrozenWeights);
+    if (failed(found))
+      return failure();
+    folded = std::move(*found);
+    SmallVector<NamedAttribute> layouts;
+    for (auto &entry : folded)
+      if (!entry.second.toTorch.empty())
+        layouts.push_back(builder.getNamedAttr(
+            entry.second.name,
+            builder.getDenseI64ArrayAttr(entry.second.toTorch)));
+    if (!layouts.empty())
+      module->setAttr(kTorchLayoutsAttrName,
+                      builder.getDictionaryAttr(layouts));
+  }
   for (TensorProto &tensor : *graph.mutable_initializer()) {
     Location loc = NameLoc::get(builder.getStringAttr(tensor.name()), fileLoc);
+    auto it = folded.find(tensor.name());
+    StringRef name = it != folded.end() ? StringRef(it->second.name)
+                                        : StringRef(tensor.name());
     FailureOr<ElementsAttr> value =
-        tensors.importWeight(tensor, tensor.name(), loc, options.namedWeights);
+        tensors.importWeight(tensor, name, loc, options.namedWeights);
     if (failed(value))
       return failure();
     values[tensor.name()] = createConstant(loc, *value);

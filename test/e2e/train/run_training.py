@@ -88,8 +88,11 @@ def main():
     parser.add_argument("--work", required=True)
     parser.add_argument("--plan", action="append", default=[])
     parser.add_argument("--reshard", action="append", default=[])
+    parser.add_argument("--export", default="",
+                        help="train Inputs/MODEL.EXPORT.onnx (another export of the same model)")
     parser.add_argument("models", nargs="+")
     args = parser.parse_args()
+    os.makedirs(args.work, exist_ok=True)
     if args.reshard:
         for pair in args.reshard:
             source, target = pair.split(":")
@@ -110,11 +113,12 @@ def trainer(args, model, plan, optimizer):
     flags_of_plan, ranks, train_flags = plan_args(plan)
     launch = ["mpirun", "-np", str(ranks)] if ranks > 1 else []
     # The step depends on the compile flags only; the logs on the whole plan.
-    bundle = os.path.join(args.work, f"{model}.{optimizer}.step{''.join(flags_of_plan)}")
+    export = "." + args.export if args.export else ""
+    bundle = os.path.join(args.work, f"{model}{export}.{optimizer}.step{''.join(flags_of_plan)}")
     if not os.path.exists(bundle):
-        run([tool("moe-compile"), os.path.join(INPUTS, model + ".onnx"),
+        run([tool("moe-compile"), os.path.join(INPUTS, model + export + ".onnx"),
              *compile_args(model, optimizer), *flags_of_plan, "-o", bundle])
-    base = os.path.join(args.work, f"{model}.{optimizer}{plan}")
+    base = os.path.join(args.work, f"{model}{export}.{optimizer}{plan}")
     # One thread per rank: ranks share this machine's cores.
     return base, [*launch, tool("moe-train"), bundle, *data_args(model),
                   "--steps", "20", *OPTIMIZERS[optimizer], *train_flags] + \

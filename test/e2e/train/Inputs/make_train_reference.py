@@ -289,7 +289,10 @@ def export_onnx(name, model, ids, mask, route):
     finally:
         model.config.output_router_logits = saved_flag
         shutil.rmtree(tmpdir, ignore_errors=True)
-    drop_node_metadata(proto)
+    # OnnxExporter's default export is kept as it writes it: its metadata is how the compiler maps the
+    # folded parameters back to torch's names and layouts.
+    if route != "exporter_folded":
+        drop_node_metadata(proto)
     onnx.checker.check_model(proto)
     return proto, impl
 
