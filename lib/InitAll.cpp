@@ -4,6 +4,7 @@
 
 #include "dialects/moe/IR/MoEDialect.h"
 #include "dialects/onnx/IR/ONNXDialect.h"
+#include "moe/Evaluate/Evaluate.h"
 #include "moe/Pipelines.h"
 #include "passes/Passes.h"
 #include "mlir/Pass/PassInstrumentation.h"
@@ -99,6 +100,8 @@ void mlir::moe::registerAllExtensions(DialectRegistry &registry) {
 
 void mlir::moe::registerAllPasses() {
   moe::registerMoEPasses();
+  // moe-raise{validate} runs its checks through the evaluator.
+  moe::registerRaiseEvaluator();
   moe::registerPipelines();
   // Upstream passes that tests run on their own.
   registerCanonicalizerPass();

@@ -303,10 +303,12 @@ LogicalResult MoEAutodiffPass::differentiate(func::FuncOp func) {
       ctx, func.getArgumentTypes(), ValueRange(results).getTypes()));
   func.setAllResultAttrs(resultAttrs);
   func->setAttr("moe.train_step", UnitAttr::get(ctx));
-  SmallVector<Attribute> frozenNames;
-  for (StringRef name : otherNames)
-    frozenNames.push_back(builder.getStringAttr(name));
-  func->setAttr("moe.frozen", builder.getArrayAttr(frozenNames));
+  if (!otherNames.empty()) {
+    SmallVector<Attribute> frozenNames;
+    for (StringRef name : otherNames)
+      frozenNames.push_back(builder.getStringAttr(name));
+    func->setAttr("moe.frozen", builder.getArrayAttr(frozenNames));
+  }
   return success();
 }
 

@@ -19,6 +19,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Raise/CapacityEinsum.h"
+#include "passes/Raise/Validation.h"
 #include "passes/ONNXFolding.h"
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -674,7 +675,8 @@ struct RaiseCapacityEinsum : OpRewritePattern<onnx::ArgMaxOp> {
     spec.activation = activationOf(ffn, rewriter.getContext());
     spec.capacity = *capacity;
     spec.dropPolicy = DropPolicy::Position;
-    Value result = createLayer(rewriter, loc, layerType, spec).getOutput();
+    LayerOp layer = createLayer(rewriter, loc, layerType, spec);
+    Value result = layer.getOutput();
     // ONNX shape inference leaves the block's output dynamic (the capacity
     // is data to it); a Cast to the same element type keeps that type.
     if (outputType != layerType)
@@ -683,6 +685,14 @@ struct RaiseCapacityEinsum : OpRewritePattern<onnx::ArgMaxOp> {
                    {rewriter.getNamedAttr(
                        "to", rewriter.getI64IntegerAttr(*typeCode))})
                    .getOutputs()[0];
+    if (failed(checkRaisedBlock(combine->getResult(0), result,
+                                {spec.input, spec.logits}, combine,
+                                rewriter))) {
+      if (result != layer.getOutput())
+        rewriter.eraseOp(result.getDefiningOp());
+      rewriter.eraseOp(layer);
+      return failure();
+    }
     rewriter.replaceOp(combine, result);
     return success();
   }

@@ -1,6 +1,7 @@
 //===- Matchers.cpp - recognising MoE pieces in onnx programs -------------===//
 
 #include "passes/Raise/Matchers.h"
+#include "passes/Raise/Validation.h"
 #include "dialects/onnx/IR/ONNXBuilders.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/AsmState.h"
@@ -1018,6 +1019,11 @@ LogicalResult replaceByLayer(LayerSpec spec, const RouterMatch &router,
       layer.getOutput().getType() != output.getType()) {
     rewriter.eraseOp(layer);
     return rewriter.notifyMatchFailure(anchor, "block output type differs");
+  }
+  if (failed(checkRaisedBlock(output, layer.getOutput(),
+                              {spec.input, spec.logits}, anchor, rewriter))) {
+    rewriter.eraseOp(layer);
+    return failure();
   }
   rewriter.replaceAllUsesWith(output, layer.getOutput());
   return success();

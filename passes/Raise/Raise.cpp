@@ -8,6 +8,7 @@
 #include "passes/Raise/GatheredExperts.h"
 #include "passes/Raise/SharedExpert.h"
 #include "passes/Raise/SortedExperts.h"
+#include "passes/Raise/Validation.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/Dominance.h"
 #include "mlir/Transforms/CSE.h"
@@ -99,6 +100,34 @@ void releaseReplacedWeights(MLIRContext *context,
       blobs.update(key.getKey(), AsmResourceBlob());
 }
 
+/// Leaves the checks' counts on `root` for the tools to report (and on a
+/// module that holds some, adds to them).
+void reportValidation(Operation *root, const raise::ValidationCounts &counts) {
+  MLIRContext *ctx = root->getContext();
+  Builder b(ctx);
+  int64_t checked = counts.checked, unchecked = counts.unchecked,
+          refused = counts.refused;
+  double seconds = counts.seconds;
+  std::string reason = counts.reason;
+  if (auto old = root->getAttrOfType<DictionaryAttr>(
+          raise::kValidationReportAttrName)) {
+    checked += cast<IntegerAttr>(old.get("checked")).getInt();
+    unchecked += cast<IntegerAttr>(old.get("unchecked")).getInt();
+    refused += cast<IntegerAttr>(old.get("refused")).getInt();
+    seconds += cast<FloatAttr>(old.get("seconds")).getValueAsDouble();
+    if (auto r = old.getAs<StringAttr>("reason"); r && !r.empty())
+      reason = r.str();
+  }
+  root->setAttr(raise::kValidationReportAttrName,
+                b.getDictionaryAttr({
+                    b.getNamedAttr("checked", b.getI64IntegerAttr(checked)),
+                    b.getNamedAttr("unchecked", b.getI64IntegerAttr(unchecked)),
+                    b.getNamedAttr("refused", b.getI64IntegerAttr(refused)),
+                    b.getNamedAttr("seconds", b.getF64FloatAttr(seconds)),
+                    b.getNamedAttr("reason", b.getStringAttr(reason)),
+                }));
+}
+
 struct MoERaisePass : public impl::MoERaisePassBase<MoERaisePass> {
   using Base::Base;
 
@@ -118,8 +147,13 @@ struct MoERaisePass : public impl::MoERaisePassBase<MoERaisePass> {
     Operation *root = getOperation();
     if (keepWeights)
       root->setAttr(raise::kKeepWeightsAttrName, UnitAttr::get(&getContext()));
-    llvm::scope_exit restore(
-        [&] { root->removeAttr(raise::kKeepWeightsAttrName); });
+    if (validate)
+      root->setAttr(raise::kValidateAttrName, UnitAttr::get(&getContext()));
+    llvm::scope_exit restore([&] {
+      root->removeAttr(raise::kKeepWeightsAttrName);
+      root->removeAttr(raise::kValidateAttrName);
+    });
+    (void)raise::takeValidationCounts();
     ExplainListener listener;
     GreedyRewriteConfig config;
     if (explain)
@@ -135,6 +169,8 @@ struct MoERaisePass : public impl::MoERaisePassBase<MoERaisePass> {
       releaseReplacedWeights(&getContext(), weightsBefore, resourceKeys(root));
     if (reportIncompleteBlocks(getOperation()))
       return signalPassFailure();
+    if (validate)
+      reportValidation(root, raise::takeValidationCounts());
   }
 };
 

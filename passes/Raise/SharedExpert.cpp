@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Raise/SharedExpert.h"
+#include "passes/Raise/Validation.h"
 
 namespace mlir::moe::raise {
 namespace {
@@ -109,14 +110,24 @@ struct FoldSharedExpert : OpRewritePattern<onnx::AddOp> {
       }
       if (failed(fc1) || failed(fc3) || failed(fc2) || failed(gateWeight))
         return rewriter.notifyMatchFailure(add, "weights could not be read");
-      rewriter.modifyOpInPlace(layer, [&] {
-        layer.getSharedFc1Mutable().assign(*fc1);
+      auto withShared = [&](LayerOp target) {
+        target.getSharedFc1Mutable().assign(*fc1);
         if (*fc3)
-          layer.getSharedFc3Mutable().assign(*fc3);
-        layer.getSharedFc2Mutable().assign(*fc2);
+          target.getSharedFc3Mutable().assign(*fc3);
+        target.getSharedFc2Mutable().assign(*fc2);
         if (*gateWeight)
-          layer.getSharedGateMutable().assign(*gateWeight);
-      });
+          target.getSharedGateMutable().assign(*gateWeight);
+      };
+      // Checked on a copy: the layer itself changes only if it holds.
+      auto candidate = cast<LayerOp>(rewriter.clone(*layer));
+      withShared(candidate);
+      LogicalResult checked = checkRaisedBlock(
+          add.getOutputs()[0], candidate.getOutput(),
+          {layer.getInput(), layer.getLogits()}, add, rewriter);
+      rewriter.eraseOp(candidate);
+      if (failed(checked))
+        return failure();
+      rewriter.modifyOpInPlace(layer, [&] { withShared(layer); });
       rewriter.replaceOp(add, routed);
       return success();
     }

@@ -92,6 +92,12 @@ static cl::opt<bool> gpuStreamOrder(
              "tell whether the order is at fault)"),
     cl::init(true), cl::cat(category));
 
+static cl::opt<bool> validateRaising(
+    "validate-raising",
+    cl::desc("Check each raised MoE block against the ops it replaces on "
+             "sample tokens, natively, and keep the generic ops where they "
+             "differ (default on)"),
+    cl::init(true), cl::cat(category));
 static cl::opt<bool> sequenceParallel(
     "sequence-parallel",
     cl::desc("On more than one token rank (--ep, --dp): run attention, "
@@ -263,6 +269,7 @@ int main(int argc, char **argv) {
   options.cuda = target == Target::CUDA;
   options.streamOrder = gpuStreamOrder;
   options.sequenceParallel = sequenceParallel;
+  options.validateRaising = validateRaising;
   if (causalBlockRows < 0) {
     emitError(UnknownLoc::get(&context))
         << "moe-compile: --causal-block-rows must be 0 or more, not "

@@ -55,6 +55,9 @@ struct CompileOptions {
   /// Over several token ranks: the dense layers between MoE blocks on each
   /// rank's tokens too (moe-sequence-parallel).
   bool sequenceParallel = true;
+  /// Checks each raised MoE block against the ops it replaces on sample
+  /// tokens (moe-raise{validate}); a block that differs is not raised.
+  bool validateRaising = true;
   /// Attention under a causal mask in blocks of this many query rows, each
   /// over the keys it may see (moe-causal-attention); 0: over every key.
   int64_t causalBlockRows = 128;
