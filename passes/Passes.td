@@ -591,8 +591,10 @@ def MoERaisePass : Pass<"moe-raise"> {
 
     With `validate` (on in `moe-compile`), each block is checked before it
     is replaced (translation validation): the ops a pattern recognised and
-    the op it built are evaluated on the same sample tokens and router
-    logits (N(0, 1), a dynamic token count of 4), through the reference
+    the op it built are evaluated on the same sample tokens (N(0, 1), a
+    dynamic token count of 4; the router's logits computed from them by the
+    block's own ops, or sampled too where they come from elsewhere),
+    through the reference
     lowering run natively by the evaluator the tools register
     (lib/Evaluate). A block whose output differs by more than 1e-4 of its
     largest magnitude is not raised, with a remark saying by how much; a

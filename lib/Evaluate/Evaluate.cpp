@@ -15,6 +15,7 @@
 #include "passes/Passes.h"
 #include "passes/Raise/Validation.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/ExecutionEngine/CRunnerUtils.h"
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/Diagnostics.h"
@@ -88,6 +89,15 @@ runNatively(ModuleOp module, std::string &error) {
     error = "it could not be compiled: " + llvm::toString(engine.takeError());
     return failure();
   }
+  // What the lowering calls outside the module: MLIR's C runner utilities
+  // (a copy between buffers of other layouts).
+  (*engine)->registerSymbols([](llvm::orc::MangleAndInterner interner) {
+    llvm::orc::SymbolMap symbols;
+    symbols[interner("memrefCopy")] = {
+        llvm::orc::ExecutorAddr::fromPtr(&memrefCopy),
+        llvm::JITSymbolFlags::Exported};
+    return symbols;
+  });
   // One descriptor per result, side by side.
   size_t words = 0;
   for (RankedTensorType type : resultTypes)

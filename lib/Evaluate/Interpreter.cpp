@@ -319,9 +319,11 @@ private:
     return v.getDefiningOp() && isa<onnx::NoneOp>(v.getDefiningOp());
   }
   void evaluate(Operation *op);
+  void compute(Operation *op);
   Tensor constant(arith::ConstantOp op);
 
   llvm::DenseMap<Value, Tensor> values;
+  SmallVector<std::pair<Value, Tensor>> pending;
 };
 
 Tensor Interpreter::constant(arith::ConstantOp op) {
@@ -338,6 +340,14 @@ Tensor Interpreter::constant(arith::ConstantOp op) {
 }
 
 void Interpreter::evaluate(Operation *op) {
+  pending.clear();
+  compute(op);
+  for (auto &[value, tensor] : pending)
+    values[value] = std::move(tensor);
+  pending.clear();
+}
+
+void Interpreter::compute(Operation *op) {
   if (auto c = dyn_cast<arith::ConstantOp>(op)) {
     values[c.getResult()] = constant(c);
     return;
@@ -350,11 +360,28 @@ void Interpreter::evaluate(Operation *op) {
   SmallVector<const Tensor *> in;
   for (Value operand : op->getOperands())
     in.push_back(isNone(operand) ? nullptr : &get(operand));
-  auto result = [&](unsigned i, Tensor t) { values[op->getResult(i)] = std::move(t); };
+  // Results wait in `pending` until the op is done: `values` may move its
+  // elements when it grows, and the operands are references into it.
+  auto result = [&](unsigned i, Tensor t) {
+    pending.emplace_back(op->getResult(i), std::move(t));
+  };
+  // Operand `i`, present: an op of fewer operands is not evaluated.
+  auto arg = [&](size_t i) -> const Tensor & {
+    if (i >= in.size() || !in[i])
+      unsupported("'" + name + "' without its input " + Twine(i));
+    return *in[i];
+  };
+  // The one element of operand `i` (a scalar or a 1-element list).
+  auto scalar = [&](size_t i, size_t at = 0) -> double {
+    const Tensor &t = arg(i);
+    if (at >= t.v.size())
+      unsupported("'" + name + "' with a too short input " + Twine(i));
+    return t.v[at];
+  };
   Kind outKind = op->getNumResults() ? kindOf(op->getResult(0).getType())
                                      : Kind::Float;
   auto unary = [&](double (*f)(double)) {
-    result(0, elementwise({in[0]}, outKind,
+    result(0, elementwise({&arg(0)}, outKind,
                           [&](ArrayRef<double> x) { return f(x[0]); }));
   };
   using F = double (*)(double);
@@ -397,20 +424,20 @@ void Interpreter::evaluate(Operation *op) {
           .Default(std::nullopt)) {
     if (in.size() != 2 || !in[0] || !in[1])
       unsupported("'" + name + "' of other than two inputs");
-    return result(0, elementwise({in[0], in[1]}, outKind,
+    return result(0, elementwise({&arg(0), &arg(1)}, outKind,
                                  [&](ArrayRef<double> x) {
                                    return (*g)(x[0], x[1]);
                                  }));
   }
   if (name == "Div")
-    return result(0, elementwise({in[0], in[1]}, outKind,
+    return result(0, elementwise({&arg(0), &arg(1)}, outKind,
                                  [&](ArrayRef<double> x) {
                                    if (outKind != Kind::Float && x[1] == 0)
                                      unsupported("an integer division by 0");
                                    return x[0] / x[1];
                                  }));
   if (name == "Mod")
-    return result(0, elementwise({in[0], in[1]}, outKind,
+    return result(0, elementwise({&arg(0), &arg(1)}, outKind,
                                  [&](ArrayRef<double> x) {
                                    if (x[1] == 0)
                                      unsupported("Mod by 0");
@@ -422,8 +449,8 @@ void Interpreter::evaluate(Operation *op) {
                                  }));
   if (name == "Max" || name == "Min") {
     SmallVector<const Tensor *> present;
-    for (const Tensor *t : in)
-      present.push_back(t);
+    for (size_t i = 0; i < in.size(); ++i)
+      present.push_back(&arg(i));
     bool max = name == "Max";
     return result(0, elementwise(present, outKind, [&](ArrayRef<double> x) {
                     double r = x[0];
@@ -433,25 +460,25 @@ void Interpreter::evaluate(Operation *op) {
                   }));
   }
   if (name == "Where")
-    return result(0, elementwise({in[0], in[1], in[2]}, outKind,
+    return result(0, elementwise({&arg(0), &arg(1), &arg(2)}, outKind,
                                  [](ArrayRef<double> x) {
                                    return x[0] != 0 ? x[1] : x[2];
                                  }));
   if (name == "Clip") {
-    double lo = in.size() > 1 && in[1] ? in[1]->v[0] : -INFINITY;
-    double hi = in.size() > 2 && in[2] ? in[2]->v[0] : INFINITY;
-    return result(0, elementwise({in[0]}, outKind, [&](ArrayRef<double> x) {
+    double lo = in.size() > 1 && in[1] ? scalar(1) : -INFINITY;
+    double hi = in.size() > 2 && in[2] ? scalar(2) : INFINITY;
+    return result(0, elementwise({&arg(0)}, outKind, [&](ArrayRef<double> x) {
                     return std::min(std::max(x[0], lo), hi);
                   }));
   }
   if (name == "Cast")
-    return result(0, elementwise({in[0]}, outKind,
+    return result(0, elementwise({&arg(0)}, outKind,
                                  [](ArrayRef<double> x) { return x[0]; }));
   if (name == "Gelu") {
     bool tanh = op->getAttrOfType<StringAttr>("approximate") &&
                 op->getAttrOfType<StringAttr>("approximate").getValue() ==
                     "tanh";
-    return result(0, elementwise({in[0]}, outKind, [&](ArrayRef<double> x) {
+    return result(0, elementwise({&arg(0)}, outKind, [&](ArrayRef<double> x) {
                     double v = x[0];
                     if (tanh)
                       return 0.5 * v *
@@ -464,36 +491,36 @@ void Interpreter::evaluate(Operation *op) {
   if (name == "Shape") {
     Tensor t;
     t.kind = Kind::Int;
-    t.shape = {in[0]->rank()};
-    int64_t start = normalizeAxis(std::clamp<int64_t>(intAttr(op, "start", 0), -in[0]->rank(), in[0]->rank()), in[0]->rank() + 1);
-    int64_t end = intAttr(op, "end", in[0]->rank());
-    end = end < 0 ? std::max<int64_t>(end + in[0]->rank(), 0)
-                  : std::min(end, in[0]->rank());
+    t.shape = {arg(0).rank()};
+    int64_t start = normalizeAxis(std::clamp<int64_t>(intAttr(op, "start", 0), -arg(0).rank(), arg(0).rank()), arg(0).rank() + 1);
+    int64_t end = intAttr(op, "end", arg(0).rank());
+    end = end < 0 ? std::max<int64_t>(end + arg(0).rank(), 0)
+                  : std::min(end, arg(0).rank());
     t.shape = {std::max<int64_t>(end - start, 0)};
     for (int64_t i = start; i < end; ++i)
-      t.v.push_back(in[0]->shape[i]);
+      t.v.push_back(arg(0).shape[i]);
     return result(0, t);
   }
   if (name == "Size") {
     Tensor t;
     t.kind = Kind::Int;
-    t.v = {double(in[0]->size())};
+    t.v = {double(arg(0).size())};
     return result(0, t);
   }
   if (name == "Reshape")
-    return result(0, reshapeTo(*in[0], ints(*in[1]),
+    return result(0, reshapeTo(arg(0), ints(arg(1)),
                                intAttr(op, "allowzero", 0) != 0));
   if (name == "Flatten") {
-    int64_t axis = normalizeAxis(intAttr(op, "axis", 1), in[0]->rank() + 1);
+    int64_t axis = normalizeAxis(intAttr(op, "axis", 1), arg(0).rank() + 1);
     int64_t outer = 1;
     for (int64_t i = 0; i < axis; ++i)
-      outer *= in[0]->shape[i];
-    return result(0, reshapeTo(*in[0], {outer, -1}, false));
+      outer *= arg(0).shape[i];
+    return result(0, reshapeTo(arg(0), {outer, -1}, false));
   }
   if (name == "Squeeze" || name == "Unsqueeze") {
-    Tensor t = *in[0];
+    Tensor t = arg(0);
     SmallVector<int64_t> axes =
-        in.size() > 1 && in[1] ? ints(*in[1]) : SmallVector<int64_t>();
+        in.size() > 1 && in[1] ? ints(arg(1)) : SmallVector<int64_t>();
     if (name == "Squeeze") {
       SmallVector<int64_t> shape;
       for (int64_t i = 0; i < t.rank(); ++i) {
@@ -519,18 +546,18 @@ void Interpreter::evaluate(Operation *op) {
   }
   if (name == "Expand") {
     Tensor target;
-    target.shape = ints(*in[1]);
-    SmallVector<int64_t> shape = broadcastShape({in[0], &target});
+    target.shape = ints(arg(1));
+    SmallVector<int64_t> shape = broadcastShape({&arg(0), &target});
     Tensor shapeOnly;
     shapeOnly.shape = shape;
     shapeOnly.v.assign(shapeOnly.size(), 0);
-    return result(0, elementwise({in[0], &shapeOnly}, outKind,
+    return result(0, elementwise({&arg(0), &shapeOnly}, outKind,
                                  [](ArrayRef<double> x) { return x[0]; }));
   }
   if (name == "ConstantOfShape") {
     Tensor t;
     t.kind = outKind;
-    t.shape = ints(*in[0]);
+    t.shape = ints(arg(0));
     double fill = 0;
     if (auto value = op->getAttrOfType<DenseElementsAttr>("value")) {
       if (isa<FloatType>(value.getElementType()))
@@ -544,7 +571,7 @@ void Interpreter::evaluate(Operation *op) {
   if (name == "Range") {
     Tensor t;
     t.kind = outKind;
-    double start = in[0]->v[0], limit = in[1]->v[0], delta = in[2]->v[0];
+    double start = scalar(0), limit = scalar(1), delta = scalar(2);
     if (delta == 0)
       unsupported("a Range of step 0");
     int64_t n = std::max<int64_t>(
@@ -559,18 +586,28 @@ void Interpreter::evaluate(Operation *op) {
     if (auto p = op->getAttrOfType<DenseI64ArrayAttr>("perm"))
       perm.assign(p.asArrayRef().begin(), p.asArrayRef().end());
     else
-      for (int64_t i = in[0]->rank() - 1; i >= 0; --i)
+      for (int64_t i = arg(0).rank() - 1; i >= 0; --i)
         perm.push_back(i);
-    return result(0, transpose(*in[0], perm));
+    SmallVector<int64_t> sorted(perm);
+    llvm::sort(sorted);
+    for (int64_t i = 0; i < static_cast<int64_t>(sorted.size()); ++i)
+      if (sorted[i] != i || static_cast<int64_t>(sorted.size()) != arg(0).rank())
+        unsupported("a Transpose of a bad permutation");
+    return result(0, transpose(arg(0), perm));
   }
   if (name == "Concat") {
-    int64_t axis = normalizeAxis(intAttr(op, "axis", 0), in[0]->rank());
+    int64_t axis = normalizeAxis(intAttr(op, "axis", 0), arg(0).rank());
     Tensor t;
     t.kind = outKind;
-    t.shape = in[0]->shape;
+    t.shape = arg(0).shape;
     t.shape[axis] = 0;
-    for (const Tensor *x : in)
-      t.shape[axis] += x->shape[axis];
+    for (size_t i = 0; i < in.size(); ++i) {
+      const Tensor &x = arg(i);
+      for (int64_t d = 0; d < t.rank(); ++d)
+        if (x.rank() != t.rank() || (d != axis && x.shape[d] != t.shape[d]))
+          unsupported("a Concat of mismatched shapes");
+      t.shape[axis] += x.shape[axis];
+    }
     AxisSplit out(t.shape, axis);
     t.v.resize(t.size());
     int64_t offset = 0;
@@ -585,17 +622,22 @@ void Interpreter::evaluate(Operation *op) {
     return result(0, t);
   }
   if (name == "Split") {
-    const Tensor &x = *in[0];
+    const Tensor &x = arg(0);
     int64_t axis = normalizeAxis(intAttr(op, "axis", 0), x.rank());
     SmallVector<int64_t> sizes;
     if (in.size() > 1 && in[1]) {
-      sizes = ints(*in[1]);
+      sizes = ints(arg(1));
     } else {
       int64_t parts = op->getNumResults(), n = x.shape[axis];
       int64_t each = (n + parts - 1) / parts;
       for (int64_t p = 0; p < parts; ++p)
         sizes.push_back(std::min(each, n - p * each));
     }
+    if (static_cast<int64_t>(sizes.size()) != op->getNumResults() ||
+        std::accumulate(sizes.begin(), sizes.end(), int64_t(0)) !=
+            x.shape[axis] ||
+        llvm::any_of(sizes, [](int64_t n) { return n < 0; }))
+      unsupported("a Split whose sizes do not add up to its input");
     AxisSplit from(x.shape, axis);
     int64_t offset = 0;
     for (unsigned r = 0; r < op->getNumResults(); ++r) {
@@ -615,16 +657,16 @@ void Interpreter::evaluate(Operation *op) {
     return;
   }
   if (name == "Slice") {
-    const Tensor &x = *in[0];
-    SmallVector<int64_t> starts = ints(*in[1]), ends = ints(*in[2]);
+    const Tensor &x = arg(0);
+    SmallVector<int64_t> starts = ints(arg(1)), ends = ints(arg(2));
     SmallVector<int64_t> axes, steps(starts.size(), 1);
     if (in.size() > 3 && in[3])
-      axes = ints(*in[3]);
+      axes = ints(arg(3));
     else
       for (int64_t i = 0; i < static_cast<int64_t>(starts.size()); ++i)
         axes.push_back(i);
     if (in.size() > 4 && in[4])
-      steps = ints(*in[4]);
+      steps = ints(arg(4));
     SmallVector<int64_t> begin(x.rank(), 0), step(x.rank(), 1),
         shape(x.shape);
     for (size_t i = 0; i < axes.size(); ++i) {
@@ -664,10 +706,12 @@ void Interpreter::evaluate(Operation *op) {
     return result(0, t);
   }
   if (name == "Tile") {
-    const Tensor &x = *in[0];
-    SmallVector<int64_t> repeats = ints(*in[1]);
+    const Tensor &x = arg(0);
+    SmallVector<int64_t> repeats = ints(arg(1));
     Tensor t;
     t.kind = x.kind;
+    if (static_cast<int64_t>(repeats.size()) != x.rank())
+      unsupported("a Tile of another rank");
     for (int64_t d = 0; d < x.rank(); ++d)
       t.shape.push_back(x.shape[d] * repeats[d]);
     t.v.resize(t.size());
@@ -684,7 +728,7 @@ void Interpreter::evaluate(Operation *op) {
   }
   // Indexing.
   if (name == "Gather") {
-    const Tensor &x = *in[0], &idx = *in[1];
+    const Tensor &x = arg(0), &idx = arg(1);
     int64_t axis = normalizeAxis(intAttr(op, "axis", 0), x.rank());
     AxisSplit from(x.shape, axis);
     Tensor t;
@@ -704,7 +748,7 @@ void Interpreter::evaluate(Operation *op) {
   }
   if (name == "GatherElements" || name == "ScatterElements") {
     bool scatter = name == "ScatterElements";
-    const Tensor &x = *in[0], &idx = *in[1];
+    const Tensor &x = arg(0), &idx = arg(1);
     int64_t axis = normalizeAxis(intAttr(op, "axis", 0), x.rank());
     Tensor t;
     t.kind = x.kind;
@@ -713,6 +757,12 @@ void Interpreter::evaluate(Operation *op) {
     StringRef reduction = "none";
     if (auto r = op->getAttrOfType<StringAttr>("reduction"))
       reduction = r.getValue();
+    if (idx.rank() != x.rank() ||
+        (scatter && arg(2).shape != idx.shape))
+      unsupported("'" + name + "' of mismatched ranks");
+    for (int64_t d = 0; d < x.rank(); ++d)
+      if (d != axis && idx.shape[d] > x.shape[d])
+        unsupported("'" + name + "' with indices beyond its data");
     SmallVector<int64_t> is = strides(idx.shape), xs = strides(x.shape);
     for (int64_t j = 0; j < idx.size(); ++j) {
       int64_t rest = j, at = 0;
@@ -727,7 +777,7 @@ void Interpreter::evaluate(Operation *op) {
         t.v[j] = x.v[at];
         continue;
       }
-      double u = in[2]->v[j];
+      double u = arg(2).v[j];
       if (reduction == "add")
         t.v[at] += u;
       else if (reduction == "mul")
@@ -744,7 +794,7 @@ void Interpreter::evaluate(Operation *op) {
   }
   if (name == "GatherND" || name == "ScatterND") {
     bool scatter = name == "ScatterND";
-    const Tensor &x = *in[0], &idx = *in[1];
+    const Tensor &x = arg(0), &idx = arg(1);
     if (intAttr(op, "batch_dims", 0) != 0)
       unsupported("GatherND with batch_dims");
     int64_t q = idx.shape.back(), tuples = idx.size() / std::max<int64_t>(q, 1);
@@ -774,7 +824,7 @@ void Interpreter::evaluate(Operation *op) {
           t.v[j * slice + k] = x.v[at + k];
           continue;
         }
-        double u = in[2]->v[j * slice + k];
+        double u = arg(2).v[j * slice + k];
         t.v[at + k] = round(reduction == "add" ? t.v[at + k] + u
                             : reduction == "mul" ? t.v[at + k] * u
                                                  : u,
@@ -784,7 +834,7 @@ void Interpreter::evaluate(Operation *op) {
     return result(0, t);
   }
   if (name == "NonZero") {
-    const Tensor &x = *in[0];
+    const Tensor &x = arg(0);
     SmallVector<int64_t> xs = strides(x.shape), hits;
     for (int64_t i = 0; i < x.size(); ++i)
       if (x.v[i] != 0)
@@ -804,9 +854,9 @@ void Interpreter::evaluate(Operation *op) {
     return result(0, t);
   }
   if (name == "OneHot") {
-    const Tensor &idx = *in[0];
-    int64_t depth = static_cast<int64_t>(in[1]->v[0]);
-    double off = in[2]->v[0], on = in[2]->v[1];
+    const Tensor &idx = arg(0);
+    int64_t depth = static_cast<int64_t>(scalar(1));
+    double off = scalar(2), on = scalar(2, 1);
     int64_t axis = normalizeAxis(intAttr(op, "axis", -1), idx.rank() + 1);
     Tensor t;
     t.kind = outKind;
@@ -826,9 +876,9 @@ void Interpreter::evaluate(Operation *op) {
   }
   // Linear algebra and reductions.
   if (name == "MatMul")
-    return result(0, matmul(*in[0], *in[1]));
+    return result(0, matmul(arg(0), arg(1)));
   if (name == "Gemm") {
-    Tensor a = *in[0], b = *in[1];
+    Tensor a = arg(0), b = arg(1);
     if (intAttr(op, "transA", 0))
       a = transpose(a, {1, 0});
     if (intAttr(op, "transB", 0))
@@ -836,7 +886,7 @@ void Interpreter::evaluate(Operation *op) {
     Tensor ab = matmul(a, b);
     double alpha = floatAttr(op, "alpha", 1), beta = floatAttr(op, "beta", 1);
     if (in.size() > 2 && in[2])
-      return result(0, elementwise({&ab, in[2]}, Kind::Float,
+      return result(0, elementwise({&ab, &arg(2)}, Kind::Float,
                                    [&](ArrayRef<double> x) {
                                      return alpha * x[0] + beta * x[1];
                                    }));
@@ -845,7 +895,7 @@ void Interpreter::evaluate(Operation *op) {
     return result(0, ab);
   }
   if (name == "Softmax") {
-    Tensor t = *in[0];
+    Tensor t = arg(0);
     int64_t axis = normalizeAxis(intAttr(op, "axis", -1), t.rank());
     AxisSplit s(t.shape, axis);
     for (int64_t o = 0; o < s.outer; ++o)
@@ -863,27 +913,27 @@ void Interpreter::evaluate(Operation *op) {
   }
   if (name.starts_with("Reduce")) {
     SmallVector<int64_t> axes =
-        in.size() > 1 && in[1] ? ints(*in[1]) : SmallVector<int64_t>();
+        in.size() > 1 && in[1] ? ints(arg(1)) : SmallVector<int64_t>();
     bool keep = intAttr(op, "keepdims", 1) != 0;
     bool noop = intAttr(op, "noop_with_empty_axes", 0) != 0;
     auto id = [](double a, int64_t) { return a; };
     Tensor t;
     if (name == "ReduceSum")
-      t = reduce(*in[0], axes, keep, noop, 0, std::plus<double>(), id);
+      t = reduce(arg(0), axes, keep, noop, 0, std::plus<double>(), id);
     else if (name == "ReduceMean")
-      t = reduce(*in[0], axes, keep, noop, 0, std::plus<double>(),
+      t = reduce(arg(0), axes, keep, noop, 0, std::plus<double>(),
                  [](double a, int64_t n) { return a / n; });
     else if (name == "ReduceMax")
-      t = reduce(*in[0], axes, keep, noop, -INFINITY,
+      t = reduce(arg(0), axes, keep, noop, -INFINITY,
                  [](double a, double b) { return std::max(a, b); }, id);
     else if (name == "ReduceMin")
-      t = reduce(*in[0], axes, keep, noop, INFINITY,
+      t = reduce(arg(0), axes, keep, noop, INFINITY,
                  [](double a, double b) { return std::min(a, b); }, id);
     else if (name == "ReduceL1")
-      t = reduce(*in[0], axes, keep, noop, 0,
+      t = reduce(arg(0), axes, keep, noop, 0,
                  [](double a, double b) { return a + std::fabs(b); }, id);
     else if (name == "ReduceL2")
-      t = reduce(*in[0], axes, keep, noop, 0,
+      t = reduce(arg(0), axes, keep, noop, 0,
                  [](double a, double b) { return a + b * b; },
                  [](double a, int64_t) { return std::sqrt(a); });
     else
@@ -892,10 +942,10 @@ void Interpreter::evaluate(Operation *op) {
     return result(0, t);
   }
   if (name == "TopK" || name == "ArgMax") {
-    const Tensor &x = *in[0];
+    const Tensor &x = arg(0);
     bool argmax = name == "ArgMax";
     int64_t axis = normalizeAxis(intAttr(op, "axis", argmax ? 0 : -1), x.rank());
-    int64_t k = argmax ? 1 : static_cast<int64_t>(in[1]->v[0]);
+    int64_t k = argmax ? 1 : static_cast<int64_t>(scalar(1));
     bool largest = argmax || intAttr(op, "largest", 1) != 0;
     AxisSplit s(x.shape, axis);
     if (k > s.n)
@@ -933,8 +983,8 @@ void Interpreter::evaluate(Operation *op) {
     return result(1, indices);
   }
   if (name == "CumSum") {
-    Tensor t = *in[0];
-    int64_t axis = normalizeAxis(static_cast<int64_t>(in[1]->v[0]), t.rank());
+    Tensor t = arg(0);
+    int64_t axis = normalizeAxis(static_cast<int64_t>(scalar(1)), t.rank());
     bool exclusive = intAttr(op, "exclusive", 0), reverse = intAttr(op, "reverse", 0);
     AxisSplit s(t.shape, axis);
     for (int64_t o = 0; o < s.outer; ++o)
@@ -942,7 +992,7 @@ void Interpreter::evaluate(Operation *op) {
         double acc = 0;
         for (int64_t step = 0; step < s.n; ++step) {
           int64_t i = reverse ? s.n - 1 - step : step;
-          double x = in[0]->v[s.at(o, i, k)];
+          double x = arg(0).v[s.at(o, i, k)];
           if (exclusive) {
             t.v[s.at(o, i, k)] = round(acc, t.kind);
             acc += x;

@@ -93,13 +93,13 @@ static FailureOr<LoopExpert> matchExpert(onnx::GatherOp select, int64_t index,
         ffn->expertIndex != skipNoOps(select.getInputs()[1]))
       return rewriter.notifyMatchFailure(weighted,
                                          "FFN weights are another expert's");
-    // The FFN must run on x's rows picked by this expert's mask, and be
-    // scaled by the routing weights.
-    if (!dependsOn(ffn->input, x) ||
+    // The FFN must run on x's rows (moved, not computed) picked by this
+    // expert's mask, and be scaled by the routing weights.
+    if (!movedFrom(ffn->input, x) ||
         !dependsOn(ffn->input, select.getOutputs()[0]))
       return rewriter.notifyMatchFailure(weighted,
                                          "FFN is not fed by this expert");
-    if (!dependsOn(weighted.getInputs()[1 - i], router.weights))
+    if (!movedFrom(weighted.getInputs()[1 - i], router.weights))
       return rewriter.notifyMatchFailure(
           weighted, "expert output is not scaled by the routing weights");
     expert.ffn = *ffn;

@@ -133,6 +133,22 @@ bool dependsOn(Value value, Value root, unsigned depth) {
   return false;
 }
 
+bool movedFrom(Value value, Value root, unsigned depth) {
+  for (unsigned d = 0; d <= depth; ++d) {
+    if (value == root)
+      return true;
+    Operation *op = value.getDefiningOp();
+    if (!isa_and_nonnull<onnx::ReshapeOp, onnx::FlattenOp, onnx::SqueezeOp,
+                         onnx::UnsqueezeOp, onnx::TransposeOp, onnx::CastOp,
+                         onnx::IdentityOp, onnx::SliceOp, onnx::ExpandOp,
+                         onnx::TileOp, onnx::GatherOp, onnx::GatherNDOp,
+                         onnx::GatherElementsOp, onnx::SplitOp>(op))
+      return false;
+    value = op->getOperand(0);
+  }
+  return false;
+}
+
 /// Whether `user` only reads the shape of what it is given (an exporter's
 /// Shape of a tensor, possibly through slicing and reshaping).
 static bool readsOnlyShape(Operation *user, unsigned depth = 4) {

@@ -54,6 +54,13 @@ arith::ConstantOp constantOp(Value value);
 /// deep at most).
 bool dependsOn(Value value, Value root, unsigned depth = 24);
 
+/// Whether `value` is elements of `root` moved without arithmetic: `root`
+/// through reshapes, transposes, casts, slices, expansions and gathers of
+/// its data (the routing weights a per-expert loop picks for its rows).
+/// Unlike dependsOn, a weight computed from `root` (rescaled, offset) is
+/// not `root`.
+bool movedFrom(Value value, Value root, unsigned depth = 24);
+
 /// The value that sums exactly `terms` (each once) through a chain of
 /// onnx.Add starting from zeros; null if there is none. Uses that only read
 /// a value's shape are ignored.

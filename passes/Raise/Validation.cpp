@@ -4,22 +4,25 @@
 //
 //   func.func @moe_raise_check() -> (tensor<TxH>, tensor<TxH>) {
 //     %x = arith.constant dense<[samples]> : tensor<TxH>     // the tokens
-//     %l = arith.constant dense<[samples]> : tensor<TxE>     // the logits
+//     %l = onnx.MatMul %x, %router ...                       // the logits
 //     ... the recognised ops, and the weights they read ...
 //     ... the raised op ...
 //     return %original, %raised
 //   }
 //
-// Tokens and logits are N(0, 1) samples (a fixed seed): distinct logits, so
-// that no top-k is a tie either side may break its own way. A dynamic
-// dimension of the tokens becomes 4, and the logits' token dimension the
-// tokens' count.
+// The tokens are N(0, 1) samples (a fixed seed), and the router's logits
+// computed from them by the block's own ops; where they are not (another
+// input), they are sampled too. Distinct samples, so that no top-k is a
+// tie either side may break its own way. A dynamic dimension of the tokens
+// becomes 4, and the logits' token dimension the tokens' count.
 //
 //===----------------------------------------------------------------------===//
 
 #include "passes/Raise/Validation.h"
 
+#include "dialects/onnx/IR/ONNXDialect.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/IR/TypeUtilities.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/SetVector.h"
@@ -171,6 +174,22 @@ raise::ValidationCounts raise::takeValidationCounts() {
   return std::exchange(state().counts, {});
 }
 
+/// Where the tokens come from: `input` back through ops that only reshape
+/// or retype it, so that a block that also reads an earlier form of them
+/// (a shared expert on the unflattened input) reads the same samples.
+Value tokenSource(Value input) {
+  while (Operation *def = input.getDefiningOp()) {
+    if (!isa<onnx::ReshapeOp, onnx::FlattenOp, onnx::SqueezeOp,
+             onnx::UnsqueezeOp, onnx::CastOp, onnx::IdentityOp>(def))
+      break;
+    Value from = def->getOperand(0);
+    if (getElementTypeOrSelf(from) != getElementTypeOrSelf(input))
+      break;
+    input = from;
+  }
+  return input;
+}
+
 LogicalResult raise::checkRaisedBlock(Value original, Value replacement,
                                       ArrayRef<Value> leaves,
                                       Operation *anchor,
@@ -200,8 +219,18 @@ LogicalResult raise::checkRaisedBlock(Value original, Value replacement,
   };
   if (!evaluator)
     return unchecked("this tool evaluates no module");
+  // Only the tokens are sampled where the router's logits are computed from
+  // them (a block may read the logits twice, once recomputed); else the
+  // logits too.
   std::string why;
-  OwningOpRef<ModuleOp> module = buildCheck(original, replacement, leaves, why);
+  OwningOpRef<ModuleOp> module = buildCheck(
+      original, replacement, {tokenSource(leaves.front())}, why);
+  if (!module) {
+    SmallVector<Value> sampled(leaves);
+    sampled.front() = tokenSource(sampled.front());
+    why.clear();
+    module = buildCheck(original, replacement, sampled, why);
+  }
   if (!module)
     return unchecked(why);
   FailureOr<std::vector<std::vector<float>>> results = evaluator(*module, why);

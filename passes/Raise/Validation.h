@@ -2,9 +2,9 @@
 //
 // Translation validation of moe-raise: before a pattern puts a raised op in
 // place of the ops it recognised, both are evaluated on the same sample
-// tokens and router logits (a module of their own, lowered by the
-// reference lowering and run natively), and a block whose results differ
-// is left as it was. The evaluation itself lives outside the passes
+// tokens (a module of their own, lowered by the reference lowering and run
+// natively, or interpreted), and a block whose results differ is left as
+// it was. The evaluation itself lives outside the passes
 // (lib/Evaluate, which the tools register): the passes only build the
 // module to evaluate.
 //
@@ -44,8 +44,9 @@ inline constexpr StringLiteral kValidationReportAttrName =
     "moe.raise_validation";
 
 /// Checks that `replacement` (built, not yet in use) computes what
-/// `original` computes from the same `leaves` (the block's tokens and
-/// router logits): success when they agree, or when the check cannot run
+/// `original` computes from the same `leaves` (the block's tokens, then its
+/// router logits, sampled where the block does not compute them from the
+/// tokens): success when they agree, or when the check cannot run
 /// (counted as unchecked); a match failure naming the difference, with a
 /// remark at `original`, when they differ. Does nothing unless the pass
 /// asked for checks (kValidateAttrName on an ancestor of `anchor`).
