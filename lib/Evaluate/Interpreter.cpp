@@ -9,6 +9,7 @@
 #include "Interpreter.h"
 
 #include "dialects/onnx/IR/ONNXDialect.h"
+#include "passes/Conversion/ONNXToLinalg/Lowering.h"
 #include "passes/ONNXFolding.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/TypeUtilities.h"
@@ -23,6 +24,9 @@
 
 using namespace mlir;
 using namespace mlir::moe;
+
+using onnx_lowering::floatAttr;
+using onnx_lowering::intAttr;
 
 namespace {
 
@@ -79,18 +83,6 @@ int64_t normalizeAxis(int64_t axis, int64_t rank) {
   if (axis < -rank || axis >= std::max<int64_t>(rank, 1))
     unsupported("axis " + Twine(axis) + " out of range");
   return axis < 0 ? axis + rank : axis;
-}
-
-int64_t intAttr(Operation *op, StringRef name, int64_t otherwise) {
-  if (auto attr = op->getAttrOfType<IntegerAttr>(name))
-    return attr.getInt();
-  return otherwise;
-}
-
-double floatAttr(Operation *op, StringRef name, double otherwise) {
-  if (auto attr = op->getAttrOfType<FloatAttr>(name))
-    return attr.getValueAsDouble();
-  return otherwise;
 }
 
 /// The elements as integers; the sentinels exporters write for "to the

@@ -17,15 +17,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "FewRows.h"
+#include "WorkItems.h"
 
 #include <immintrin.h>
 
 #include <algorithm>
-#include <atomic>
-
-// libgomp's (LLVM's libomp provides the same entry points).
-extern "C" void GOMP_parallel(void (*fn)(void *), void *data,
-                              unsigned numThreads, unsigned flags);
 
 using namespace moert::detail;
 
@@ -123,42 +119,24 @@ struct Item {
   int64_t m0, n0;
 };
 
-struct Work {
-  const std::vector<FewRowsProblem> *problems;
-  std::vector<Item> items;
-  std::atomic<size_t> next{0};
-};
-
-void runItems(void *data) {
-  auto *work = static_cast<Work *>(data);
-  for (size_t i; (i = work->next.fetch_add(1, std::memory_order_relaxed)) <
-                 work->items.size();) {
-    Item item = work->items[i];
-    FewRowsProblem p = (*work->problems)[item.problem];
-    // The item's rows as a problem of their own: a row's sums never depend
-    // on the rows beside it.
-    p.A += item.m0 * p.K;
-    p.C += item.m0 * p.N;
-    p.M = std::min(kMaxFewRows, p.M - item.m0);
-    kernelFor(p.M)(p, item.n0, std::min(item.n0 + kBlock, p.N));
-  }
+/// One work item: its rows as a problem of their own (a row's sums never
+/// depend on the rows beside it) against its block of weight rows.
+void runItem(FewRowsProblem p, const Item &item) {
+  p.A += item.m0 * p.K;
+  p.C += item.m0 * p.N;
+  p.M = std::min(kMaxFewRows, p.M - item.m0);
+  kernelFor(p.M)(p, item.n0, std::min(item.n0 + kBlock, p.N));
 }
 
 } // namespace
 
 void moert::detail::runFewRows(const std::vector<FewRowsProblem> &problems) {
-  Work work;
-  work.problems = &problems;
+  std::vector<Item> items;
   for (size_t i = 0; i < problems.size(); ++i)
     for (int64_t m0 = 0; m0 < problems[i].M; m0 += kMaxFewRows)
       for (int64_t n0 = 0; n0 < problems[i].N; n0 += kBlock)
-        work.items.push_back({i, m0, n0});
-  if (work.items.empty())
-    return;
-  // One item per thread or fewer: no pool.
-  if (work.items.size() == 1) {
-    runItems(&work);
-    return;
-  }
-  GOMP_parallel(runItems, &work, /*numThreads=*/0, /*flags=*/0);
+        items.push_back({i, m0, n0});
+  shareItems(items.size(), [&](size_t i) {
+    runItem(problems[items[i].problem], items[i]);
+  });
 }

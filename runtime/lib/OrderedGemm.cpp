@@ -12,23 +12,19 @@
 //===----------------------------------------------------------------------===//
 
 #include "OrderedGemm.h"
+#include "WorkItems.h"
 
 #include <oneapi/dnnl/dnnl.h>
 
 #include <immintrin.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <string>
 #include <tuple>
-
-// libgomp's (LLVM's libomp provides the same entry points).
-extern "C" void GOMP_parallel(void (*fn)(void *), void *data,
-                              unsigned numThreads, unsigned flags);
 
 using namespace moert::detail;
 
@@ -140,34 +136,24 @@ struct Item {
   int64_t m0, panel0;
 };
 
-struct Work {
-  const std::vector<OrderedGemmProblem> *problems;
-  std::vector<Item> items;
-  std::atomic<size_t> next{0};
-};
-
-void runItems(void *data) {
-  auto *work = static_cast<Work *>(data);
-  std::vector<float> scratch;
-  for (size_t i; (i = work->next.fetch_add(1, std::memory_order_relaxed)) <
-                 work->items.size();) {
-    Item item = work->items[i];
-    const OrderedGemmProblem &p = (*work->problems)[item.problem];
-    int64_t panels = (p.N + kPanelCols - 1) / kPanelCols;
-    int64_t m1 = std::min(item.m0 + kRowsPerItem, p.M);
-    for (int64_t q = item.panel0;
-         q < std::min(item.panel0 + kPanelsPerItem, panels); ++q) {
-      int64_t n0 = q * kPanelCols, cols = std::min(kPanelCols, p.N - n0);
-      const float *panel;
-      if (p.panels) {
-        panel = p.panels + q * p.K * kPanelCols;
-      } else {
-        scratch.resize(p.K * kPanelCols);
-        packPanel(p.B + n0 * p.sBn, p.sBk, p.sBn, p.K, cols, scratch.data());
-        panel = scratch.data();
-      }
-      rowsTimesPanel(p, item.m0, m1, n0, cols, panel);
+/// One work item's panels times its rows; `scratch` holds a panel packed
+/// here (one per thread: each runs its own copy of the body).
+void runItem(const OrderedGemmProblem &p, const Item &item,
+             std::vector<float> &scratch) {
+  int64_t panels = (p.N + kPanelCols - 1) / kPanelCols;
+  int64_t m1 = std::min(item.m0 + kRowsPerItem, p.M);
+  for (int64_t q = item.panel0;
+       q < std::min(item.panel0 + kPanelsPerItem, panels); ++q) {
+    int64_t n0 = q * kPanelCols, cols = std::min(kPanelCols, p.N - n0);
+    const float *panel;
+    if (p.panels) {
+      panel = p.panels + q * p.K * kPanelCols;
+    } else {
+      scratch.resize(p.K * kPanelCols);
+      packPanel(p.B + n0 * p.sBn, p.sBk, p.sBn, p.K, cols, scratch.data());
+      panel = scratch.data();
     }
+    rowsTimesPanel(p, item.m0, m1, n0, cols, panel);
   }
 }
 
@@ -187,8 +173,7 @@ std::vector<float> moert::detail::packPanels(const float *B, int64_t sBk,
 
 void moert::detail::runOrderedGemms(
     const std::vector<OrderedGemmProblem> &problems) {
-  Work work;
-  work.problems = &problems;
+  std::vector<Item> items;
   for (size_t i = 0; i < problems.size(); ++i) {
     const OrderedGemmProblem &p = problems[i];
     if (p.M == 0 || p.N == 0)
@@ -203,15 +188,12 @@ void moert::detail::runOrderedGemms(
     int64_t panels = (p.N + kPanelCols - 1) / kPanelCols;
     for (int64_t q = 0; q < panels; q += kPanelsPerItem)
       for (int64_t m0 = 0; m0 < p.M; m0 += kRowsPerItem)
-        work.items.push_back({i, m0, q});
+        items.push_back({i, m0, q});
   }
-  if (work.items.empty())
-    return;
-  if (work.items.size() == 1) {
-    runItems(&work);
-    return;
-  }
-  GOMP_parallel(runItems, &work, /*numThreads=*/0, /*flags=*/0);
+  shareItems(items.size(),
+             [&, scratch = std::vector<float>()](size_t i) mutable {
+               runItem(problems[items[i].problem], items[i], scratch);
+             });
 }
 
 namespace {
