@@ -119,6 +119,12 @@ struct Options {
   cl::opt<std::string> outputDir{
       "output-dir", cl::desc("Write the final weights there, one .npy each"),
       cl::cat(category)};
+  cl::opt<bool> skipNonFinite{
+      "skip-nonfinite-steps",
+      cl::desc("Skip a step whose loss or gradient norm is not finite, with "
+               "a warning, as mixed-precision loss scaling does (default: "
+               "stop with an error before any weight takes it)"),
+      cl::cat(category)};
   cl::opt<bool> stats{
       "stats",
       cl::desc("At the end, print each MoE layer's tokens per expert, "
@@ -278,6 +284,68 @@ std::string inBundle(StringRef file) {
   return std::string(path);
 }
 
+/// Where a data set's element `index` lies: its sample and the element in
+/// the sample.
+std::string whereIs(const moert::Array &data, int64_t index) {
+  int64_t perSample = 1;
+  for (size_t d = 1; d < data.shape.size(); ++d)
+    perSample *= data.shape[d];
+  perSample = std::max<int64_t>(perSample, 1);
+  return formatv("sample {0}, element {1}", index / perSample,
+                 index % perSample);
+}
+
+/// Refuses data no training step may take: a float element that is NaN or
+/// infinite (it would make every weight NaN from that step on), and a
+/// label below 0 other than the ignore index -100 (the loss would read it
+/// as a class counted from the end, where PyTorch refuses it).
+Error checkData(const TensorSpec &spec, const moert::Array &data,
+                const std::string &file) {
+  int64_t n = moert::numElements(data.shape);
+  StringRef type = spec.type->name;
+  auto bits16 = [&](int64_t i) {
+    uint16_t v;
+    std::memcpy(&v, data.data.data() + 2 * i, 2);
+    return v;
+  };
+  for (int64_t i = 0; i < n; ++i) {
+    bool finite = true;
+    if (type == "f32") {
+      float v;
+      std::memcpy(&v, data.data.data() + 4 * i, 4);
+      finite = std::isfinite(v);
+    } else if (type == "f64") {
+      double v;
+      std::memcpy(&v, data.data.data() + 8 * i, 8);
+      finite = std::isfinite(v);
+    } else if (type == "f16") {
+      finite = (bits16(i) & 0x7c00) != 0x7c00;
+    } else if (type == "bf16") {
+      finite = (bits16(i) & 0x7f80) != 0x7f80;
+    }
+    if (!finite)
+      return failure(formatv("input '{0}' ({1}): {2} is not finite (NaN or "
+                             "infinite); training data must be finite",
+                             spec.name, file, whereIs(data, i)));
+  }
+  if (spec.name == "labels" && (type == "i64" || type == "i32"))
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t label;
+      if (type == "i64") {
+        std::memcpy(&label, data.data.data() + 8 * i, 8);
+      } else {
+        int32_t v;
+        std::memcpy(&v, data.data.data() + 4 * i, 4);
+        label = v;
+      }
+      if (label < 0 && label != -100)
+        return failure(formatv("input 'labels' ({0}): {1} is {2}; a label is "
+                               "a class (0 or more) or the ignore index -100",
+                               file, whereIs(data, i), label));
+    }
+  return Error::success();
+}
+
 Error readDatasets(Trainer &t) {
   const std::vector<TensorSpec> &specs = t.manifest.inputs;
   t.datasets.resize(specs.size());
@@ -338,9 +406,15 @@ Error readDatasets(Trainer &t) {
                              options().microbatches.getValue(),
                              options().microbatches == 1 ? "" : "es",
                              specs[i].shape[0], specs[i].name));
+    if (shape.empty() || shape[0] < 1)
+      return failure(formatv("input '{0}' ({1}) has no samples: every input "
+                             "needs at least one",
+                             specs[i].name, files[i]));
     if (t.samples && shape[0] != t.samples)
       return failure(formatv("input '{0}' has {1} samples, another input {2}",
                              specs[i].name, shape[0], t.samples));
+    if (Error error = checkData(specs[i], t.datasets[i], files[i]))
+      return error;
     t.samples = shape[0];
     t.batches.emplace_back(specs[i].bytes());
   }
@@ -779,9 +853,11 @@ Error run(Trainer &t) {
         return *reinterpret_cast<const float *>(t.outputs[index].data());
       };
       float microLoss = scalar(t.lossOutput);
-      if (!std::isfinite(microLoss))
-        return failure(formatv("step {0}: the loss is {1}", step + 1,
-                               microLoss));
+      if (!std::isfinite(microLoss) && !o.skipNonFinite)
+        return failure(formatv("step {0}: the loss is {1}; no weight was "
+                               "updated (--skip-nonfinite-steps skips such "
+                               "steps)",
+                               step + 1, microLoss));
       loss += microLoss;
       aux += scalar(t.auxOutput);
       for (Param &p : t.params) {
@@ -821,9 +897,21 @@ Error run(Trainer &t) {
           moe_train::combineNorms(norms, counted, t.manifest);
         });
     double lr = t.schedule.lrAt(t.config.lr, step);
+    // Every rank has the same norm (combined over the ranks) and loss, so
+    // every rank takes the same decision.
+    bool finite = std::isfinite(norm) && std::isfinite(loss);
+    if (!finite && !o.skipNonFinite)
+      return failure(formatv("step {0}: the gradient norm is {1} (loss {2}); "
+                             "no weight was updated (--skip-nonfinite-steps "
+                             "skips such steps)",
+                             step + 1, norm, loss));
+    if (!finite && first)
+      errs() << formatv("moe-train: warning: step {0} skipped: the gradient "
+                        "norm is {1} (loss {2})\n",
+                        step + 1, norm, loss);
     size_t next = 0;
     for (Param &p : t.params) {
-      if (p.gradOutput < 0)
+      if (p.gradOutput < 0 || !finite)
         continue;
       auto [begin, end] = p.updated();
       train::optimizerStep(t.config, lr, p.master.data() + begin,
