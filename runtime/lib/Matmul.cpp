@@ -695,6 +695,12 @@ void moert_grouped_matmul_few_rows(int32_t dtype, int64_t groups,
 }
 
 void moert::setThreads(int threads) {
+  // More threads than any machine here has cores only costs stacks; far
+  // more end inside the OpenMP runtime without a word.
+  constexpr int kMaxThreads = 1024;
+  if (threads < 0 || threads > kMaxThreads)
+    detail::fail("--threads ", threads, " is out of range: 0 (one per core) "
+                 "to ", kMaxThreads);
   if (threads > 0)
     omp_set_num_threads(threads);
 }

@@ -198,8 +198,14 @@ static std::string normaliseDescr(std::string &descr, int64_t &size) {
   return "";
 }
 
-std::string moert::readNpy(std::string_view contents, const std::string &name,
-                           Array &array) {
+/// Parses the magic string and header at the start of `contents`: sets
+/// `array`'s descr and shape, `dataStart` (where the data begins) and
+/// `bytes` (how many data bytes the header says follow). `headerOnly`: the
+/// contents may end anywhere after the header.
+static std::string parseHeader(std::string_view contents,
+                               const std::string &name, moert::Array &array,
+                               size_t &dataStart, int64_t &bytes) {
+  using namespace moert;
   auto bad = [&](const std::string &why) {
     return name + " is not a valid .npy file: " + why;
   };
@@ -218,7 +224,7 @@ std::string moert::readNpy(std::string_view contents, const std::string &name,
                  << (8 * i);
   if (headerLen > (1u << 24))
     return bad("header of " + std::to_string(headerLen) + " bytes");
-  size_t dataStart = 8 + lenBytes + headerLen;
+  dataStart = 8 + lenBytes + headerLen;
   if (contents.size() < dataStart)
     return bad("truncated header");
   std::string header(contents.substr(8 + lenBytes, headerLen));
@@ -237,30 +243,77 @@ std::string moert::readNpy(std::string_view contents, const std::string &name,
   if (std::string error = normaliseDescr(array.descr, size); !error.empty())
     return name + ": " + error;
 
-  int64_t count = numElements(array.shape), bytes;
+  int64_t count = numElements(array.shape);
   if (count < 0 || __builtin_mul_overflow(count, size, &bytes))
     return bad("shape " + shapeString(array.shape) + " is too large");
+  return "";
+}
+
+std::string moert::readNpy(std::string_view contents, const std::string &name,
+                           Array &array) {
+  size_t dataStart;
+  int64_t bytes;
+  if (std::string error = parseHeader(contents, name, array, dataStart, bytes);
+      !error.empty())
+    return error;
   size_t dataBytes = contents.size() - dataStart;
   if (dataBytes != static_cast<uint64_t>(bytes))
-    return bad("shape " + shapeString(array.shape) + " of " + descr +
-               " needs " + std::to_string(bytes) +
-               " data bytes, the file has " + std::to_string(dataBytes));
+    return name + " is not a valid .npy file: shape " +
+           shapeString(array.shape) + " of " + array.descr + " needs " +
+           std::to_string(bytes) + " data bytes, the file has " +
+           std::to_string(dataBytes);
   array.data = Buffer(bytes);
   std::memcpy(array.data.data(), contents.data() + dataStart, dataBytes);
   return "";
+}
+
+/// Reads up to `n` more bytes of `f` onto `contents`; false on a read
+/// error.
+static bool readMore(std::FILE *f, std::string &contents, size_t n) {
+  char chunk[1 << 16];
+  while (n > 0) {
+    size_t got = std::fread(chunk, 1, std::min(n, sizeof(chunk)), f);
+    if (got == 0)
+      break;
+    contents.append(chunk, got);
+    n -= got;
+  }
+  return !std::ferror(f);
 }
 
 std::string moert::readNpy(const std::string &path, Array &array) {
   File f(std::fopen(path.c_str(), "rb"));
   if (!f)
     return "cannot open " + path + ": " + std::strerror(errno);
+  // What the header says and no more: a device or pipe (/dev/zero) is read
+  // no further than a file of that shape would be.
   std::string contents;
-  char chunk[1 << 16];
-  size_t n;
-  while ((n = std::fread(chunk, 1, sizeof(chunk), f.get())) > 0)
-    contents.append(chunk, n);
-  if (std::ferror(f.get()))
+  auto cannotRead = [&] {
     return "cannot read " + path + ": " + std::strerror(errno);
+  };
+  if (!readMore(f.get(), contents, 12))
+    return cannotRead();
+  size_t dataStart = 0;
+  int64_t bytes = 0;
+  // The header's length is in the first 12 bytes (formats 1 to 3).
+  if (contents.size() >= 12 && contents.compare(0, 6, "\x93NUMPY") == 0) {
+    bool v1 = contents[6] == 1;
+    uint32_t headerLen = 0;
+    for (size_t i = 0; i < (v1 ? 2u : 4u); ++i)
+      headerLen |= uint32_t(static_cast<unsigned char>(contents[8 + i]))
+                   << (8 * i);
+    size_t end = (v1 ? 10 : 12) + std::min<uint32_t>(headerLen, 1u << 24);
+    if (end > contents.size() &&
+        !readMore(f.get(), contents, end - contents.size()))
+      return cannotRead();
+  }
+  if (std::string error = parseHeader(contents, path, array, dataStart, bytes);
+      !error.empty())
+    return error;
+  // The data, and one byte more to tell a longer file.
+  if (!readMore(f.get(), contents,
+                dataStart + static_cast<size_t>(bytes) + 1 - contents.size()))
+    return cannotRead();
   return readNpy(contents, path, array);
 }
 

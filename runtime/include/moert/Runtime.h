@@ -64,7 +64,8 @@ void checkRanksAgree(
 /// Collective: waits for every rank.
 void barrier();
 
-/// Threads for the BLAS; 0 keeps its default.
+/// Threads for the BLAS; 0 keeps its default. Outside [0, 1024] the
+/// process ends with an error.
 void setThreads(int threads);
 
 /// Bracket one call of the entry; the time between them is a run.
