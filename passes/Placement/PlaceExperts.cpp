@@ -87,6 +87,12 @@ LogicalResult MoEPlaceExpertsPass::place(DispatchOp dispatch, int64_t layer,
   if (E % ep != 0)
     return dispatch.emitError("moe-place-experts: ep = ")
            << ep << " does not divide the " << E << " experts";
+  // More redundant slots on a rank than the layer has experts only
+  // multiply the weights (and, unbounded, exhaust the compiler's memory).
+  if (redundantPerRank > E)
+    return dispatch.emitError("moe-place-experts: redundant-per-rank ")
+           << static_cast<int64_t>(redundantPerRank)
+           << " is more than the layer's " << E << " experts";
   int64_t P = E + ep * redundantPerRank;
   if (P > std::numeric_limits<int32_t>::max())
     return dispatch.emitError("moe-place-experts: ")

@@ -2,6 +2,7 @@
 
 #include "Trace.h"
 
+#include "moe/Support/Input.h"
 #include "moert/Npy.h"
 
 #include "llvm/Support/FormatVariadic.h"
@@ -179,7 +180,8 @@ llvm::Expected<LoadTrace> readNpz(const std::string &path) {
 
 llvm::Expected<LoadTrace> readStatsJson(const std::string &path,
                                         llvm::StringRef text) {
-  llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(text);
+  // parseJson bounds the nesting: LLVM's parser recurses once per level.
+  llvm::Expected<llvm::json::Value> parsed = mlir::moe::parseJson(text);
   if (!parsed)
     return traceError(path + ": not an .npz, and not JSON: " +
                       llvm::toString(parsed.takeError()));
@@ -243,12 +245,13 @@ llvm::Expected<LoadTrace> readStatsJson(const std::string &path,
 } // namespace
 
 llvm::Expected<LoadTrace> moe_plan::readLoadTrace(const std::string &path) {
-  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> file =
-      llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
-                                  /*RequiresNullTerminator=*/false);
+  // Bounded: a device (/dev/zero) or an endless pipe is refused, not read
+  // until memory runs out.
+  llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> file =
+      mlir::moe::readInputFile(path);
   if (!file)
-    return traceError("cannot read " + path + ": " +
-                      file.getError().message());
+    return traceError("cannot read trace " + path + ": " +
+                      llvm::toString(file.takeError()));
   llvm::StringRef text = (*file)->getBuffer();
   // Zip archives (.npz) begin with a local file header, "PK\3\4".
   if (text.starts_with("PK\x03\x04")) {

@@ -90,10 +90,11 @@ Error planError(const Twine &message) {
 }
 
 Error checkOptions() {
-  if (ep < 1)
-    return planError("--ep must be at least 1");
-  if (redundantPerRank < 0)
-    return planError("--redundant-per-rank must be at least 0");
+  // Bounds that keep ep x (E / ep + R) slots far from overflowing.
+  if (ep < 1 || ep > (1 << 20))
+    return planError("--ep must be in [1, 2^20]");
+  if (redundantPerRank < 0 || redundantPerRank > (1 << 20))
+    return planError("--redundant-per-rank must be in [0, 2^20]");
   if (replanEvery < 1)
     return planError("--replan-every must be at least 1");
   for (auto [name, value] : {std::pair{"--expert-bytes", double(expertBytes)},
