@@ -285,10 +285,13 @@ LogicalResult MoEPipelineSchedulePass::schedule(func::FuncOp step) {
 }
 
 void MoEPipelineSchedulePass::runOnOperation() {
-  if (microbatches < 1) {
-    getOperation().emitError("moe-pipeline-schedule: microbatches must be at "
-                             "least 1, not ")
-        << microbatches;
+  // The step holds each stage's forward and backward once per microbatch:
+  // its code grows with their number.
+  constexpr int64_t kMaxMicrobatches = 1024;
+  if (microbatches < 1 || microbatches > kMaxMicrobatches) {
+    getOperation().emitError("moe-pipeline-schedule: microbatches must be in "
+                             "[1, ")
+        << kMaxMicrobatches << "], not " << microbatches;
     return signalPassFailure();
   }
   for (auto func : getOperation().getOps<func::FuncOp>()) {

@@ -925,6 +925,14 @@ std::string train::loadCheckpoint(const std::string &dir,
                   std::to_string(statesEnd));
     if (out.config.kind == OptimizerKind::AdamW && e.step < 1)
       return fail(what + "an AdamW state with step " + std::to_string(e.step));
+    // A parameter takes at most one optimizer step per training step (none
+    // where the loss did not reach it or the step was skipped): a state
+    // ahead of the checkpoint's step would repeat steps on updated weights.
+    if (out.config.kind == OptimizerKind::AdamW && e.step > out.step)
+      return fail(what + "its AdamW state has taken " +
+                  std::to_string(e.step) + " steps, more than the " +
+                  std::to_string(out.step) +
+                  " of the checkpoint's step (an edited checkpoint.json?)");
     statesEnd += e.stateBytes;
   }
   if (weightsEnd != weightsFile.bytes || statesEnd != statesFile.bytes)

@@ -298,9 +298,10 @@ int main(int argc, char **argv) {
         << "moe-compile: --microbatches needs --train";
     return 1;
   }
-  if (microbatches < 1) {
+  // The step holds each pipeline stage's work once per microbatch.
+  if (microbatches < 1 || microbatches > 1024) {
     emitError(UnknownLoc::get(&context))
-        << "moe-compile: --microbatches must be at least 1, not "
+        << "moe-compile: --microbatches must be in [1, 1024], not "
         << static_cast<int64_t>(microbatches);
     return 1;
   }

@@ -485,6 +485,13 @@ OwningOpRef<ModuleOp> moe::importOnnxModel(ModelProto &&model,
     if (node.name().empty())
       node.set_name(node.op_type() + "_" + std::to_string(index));
 
+  // ONNX requires one: without it no node has a meaning (checked before
+  // the contrib expansion, which writes its nodes in a default opset).
+  if (model.opset_import().empty()) {
+    emitError(fileLoc) << "the model imports no opset (its opset_import is "
+                          "empty): not a valid ONNX model";
+    return {};
+  }
   if (failed(expandOrtContribOps(model, fileLoc)))
     return {};
   FailureOr<OpsetVersions> opsets = getOpsets(model, fileLoc);
