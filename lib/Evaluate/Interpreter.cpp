@@ -396,6 +396,20 @@ void Interpreter::compute(Operation *op) {
           .Case("Sin", [](double x) { return std::sin(x); })
           .Case("Not", [](double x) { return double(x == 0); })
           .Case("Identity", [](double x) { return x; })
+          .Case("Sign", [](double x) { return x > 0 ? 1.0 : x < 0 ? -1.0 : x; })
+          .Case("Round", [](double x) { return std::nearbyint(x); })
+          .Case("Tan", [](double x) { return std::tan(x); })
+          .Case("Asin", [](double x) { return std::asin(x); })
+          .Case("Acos", [](double x) { return std::acos(x); })
+          .Case("Atan", [](double x) { return std::atan(x); })
+          .Case("Sinh", [](double x) { return std::sinh(x); })
+          .Case("Cosh", [](double x) { return std::cosh(x); })
+          .Case("Asinh", [](double x) { return std::asinh(x); })
+          .Case("Acosh", [](double x) { return std::acosh(x); })
+          .Case("Atanh", [](double x) { return std::atanh(x); })
+          .Case("IsNaN", [](double x) { return double(std::isnan(x)); })
+          .Case("BitwiseNot",
+                [](double x) { return double(~static_cast<int64_t>(x)); })
           .Default(std::nullopt))
     return unary(*f);
   using G = double (*)(double, double);
@@ -413,6 +427,23 @@ void Interpreter::compute(Operation *op) {
                 [](double a, double b) { return double(a <= b); })
           .Case("And", [](double a, double b) { return double(a && b); })
           .Case("Or", [](double a, double b) { return double(a || b); })
+          .Case("Xor",
+                [](double a, double b) { return double((a != 0) != (b != 0)); })
+          .Case("BitwiseAnd",
+                [](double a, double b) {
+                  return double(static_cast<int64_t>(a) &
+                                static_cast<int64_t>(b));
+                })
+          .Case("BitwiseOr",
+                [](double a, double b) {
+                  return double(static_cast<int64_t>(a) |
+                                static_cast<int64_t>(b));
+                })
+          .Case("BitwiseXor",
+                [](double a, double b) {
+                  return double(static_cast<int64_t>(a) ^
+                                static_cast<int64_t>(b));
+                })
           .Default(std::nullopt)) {
     if (in.size() != 2 || !in[0] || !in[1])
       unsupported("'" + name + "' of other than two inputs");
@@ -439,16 +470,25 @@ void Interpreter::compute(Operation *op) {
                                      r += x[1];
                                    return r;
                                  }));
-  if (name == "Max" || name == "Min") {
+  if (name == "Max" || name == "Min" || name == "Sum" || name == "Mean") {
     SmallVector<const Tensor *> present;
     for (size_t i = 0; i < in.size(); ++i)
       present.push_back(&arg(i));
-    bool max = name == "Max";
     return result(0, elementwise(present, outKind, [&](ArrayRef<double> x) {
                     double r = x[0];
                     for (double y : x.drop_front())
-                      r = max ? std::max(r, y) : std::min(r, y);
-                    return r;
+                      r = name == "Max"   ? std::max(r, y)
+                          : name == "Min" ? std::min(r, y)
+                                          : r + y;
+                    return name == "Mean" ? r / x.size() : r;
+                  }));
+  }
+  if (name == "IsInf") {
+    bool positive = intAttr(op, "detect_positive", 1);
+    bool negative = intAttr(op, "detect_negative", 1);
+    return result(0, elementwise({&arg(0)}, outKind, [&](ArrayRef<double> x) {
+                    return double((positive && x[0] == INFINITY) ||
+                                  (negative && x[0] == -INFINITY));
                   }));
   }
   if (name == "Where")
@@ -933,12 +973,12 @@ void Interpreter::compute(Operation *op) {
     t.kind = outKind;
     return result(0, t);
   }
-  if (name == "TopK" || name == "ArgMax") {
+  if (name == "TopK" || name == "ArgMax" || name == "ArgMin") {
     const Tensor &x = arg(0);
-    bool argmax = name == "ArgMax";
-    int64_t axis = normalizeAxis(intAttr(op, "axis", argmax ? 0 : -1), x.rank());
-    int64_t k = argmax ? 1 : static_cast<int64_t>(scalar(1));
-    bool largest = argmax || intAttr(op, "largest", 1) != 0;
+    bool argIndex = name != "TopK"; // ArgMax or ArgMin
+    int64_t axis = normalizeAxis(intAttr(op, "axis", argIndex ? 0 : -1), x.rank());
+    int64_t k = argIndex ? 1 : static_cast<int64_t>(scalar(1));
+    bool largest = name == "ArgMax" || (name == "TopK" && intAttr(op, "largest", 1));
     AxisSplit s(x.shape, axis);
     if (k > s.n)
       unsupported("a TopK of more than the axis holds");
@@ -947,13 +987,13 @@ void Interpreter::compute(Operation *op) {
     indices.kind = Kind::Int;
     values.shape = indices.shape = x.shape;
     values.shape[axis] = indices.shape[axis] = k;
-    if (argmax && !intAttr(op, "keepdims", 1)) {
+    if (argIndex && !intAttr(op, "keepdims", 1)) {
       indices.shape.erase(indices.shape.begin() + axis);
     }
     AxisSplit out(values.shape, axis);
     values.v.resize(out.outer * k * out.inner);
     indices.v.resize(values.v.size());
-    bool lastIndex = argmax && intAttr(op, "select_last_index", 0);
+    bool lastIndex = argIndex && intAttr(op, "select_last_index", 0);
     SmallVector<int64_t> order(s.n);
     for (int64_t o = 0; o < s.outer; ++o)
       for (int64_t j = 0; j < s.inner; ++j) {
@@ -969,7 +1009,7 @@ void Interpreter::compute(Operation *op) {
           indices.v[out.at(o, i, j)] = order[i];
         }
       }
-    if (argmax)
+    if (argIndex)
       return result(0, indices);
     result(0, values);
     return result(1, indices);

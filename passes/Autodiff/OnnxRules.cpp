@@ -450,6 +450,52 @@ LogicalResult OnnxRule::build() {
         set(0, e.neg(e.mul(g(), e.unary<onnx::SinOp>(in(0)))));
         return success();
       })
+      // Piecewise constant: torch's gradient is zero; a parameter that
+      // only reaches the loss through one still gets its (zero) gradient.
+      .Case<onnx::SignOp, onnx::RoundOp, onnx::FloorOp, onnx::CeilOp>(
+          [&](Operation *) {
+            set(0, e.splat(tensorType(in(0)), 0.0));
+            return success();
+          })
+      .Case([&](onnx::TanOp) {
+        set(0, e.mul(g(), e.add(c(1.0), e.mul(out(), out()))));
+        return success();
+      })
+      .Case([&](onnx::AtanOp) {
+        set(0, e.div(g(), e.add(c(1.0), e.mul(in(0), in(0)))));
+        return success();
+      })
+      .Case<onnx::AsinOp, onnx::AcosOp>([&](Operation *) {
+        Value root = e.unary<onnx::SqrtOp>(e.sub(c(1.0), e.mul(in(0), in(0))));
+        Value dx = e.div(g(), root);
+        set(0, isa<onnx::AcosOp>(op) ? e.neg(dx) : dx);
+        return success();
+      })
+      .Case([&](onnx::SinhOp) {
+        set(0, e.mul(g(), e.unary<onnx::CoshOp>(in(0))));
+        return success();
+      })
+      .Case([&](onnx::CoshOp) {
+        set(0, e.mul(g(), e.unary<onnx::SinhOp>(in(0))));
+        return success();
+      })
+      .Case<onnx::AsinhOp, onnx::AcoshOp>([&](Operation *) {
+        double one = isa<onnx::AsinhOp>(op) ? 1.0 : -1.0;
+        set(0, e.div(g(), e.unary<onnx::SqrtOp>(
+                              e.add(e.mul(in(0), in(0)), c(one)))));
+        return success();
+      })
+      .Case([&](onnx::AtanhOp) {
+        set(0, e.div(g(), e.sub(c(1.0), e.mul(in(0), in(0)))));
+        return success();
+      })
+      .Case<onnx::SumOp, onnx::MeanOp>([&](Operation *) {
+        unsigned n = op->getNumOperands();
+        Value each = isa<onnx::MeanOp>(op) ? e.mul(g(), c(1.0 / n)) : g();
+        for (unsigned i = 0; i < n; ++i)
+          set(i, each);
+        return success();
+      })
       .Case([&](onnx::SoftplusOp) {
         set(0, e.mul(g(), e.unary<onnx::SigmoidOp>(in(0))));
         return success();

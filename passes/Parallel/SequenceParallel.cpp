@@ -88,18 +88,6 @@ int64_t reshapedDim(ArrayRef<int64_t> from, ArrayRef<int64_t> to, int64_t dim,
   return -1;
 }
 
-/// Elementwise ops with ONNX (numpy) broadcasting.
-bool isElementwise(Operation *op) {
-  return isa<onnx::AbsOp, onnx::AddOp, onnx::SubOp, onnx::MulOp, onnx::DivOp,
-             onnx::PowOp, onnx::ModOp, onnx::SqrtOp, onnx::ReciprocalOp,
-             onnx::NegOp, onnx::ExpOp, onnx::LogOp, onnx::TanhOp, onnx::CosOp,
-             onnx::SinOp, onnx::ErfOp, onnx::SigmoidOp, onnx::ReluOp,
-             onnx::SoftplusOp, onnx::GeluOp, onnx::CeilOp, onnx::FloorOp,
-             onnx::MinOp, onnx::MaxOp, onnx::ClipOp, onnx::EqualOp,
-             onnx::GreaterOp, onnx::GreaterOrEqualOp, onnx::LessOp,
-             onnx::LessOrEqualOp, onnx::AndOp, onnx::OrOp, onnx::NotOp,
-             onnx::WhereOp, onnx::CastOp, onnx::IdentityOp>(op);
-}
 
 class SequenceParallel {
 public:
@@ -395,7 +383,7 @@ std::optional<BlockForm> SequenceParallel::formOf(Operation *op) const {
     else if (!type && !isa<NoneType>(t))
       return std::nullopt;
   std::optional<BlockForm> form;
-  if (isElementwise(op))
+  if (onnx::isElementwise(op))
     form = elementwiseForm(op);
   else if (isa<onnx::MatMulOp, onnx::GemmOp>(op))
     form = matmulForm(op);
@@ -565,7 +553,7 @@ std::optional<BlockForm> SequenceParallel::formFor(Operation *op,
   int64_t rank = shapeOf(op->getResult(0)).size();
   BlockForm form;
   form.resultDims.push_back(dim);
-  if (isElementwise(op)) {
+  if (onnx::isElementwise(op)) {
     for (Value v : op->getOperands()) {
       auto type = dyn_cast<RankedTensorType>(v.getType());
       int64_t d = type ? dim - (rank - type.getRank()) : Need::kWhole;

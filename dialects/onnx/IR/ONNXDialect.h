@@ -19,6 +19,22 @@ LogicalResult verifyArity(Operation *op, int minInputs, int maxInputs,
                           int minOutputs, int maxOutputs);
 } // namespace mlir::moe::onnx
 
+namespace mlir::moe::onnx::OpTrait {
+/// An elementwise op with ONNX broadcasting (ONNX_Elementwise in
+/// ONNXOps.td): no verification of its own, the operand shapes broadcast
+/// only where ONNX shape inference made them so.
+template <typename ConcreteType>
+class Elementwise
+    : public ::mlir::OpTrait::TraitBase<ConcreteType, Elementwise> {};
+} // namespace mlir::moe::onnx::OpTrait
+
+namespace mlir::moe::onnx {
+/// Whether `op` is an onnx op of the ONNX_Elementwise trait.
+inline bool isElementwise(Operation *op) {
+  return op->hasTrait<OpTrait::Elementwise>();
+}
+} // namespace mlir::moe::onnx
+
 #define GET_OP_CLASSES
 #include "dialects/onnx/IR/ONNXOps.h.inc"
 

@@ -67,6 +67,17 @@ class ONNX_Op<string opType, int minInputs, int maxInputs, int minOutputs = 1,
   }];
 }
 
+/// Each result element is a function of the operands' elements at the same
+/// index, the operands broadcast numpy-style to the result's shape (ONNX
+/// multidirectional broadcasting). Shape inference, sequence parallelism
+/// and the lowering's broadcast maps rely on it.
+def ONNX_Elementwise : NativeOpTrait<"Elementwise"> {
+  let cppNamespace = "::mlir::moe::onnx::OpTrait";
+}
+
+class ONNX_ElementwiseOp<string opType, int minInputs, int maxInputs>
+    : ONNX_Op<opType, minInputs, maxInputs, 1, 1, [ONNX_Elementwise]>;
+
 def ONNX_NoneOp : Op<ONNX_Dialect, "none", [Pure]> {
   let summary = "the value of a missing optional input";
   let description = [{
@@ -81,31 +92,47 @@ def ONNX_NoneOp : Op<ONNX_Dialect, "none", [Pure]> {
 }
 
 // Elementwise arithmetic and activations.
-def ONNX_AbsOp : ONNX_Op<"Abs", 1, 1>;
-def ONNX_AddOp : ONNX_Op<"Add", 2, 2>;
-def ONNX_SubOp : ONNX_Op<"Sub", 2, 2>;
-def ONNX_MulOp : ONNX_Op<"Mul", 2, 2>;
-def ONNX_DivOp : ONNX_Op<"Div", 2, 2>;
-def ONNX_PowOp : ONNX_Op<"Pow", 2, 2>;
-def ONNX_ModOp : ONNX_Op<"Mod", 2, 2>;
-def ONNX_SqrtOp : ONNX_Op<"Sqrt", 1, 1>;
-def ONNX_ReciprocalOp : ONNX_Op<"Reciprocal", 1, 1>;
-def ONNX_NegOp : ONNX_Op<"Neg", 1, 1>;
-def ONNX_ExpOp : ONNX_Op<"Exp", 1, 1>;
-def ONNX_LogOp : ONNX_Op<"Log", 1, 1>;
-def ONNX_TanhOp : ONNX_Op<"Tanh", 1, 1>;
-def ONNX_CosOp : ONNX_Op<"Cos", 1, 1>;
-def ONNX_SinOp : ONNX_Op<"Sin", 1, 1>;
-def ONNX_ErfOp : ONNX_Op<"Erf", 1, 1>;
-def ONNX_SigmoidOp : ONNX_Op<"Sigmoid", 1, 1>;
-def ONNX_ReluOp : ONNX_Op<"Relu", 1, 1>;
-def ONNX_SoftplusOp : ONNX_Op<"Softplus", 1, 1>;
-def ONNX_GeluOp : ONNX_Op<"Gelu", 1, 1>;
-def ONNX_CeilOp : ONNX_Op<"Ceil", 1, 1>;
-def ONNX_FloorOp : ONNX_Op<"Floor", 1, 1>;
-def ONNX_MinOp : ONNX_Op<"Min", 1, -1>;
-def ONNX_MaxOp : ONNX_Op<"Max", 1, -1>;
-def ONNX_ClipOp : ONNX_Op<"Clip", 1, 3>;
+def ONNX_AbsOp : ONNX_ElementwiseOp<"Abs", 1, 1>;
+def ONNX_AddOp : ONNX_ElementwiseOp<"Add", 2, 2>;
+def ONNX_SubOp : ONNX_ElementwiseOp<"Sub", 2, 2>;
+def ONNX_MulOp : ONNX_ElementwiseOp<"Mul", 2, 2>;
+def ONNX_DivOp : ONNX_ElementwiseOp<"Div", 2, 2>;
+def ONNX_PowOp : ONNX_ElementwiseOp<"Pow", 2, 2>;
+def ONNX_ModOp : ONNX_ElementwiseOp<"Mod", 2, 2>;
+def ONNX_SqrtOp : ONNX_ElementwiseOp<"Sqrt", 1, 1>;
+def ONNX_ReciprocalOp : ONNX_ElementwiseOp<"Reciprocal", 1, 1>;
+def ONNX_NegOp : ONNX_ElementwiseOp<"Neg", 1, 1>;
+def ONNX_ExpOp : ONNX_ElementwiseOp<"Exp", 1, 1>;
+def ONNX_LogOp : ONNX_ElementwiseOp<"Log", 1, 1>;
+def ONNX_TanhOp : ONNX_ElementwiseOp<"Tanh", 1, 1>;
+def ONNX_CosOp : ONNX_ElementwiseOp<"Cos", 1, 1>;
+def ONNX_SinOp : ONNX_ElementwiseOp<"Sin", 1, 1>;
+def ONNX_ErfOp : ONNX_ElementwiseOp<"Erf", 1, 1>;
+def ONNX_SigmoidOp : ONNX_ElementwiseOp<"Sigmoid", 1, 1>;
+def ONNX_ReluOp : ONNX_ElementwiseOp<"Relu", 1, 1>;
+def ONNX_SignOp : ONNX_ElementwiseOp<"Sign", 1, 1>;
+def ONNX_RoundOp : ONNX_ElementwiseOp<"Round", 1, 1>;
+def ONNX_TanOp : ONNX_ElementwiseOp<"Tan", 1, 1>;
+def ONNX_AsinOp : ONNX_ElementwiseOp<"Asin", 1, 1>;
+def ONNX_AcosOp : ONNX_ElementwiseOp<"Acos", 1, 1>;
+def ONNX_AtanOp : ONNX_ElementwiseOp<"Atan", 1, 1>;
+def ONNX_SinhOp : ONNX_ElementwiseOp<"Sinh", 1, 1>;
+def ONNX_CoshOp : ONNX_ElementwiseOp<"Cosh", 1, 1>;
+def ONNX_AsinhOp : ONNX_ElementwiseOp<"Asinh", 1, 1>;
+def ONNX_AcoshOp : ONNX_ElementwiseOp<"Acosh", 1, 1>;
+def ONNX_AtanhOp : ONNX_ElementwiseOp<"Atanh", 1, 1>;
+def ONNX_SoftplusOp : ONNX_ElementwiseOp<"Softplus", 1, 1>;
+def ONNX_GeluOp : ONNX_ElementwiseOp<"Gelu", 1, 1>;
+def ONNX_CeilOp : ONNX_ElementwiseOp<"Ceil", 1, 1>;
+def ONNX_FloorOp : ONNX_ElementwiseOp<"Floor", 1, 1>;
+def ONNX_MinOp : ONNX_ElementwiseOp<"Min", 1, -1>;
+def ONNX_MaxOp : ONNX_ElementwiseOp<"Max", 1, -1>;
+def ONNX_SumOp : ONNX_ElementwiseOp<"Sum", 1, -1>;
+def ONNX_MeanOp : ONNX_ElementwiseOp<"Mean", 1, -1>;
+def ONNX_IsNaNOp : ONNX_ElementwiseOp<"IsNaN", 1, 1>;
+def ONNX_IsInfOp : ONNX_ElementwiseOp<"IsInf", 1, 1>;
+def ONNX_ClipOp : ONNX_ElementwiseOp<"Clip", 1, 3>;
+
 def ONNX_SoftmaxOp : ONNX_Op<"Softmax", 1, 1>;
 def ONNX_LayerNormalizationOp : ONNX_Op<"LayerNormalization", 2, 3, 1, 3>;
 def ONNX_RMSNormalizationOp : ONNX_Op<"RMSNormalization", 2, 2>;
@@ -128,6 +155,7 @@ def ONNX_ReduceL2Op : ONNX_Op<"ReduceL2", 1, 2>;
 def ONNX_ReduceLogSumExpOp : ONNX_Op<"ReduceLogSumExp", 1, 2>;
 def ONNX_TopKOp : ONNX_Op<"TopK", 2, 2, 2, 2>;
 def ONNX_ArgMaxOp : ONNX_Op<"ArgMax", 1, 1>;
+def ONNX_ArgMinOp : ONNX_Op<"ArgMin", 1, 1>;
 def ONNX_CumSumOp : ONNX_Op<"CumSum", 2, 2>;
 def ONNX_OneHotOp : ONNX_Op<"OneHot", 3, 3>;
 def ONNX_NonZeroOp : ONNX_Op<"NonZero", 1, 1>;
@@ -140,18 +168,23 @@ def ONNX_ScatterElementsOp : ONNX_Op<"ScatterElements", 3, 3>;
 def ONNX_ScatterNDOp : ONNX_Op<"ScatterND", 3, 3>;
 
 // Comparisons and logic.
-def ONNX_EqualOp : ONNX_Op<"Equal", 2, 2>;
-def ONNX_GreaterOp : ONNX_Op<"Greater", 2, 2>;
-def ONNX_GreaterOrEqualOp : ONNX_Op<"GreaterOrEqual", 2, 2>;
-def ONNX_LessOp : ONNX_Op<"Less", 2, 2>;
-def ONNX_LessOrEqualOp : ONNX_Op<"LessOrEqual", 2, 2>;
-def ONNX_AndOp : ONNX_Op<"And", 2, 2>;
-def ONNX_OrOp : ONNX_Op<"Or", 2, 2>;
-def ONNX_NotOp : ONNX_Op<"Not", 1, 1>;
-def ONNX_WhereOp : ONNX_Op<"Where", 3, 3>;
+def ONNX_EqualOp : ONNX_ElementwiseOp<"Equal", 2, 2>;
+def ONNX_GreaterOp : ONNX_ElementwiseOp<"Greater", 2, 2>;
+def ONNX_GreaterOrEqualOp : ONNX_ElementwiseOp<"GreaterOrEqual", 2, 2>;
+def ONNX_LessOp : ONNX_ElementwiseOp<"Less", 2, 2>;
+def ONNX_LessOrEqualOp : ONNX_ElementwiseOp<"LessOrEqual", 2, 2>;
+def ONNX_AndOp : ONNX_ElementwiseOp<"And", 2, 2>;
+def ONNX_OrOp : ONNX_ElementwiseOp<"Or", 2, 2>;
+def ONNX_XorOp : ONNX_ElementwiseOp<"Xor", 2, 2>;
+def ONNX_BitwiseAndOp : ONNX_ElementwiseOp<"BitwiseAnd", 2, 2>;
+def ONNX_BitwiseOrOp : ONNX_ElementwiseOp<"BitwiseOr", 2, 2>;
+def ONNX_BitwiseXorOp : ONNX_ElementwiseOp<"BitwiseXor", 2, 2>;
+def ONNX_BitwiseNotOp : ONNX_ElementwiseOp<"BitwiseNot", 1, 1>;
+def ONNX_NotOp : ONNX_ElementwiseOp<"Not", 1, 1>;
+def ONNX_WhereOp : ONNX_ElementwiseOp<"Where", 3, 3>;
 
 // Types and shapes.
-def ONNX_CastOp : ONNX_Op<"Cast", 1, 1>;
+def ONNX_CastOp : ONNX_ElementwiseOp<"Cast", 1, 1>;
 def ONNX_ReshapeOp : ONNX_Op<"Reshape", 2, 2>;
 def ONNX_TransposeOp : ONNX_Op<"Transpose", 1, 1>;
 def ONNX_SqueezeOp : ONNX_Op<"Squeeze", 1, 2>;
@@ -168,7 +201,7 @@ def ONNX_SizeOp : ONNX_Op<"Size", 1, 1>;
 def ONNX_ConstantOfShapeOp : ONNX_Op<"ConstantOfShape", 1, 1>;
 def ONNX_ConstantOp : ONNX_Op<"Constant", 0, 0>;
 def ONNX_RangeOp : ONNX_Op<"Range", 3, 3>;
-def ONNX_IdentityOp : ONNX_Op<"Identity", 1, 1>;
+def ONNX_IdentityOp : ONNX_ElementwiseOp<"Identity", 1, 1>;
 def ONNX_TriluOp : ONNX_Op<"Trilu", 1, 2>;
 
 #endif // MOE_DIALECTS_ONNX_IR_ONNXOPS_TD

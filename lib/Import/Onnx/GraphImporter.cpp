@@ -11,6 +11,7 @@
 #include "FoldedParameters.h"
 #include "dialects/onnx/IR/ONNXDialect.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/IR/Matchers.h"
 #include "llvm/ADT/StringSet.h"
 
 using namespace mlir;
@@ -168,7 +169,39 @@ LogicalResult GraphImporter::importNode(NodeProto &node) {
     return importOrtMoE(*this, node);
   if (node.op_type() == "Constant")
     return importConstantNode(node);
+  if (node.op_type() == "Dropout")
+    return importDropoutNode(node);
   return importOnnxNode(node);
+}
+
+LogicalResult GraphImporter::importDropoutNode(const NodeProto &node) {
+  // Inference form only: the output is the input and the mask all true.
+  // training_mode (opset 12) must be absent or a constant false; before 12
+  // an is_test attribute was the switch and eval exports never set it off.
+  SmallVector<Value> inputs = getInputs(node);
+  if (inputs.empty() || isa<NoneType>(inputs[0].getType()))
+    return emitError(node) << "expects its data input";
+  if (inputs.size() > 2 && !isa<NoneType>(inputs[2].getType())) {
+    DenseElementsAttr training;
+    if (!matchPattern(inputs[2], m_Constant(&training)) ||
+        training.getNumElements() != 1 ||
+        training.getSplatValue<APInt>().getBoolValue())
+      return emitError(node)
+             << "Dropout in training mode (training_mode not a constant "
+                "false) is not supported: export the model in eval mode";
+  }
+  SmallVector<Value> results{inputs[0]};
+  if (node.output_size() > 1 && !node.output(1).empty()) {
+    FailureOr<RankedTensorType> maskType = getOutputType(node, 1);
+    if (failed(maskType))
+      return failure();
+    if (!maskType->hasStaticShape())
+      return emitError(node) << "its mask output has a dynamic shape";
+    results.push_back(createConstant(
+        getLoc(node), DenseElementsAttr::get(*maskType, true)));
+  }
+  setOutputs(node, results);
+  return success();
 }
 
 /// A 0-d or 1-d constant of `values`.

@@ -87,6 +87,7 @@ private:
   LogicalResult importNode(::ONNX_NAMESPACE::NodeProto &node);
   LogicalResult importConstantNode(::ONNX_NAMESPACE::NodeProto &node);
   LogicalResult importOnnxNode(const ::ONNX_NAMESPACE::NodeProto &node);
+  LogicalResult importDropoutNode(const ::ONNX_NAMESPACE::NodeProto &node);
   /// Rewrites the inputs and attributes of a default-domain node into the
   /// one form per op that the onnx dialect's users read, whatever the
   /// opset; refuses attribute values the lowering does not implement.

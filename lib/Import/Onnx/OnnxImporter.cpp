@@ -136,10 +136,15 @@ static LogicalResult checkNode(const NodeProto &node,
     bool function = functions && schema &&
                     (schema->HasFunction() ||
                      schema->HasContextDependentFunction());
+    // Dropout is imported in its inference form (GraphImporter).
     if (name == moe::onnx::NoneOp::getOperationName() ||
-        (!function &&
+        (!function && opType != "Dropout" &&
          !RegisteredOperationName::lookup(name, fileLoc.getContext())))
-      return emitNodeError(node, fileLoc) << "unsupported ONNX operator";
+      return emitNodeError(node, fileLoc)
+             << "unsupported ONNX operator '" << opType << "'"
+             << (schema ? " (a standard operator the compiler does not "
+                          "implement)"
+                        : "");
   }
 
   auto opset = opsets.find(domain);

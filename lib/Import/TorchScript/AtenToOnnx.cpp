@@ -72,6 +72,12 @@ static const UnaryOp kUnaryOps[] = {
     {aten::erf, "Erf", true},         {aten::reciprocal, "Reciprocal", true},
     {aten::abs, "Abs", false},        {aten::neg, "Neg", false},
     {aten::ceil, "Ceil", false},      {aten::floor, "Floor", false},
+    {aten::sign, "Sign", false},      {aten::round, "Round", false},
+    {aten::tan, "Tan", true},         {aten::atan, "Atan", true},
+    {aten::asin, "Asin", true},       {aten::acos, "Acos", true},
+    {aten::sinh, "Sinh", true},       {aten::cosh, "Cosh", true},
+    {aten::asinh, "Asinh", true},     {aten::acosh, "Acosh", true},
+    {aten::atanh, "Atanh", true},
 };
 
 /// The floating-point input of an op that torch computes in floating point.
@@ -85,10 +91,14 @@ static std::string floatInput(T &t, Value *value) {
 static void translateUnary(T &t, Node *node) {
   const UnaryOp &op = *llvm::find_if(
       kUnaryOps, [&](const UnaryOp &op) { return op.kind == node->kind(); });
+  if (node->kind() == aten::round && node->inputs().size() > 1 &&
+      t.knownValue(node->input(1)).toInt() != 0)
+    fail("round with decimals other than 0 is not supported");
   std::string input = op.promotesToFloat ? floatInput(t, node->input(0))
                                          : t.tensor(node->input(0));
   // Rounding an integer is the integer.
-  if ((node->kind() == aten::ceil || node->kind() == aten::floor) &&
+  if ((node->kind() == aten::ceil || node->kind() == aten::floor ||
+       node->kind() == aten::round) &&
       !at::isFloatingType(t.onnx.elementType(input))) {
     t.set(node->output(), t.operand(node->input(0)));
     return;

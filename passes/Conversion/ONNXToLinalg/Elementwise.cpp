@@ -149,6 +149,55 @@ static Value round(OpBuilder &b, Location loc, ValueRange args, Type) {
   return args[0];
 }
 
+/// -1, 0 or 1 by the sign of x; a float zero or NaN is returned as it is.
+static Value sign(OpBuilder &b, Location loc, ValueRange args, Type type) {
+  Value x = args[0];
+  Value zero = scalarConst(b, loc, type, 0.0);
+  Value positive, negative;
+  if (isFloat(x)) {
+    positive = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, x, zero);
+    negative = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, x, zero);
+  } else {
+    positive = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sgt, x, zero);
+    negative = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, x, zero);
+  }
+  Value otherwise = arith::SelectOp::create(
+      b, loc, negative, scalarConst(b, loc, type, -1.0), isFloat(x) ? x : zero);
+  return arith::SelectOp::create(b, loc, positive,
+                                 scalarConst(b, loc, type, 1.0), otherwise);
+}
+
+/// Round: halves to even, as ONNX (and torch.round) specify.
+static Value roundHalfEven(OpBuilder &b, Location loc, ValueRange args, Type) {
+  if (isFloat(args[0]))
+    return math::RoundEvenOp::create(b, loc, args[0]);
+  return args[0];
+}
+
+static Value isNaN(OpBuilder &b, Location loc, ValueRange args, Type) {
+  return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNO, args[0],
+                               args[0]);
+}
+
+/// Mean of the operands: their sum over their count.
+static Value mean(OpBuilder &b, Location loc, ValueRange args, Type type) {
+  Value sum = args[0];
+  for (Value arg : args.drop_front())
+    sum = arith::AddFOp::create(b, loc, sum, arg);
+  return arith::DivFOp::create(
+      b, loc, sum, scalarConst(b, loc, type, static_cast<double>(args.size())));
+}
+
+static Value bitwiseNot(OpBuilder &b, Location loc, ValueRange args,
+                        Type type) {
+  return arith::XOrIOp::create(
+      b, loc, args[0],
+      arith::ConstantOp::create(
+          b, loc, type,
+          b.getIntegerAttr(type, APInt::getAllOnes(
+                                     type.getIntOrFloatBitWidth()))));
+}
+
 static Value logicalNot(OpBuilder &b, Location loc, ValueRange args,
                         Type type) {
   return arith::XOrIOp::create(b, loc, args[0], scalarConst(b, loc, type, 1));
@@ -278,6 +327,41 @@ struct GeluLowering : OpConversionPattern<onnx::GeluOp> {
   }
 };
 
+/// IsInf(x): +inf when detect_positive (default 1), -inf when
+/// detect_negative (default 1).
+struct IsInfLowering : OpConversionPattern<onnx::IsInfOp> {
+  using OpConversionPattern::OpConversionPattern;
+
+  LogicalResult
+  matchAndRewrite(onnx::IsInfOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    auto type = cast<RankedTensorType>(op->getResult(0).getType());
+    Value input = adaptor.getInputs()[0];
+    if (!isa<FloatType>(tensorType(input).getElementType()))
+      return cannotLower(rewriter, op, "expects float operands");
+    bool positive = intAttr(op, "detect_positive", 1);
+    bool negative = intAttr(op, "detect_negative", 1);
+    auto body = [&](OpBuilder &b, Location loc, ValueRange args) -> Value {
+      Type elt = args[0].getType();
+      Value inf = scalarConst(b, loc, elt, -kNegInf);
+      auto equals = [&](Value x) {
+        return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, x,
+                                     inf);
+      };
+      Value result = arith::ConstantOp::create(b, loc, b.getBoolAttr(false));
+      if (positive)
+        result = equals(args[0]);
+      if (negative)
+        result = arith::OrIOp::create(
+            b, loc, result, equals(arith::NegFOp::create(b, loc, args[0])));
+      return result;
+    };
+    rewriter.replaceOp(op, broadcastElements(rewriter, op.getLoc(), type,
+                                             {input}, body));
+    return success();
+  }
+};
+
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -370,7 +454,27 @@ void populateElementwisePatterns(RewritePatternSet &patterns) {
   add<onnx::WhereOp>(patterns, where);
   add<onnx::CastOp>(patterns, castElement);
   add<onnx::SoftplusOp>(patterns, softplus, true);
-  patterns.add<ClipLowering, ModLowering, GeluLowering>(patterns.getContext());
+  add<onnx::SignOp>(patterns, sign);
+  add<onnx::RoundOp>(patterns, roundHalfEven);
+  add<onnx::TanOp>(patterns, math1<math::TanOp>, true);
+  add<onnx::AsinOp>(patterns, math1<math::AsinOp>, true);
+  add<onnx::AcosOp>(patterns, math1<math::AcosOp>, true);
+  add<onnx::AtanOp>(patterns, math1<math::AtanOp>, true);
+  add<onnx::SinhOp>(patterns, math1<math::SinhOp>, true);
+  add<onnx::CoshOp>(patterns, math1<math::CoshOp>, true);
+  add<onnx::AsinhOp>(patterns, math1<math::AsinhOp>, true);
+  add<onnx::AcoshOp>(patterns, math1<math::AcoshOp>, true);
+  add<onnx::AtanhOp>(patterns, math1<math::AtanhOp>, true);
+  add<onnx::SumOp>(patterns, foldAll<AddFOp, AddIOp>);
+  add<onnx::MeanOp>(patterns, mean, true);
+  add<onnx::IsNaNOp>(patterns, isNaN, true);
+  add<onnx::XorOp>(patterns, arith2<XOrIOp, XOrIOp>);
+  add<onnx::BitwiseAndOp>(patterns, arith2<AndIOp, AndIOp>);
+  add<onnx::BitwiseOrOp>(patterns, arith2<OrIOp, OrIOp>);
+  add<onnx::BitwiseXorOp>(patterns, arith2<XOrIOp, XOrIOp>);
+  add<onnx::BitwiseNotOp>(patterns, bitwiseNot);
+  patterns.add<ClipLowering, ModLowering, GeluLowering, IsInfLowering>(
+      patterns.getContext());
 }
 
 } // namespace mlir::moe::onnx_lowering

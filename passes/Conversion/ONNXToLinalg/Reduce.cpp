@@ -407,11 +407,15 @@ struct RMSNormLowering : OpConversionPattern<onnx::RMSNormalizationOp> {
   }
 };
 
-struct ArgMaxLowering : OpConversionPattern<onnx::ArgMaxOp> {
-  using OpConversionPattern::OpConversionPattern;
+/// ArgMax (`isMax`) and ArgMin: one pass along the axis carrying the best
+/// value and its index.
+template <typename OpTy, bool isMax>
+struct ArgExtremumLowering : OpConversionPattern<OpTy> {
+  using OpConversionPattern<OpTy>::OpConversionPattern;
+  using OpAdaptor = typename OpTy::Adaptor;
 
   LogicalResult
-  matchAndRewrite(onnx::ArgMaxOp op, OpAdaptor adaptor,
+  matchAndRewrite(OpTy op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
     Value data = adaptor.getInputs()[0];
     RankedTensorType dataType = tensorType(data);
@@ -427,17 +431,19 @@ struct ArgMaxLowering : OpConversionPattern<onnx::ArgMaxOp> {
     Location loc = op.getLoc();
     Value inits[] = {filledWith(rewriter, loc,
                                 RankedTensorType::get(kept, elementType),
-                                lowestValue(rewriter, loc, elementType)),
+                                isMax ? lowestValue(rewriter, loc, elementType)
+                                      : highestValue(rewriter, loc, elementType)),
                      filledTensor(rewriter, loc,
                                   RankedTensorType::get(kept, indexType), 0.0)};
     SmallVector<Value> best = buildGeneric(
         rewriter, loc, data,
-        AffineMap::getMultiDimIdentityMap(rank, getContext()), inits,
+        AffineMap::getMultiDimIdentityMap(rank, op.getContext()), inits,
         loopsTo(rewriter, rank, loopsExcept(rank, dropped)),
         [&](OpBuilder &b, Location loc, ValueRange args) -> SmallVector<Value> {
           Value x = args[0], value = args[1], index = args[2];
           // Strict `>` keeps the first maximum; `>=` the last.
-          Value take = greaterThan(b, loc, x, value, last);
+          Value take = isMax ? greaterThan(b, loc, x, value, last)
+                             : greaterThan(b, loc, value, x, last);
           Value i = arith::IndexCastOp::create(
               b, loc, indexType, linalg::IndexOp::create(b, loc, axis));
           return {arith::SelectOp::create(b, loc, take, x, value),
@@ -569,7 +575,8 @@ void populateReducePatterns(RewritePatternSet &patterns) {
                ReduceLowering<onnx::ReduceL2Op, ReduceKind::L2>,
                ReduceLowering<onnx::ReduceLogSumExpOp, ReduceKind::LogSumExp>,
                RMSNormLowering, SoftmaxLowering, LayerNormLowering,
-               ArgMaxLowering, TopKLowering, CumSumLowering>(
+               ArgExtremumLowering<onnx::ArgMaxOp, true>,
+               ArgExtremumLowering<onnx::ArgMinOp, false>, TopKLowering, CumSumLowering>(
       patterns.getContext());
 }
 

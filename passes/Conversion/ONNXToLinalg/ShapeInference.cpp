@@ -437,26 +437,16 @@ LogicalResult inferShapes(Operation *op, SmallVectorImpl<Shape> &shapes,
     shapes.push_back(shapeOf(op, 0));
     return success();
   };
+  if (onnx::isElementwise(op))
+    return inferBroadcast(op, shapes, why);
   return TypeSwitch<Operation *, LogicalResult>(op)
-      .Case<onnx::AddOp, onnx::SubOp, onnx::MulOp, onnx::DivOp, onnx::PowOp,
-            onnx::MinOp, onnx::MaxOp, onnx::EqualOp, onnx::GreaterOp,
-            onnx::GreaterOrEqualOp, onnx::LessOp, onnx::LessOrEqualOp,
-            onnx::AndOp, onnx::OrOp, onnx::WhereOp, onnx::ModOp>(
-          [&](Operation *) { return inferBroadcast(op, shapes, why); })
-      .Case<onnx::AbsOp, onnx::SqrtOp, onnx::ReciprocalOp, onnx::NegOp,
-            onnx::ExpOp, onnx::LogOp, onnx::TanhOp, onnx::ErfOp, onnx::CosOp,
-            onnx::SinOp,
-            onnx::SigmoidOp, onnx::ReluOp, onnx::CeilOp, onnx::FloorOp,
-            onnx::ClipOp, onnx::NotOp, onnx::CastOp, onnx::IdentityOp,
-            onnx::SoftmaxOp, onnx::CumSumOp, onnx::TriluOp, onnx::SoftplusOp,
-            onnx::GeluOp, onnx::RMSNormalizationOp, onnx::GatherElementsOp,
-            onnx::ScatterElementsOp, onnx::ScatterNDOp>([&](Operation *op) {
-        // GatherElements takes the shape of its indices.
-        if (isa<onnx::GatherElementsOp>(op)) {
-          shapes.push_back(shapeOf(op, 1));
-          return success();
-        }
-        return same(op);
+      .Case<onnx::SoftmaxOp, onnx::CumSumOp, onnx::TriluOp,
+            onnx::RMSNormalizationOp, onnx::ScatterElementsOp,
+            onnx::ScatterNDOp>(same)
+      // GatherElements takes the shape of its indices.
+      .Case([&](onnx::GatherElementsOp) {
+        shapes.push_back(shapeOf(op, 1));
+        return success();
       })
       .Case([&](onnx::MatMulOp) { return inferMatMul(op, shapes, why); })
       .Case([&](onnx::GemmOp) { return inferGemm(op, shapes, why); })
@@ -465,7 +455,8 @@ LogicalResult inferShapes(Operation *op, SmallVectorImpl<Shape> &shapes,
             onnx::ReduceMinOp, onnx::ReduceProdOp, onnx::ReduceL1Op,
             onnx::ReduceL2Op, onnx::ReduceLogSumExpOp>(
           [&](Operation *) { return inferReduce(op, shapes, why); })
-      .Case([&](onnx::ArgMaxOp) { return inferArgMax(op, shapes, why); })
+      .Case<onnx::ArgMaxOp, onnx::ArgMinOp>(
+          [&](Operation *) { return inferArgMax(op, shapes, why); })
       .Case([&](onnx::TopKOp) { return inferTopK(op, shapes, why); })
       .Case([&](onnx::LayerNormalizationOp) {
         return inferLayerNorm(op, shapes, why);

@@ -145,6 +145,37 @@ def _(p, x):
             + torch.abs(p["abs"]) * x)
 
 
+def trig_graph(params, x, out_shape):
+    # Each parameter through its op, times x, summed; Sign and Round pass
+    # no gradient (torch's is zero), Sum and Mean pass it to every operand.
+    ops = ["Tan", "Atan", "Asin", "Acos", "Sinh", "Cosh", "Asinh", "Acosh",
+           "Atanh", "Sign", "Round"]
+    nodes = [node(op, ["p." + op.lower()], [op.lower()]) for op in ops]
+    nodes.append(node("Sum", [op.lower() for op in ops[:6]], ["s0"]))
+    nodes.append(node("Mean", [op.lower() for op in ops[6:]] + ["p.mean"], ["s1"]))
+    nodes += [node("Add", ["s0", "s1"], ["s"]), node("Mul", ["s", "x"], ["y"])]
+    return nodes, []
+
+
+@case("trig_sign_round", rand(25, 2, 3, low=0.5, high=1.5),
+      ["Tan", "Atan", "Asin", "Acos", "Sinh", "Cosh", "Asinh", "Acosh",
+       "Atanh", "Sign", "Round", "Sum", "Mean"],
+      graph=trig_graph,
+      tan=rand(26, 2, 3, low=-1.0, high=1.0), atan=randn(27, 2, 3),
+      asin=rand(28, 2, 3, low=-0.8, high=0.8),
+      acos=rand(29, 2, 3, low=-0.8, high=0.8), sinh=randn(30, 2, 3),
+      cosh=randn(31, 2, 3), asinh=randn(32, 2, 3),
+      acosh=rand(33, 2, 3, low=1.2, high=3.0),
+      atanh=rand(34, 2, 3, low=-0.8, high=0.8),
+      sign=randn(35, 2, 3), round=randn(36, 2, 3) * 3, mean=randn(37, 2, 3))
+def _(p, x):
+    s0 = (torch.tan(p["tan"]) + torch.atan(p["atan"]) + torch.asin(p["asin"])
+          + torch.acos(p["acos"]) + torch.sinh(p["sinh"]) + torch.cosh(p["cosh"]))
+    s1 = (torch.asinh(p["asinh"]) + torch.acosh(p["acosh"]) + torch.atanh(p["atanh"])
+          + torch.sign(p["sign"]) + torch.round(p["round"]) + p["mean"]) / 6
+    return (s0 + s1) * x
+
+
 @case("gelu", randn(23, 2, 5), ["Erf"], w=randn(24, 2, 5))
 def _(p, x):
     # torch 1.13 exports the erf form as x * 0.5 * (1 + erf(x / sqrt 2)).
