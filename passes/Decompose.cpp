@@ -31,7 +31,7 @@ struct DecomposeLayer : OpRewritePattern<LayerOp> {
     auto weightsType = RankedTensorType::get({T, k}, elt);
     auto router = RouterOp::create(
         rewriter, loc, idsType, weightsType, op.getLogits(),
-        op.getSelectionBias(),
+        op.getSelectionBias(), op.getRoutedIds(), op.getRoutedWeights(),
         expertChoice ? op.getCapacityAttr() : IntegerAttr(),
         op.getScoringAttr(), op.getSelectionAttr(), op.getNormalizeAttr(),
         op.getScalingFactorAttr(), op.getNumGroupsAttr(),

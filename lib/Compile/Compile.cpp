@@ -59,6 +59,10 @@ static OwningOpRef<ModuleOp> loadModel(MLIRContext &context,
     return nullptr;
   }
   if (ext == ".mlir") {
+    if (llvm::Error error = checkMlirNesting((*file)->getBuffer())) {
+      emitError(loc) << "moe-compile: " << llvm::toString(std::move(error));
+      return nullptr;
+    }
     llvm::SourceMgr sourceMgr;
     sourceMgr.AddNewSourceBuffer(std::move(*file), llvm::SMLoc());
     return parseSourceFile<ModuleOp>(sourceMgr, &context);

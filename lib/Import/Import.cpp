@@ -19,9 +19,10 @@ LogicalResult moe::addInputShape(StringRef spec, ImportOptions &options,
   dims.split(parts, 'x');
   for (StringRef part : parts) {
     int64_t dim;
-    if (part.getAsInteger(10, dim) || dim < 0) {
+    // An empty input (a dimension of 0) has nothing to compute.
+    if (part.getAsInteger(10, dim) || dim <= 0) {
       error = ("--input-shape '" + spec + "': '" + part +
-               "' is not a non-negative dimension")
+               "' is not a positive dimension")
                   .str();
       return failure();
     }

@@ -162,6 +162,34 @@ Expected<json::Value> mlir::moe::parseJson(StringRef text, unsigned maxDepth) {
   return json::parse(text);
 }
 
+Error mlir::moe::checkMlirNesting(StringRef text, unsigned maxDepth) {
+  unsigned depth = 0;
+  size_t line = 1;
+  for (size_t pos = 0; pos < text.size(); ++pos) {
+    char c = text[pos];
+    if (c == '\n') {
+      ++line;
+    } else if (c == '"') {
+      // A string literal: up to its unescaped closing quote.
+      for (++pos; pos < text.size() && text[pos] != '"'; ++pos)
+        if (text[pos] == '\\')
+          ++pos;
+        else if (text[pos] == '\n')
+          ++line;
+    } else if (c == '/' && text.substr(pos, 2) == "//") {
+      pos = std::min(text.find('\n', pos), text.size()) - 1;
+    } else if (c == '{' || c == '(' || c == '[') {
+      if (++depth > maxDepth)
+        return inputError(formatv("MLIR nesting deeper than {0} levels "
+                                  "(brackets and regions) at line {1}",
+                                  maxDepth, line));
+    } else if ((c == '}' || c == ')' || c == ']') && depth > 0) {
+      --depth;
+    }
+  }
+  return Error::success();
+}
+
 std::string mlir::moe::contentDigest(ArrayRef<uint8_t> bytes) {
   return formatv("xxh3:{0:x-16}", xxh3_64bits(bytes)).str();
 }

@@ -263,6 +263,10 @@ FailureOr<Value> LossBuilder::moeLosses(Type lossType) {
     // Megatron's sinkhorn routing in training: sigmoid scores for top-1,
     // softmax otherwise, not renormalised, no selection bias.
     for (RouterOp router : routers) {
+      if (router.getSelection() == SelectionMethod::Given)
+        return router.emitError(
+            "moe-autodiff: sinkhorn load balancing replaces the router's "
+            "selection, and this router's is the program's own (given)");
       int64_t k = tensorType(router.getIds()).getDimSize(1);
       router.setSelection(SelectionMethod::Sinkhorn);
       router.setScoring(k == 1 ? ScoringFunction::Sigmoid

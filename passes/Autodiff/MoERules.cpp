@@ -129,6 +129,14 @@ LogicalResult MoERule::router(RouterOp router) {
   Value dWeights = dResults[1];
   if (!dWeights)
     return success();
+  if (selection == SelectionMethod::Given) {
+    // The weights are the program's own: their cotangent goes back to it
+    // (0 for a pair whose id was out of range, which no expert took).
+    auto valid = safeIds(e, router.getIds()).second;
+    setODS(router, 3,
+           e.where(valid, dWeights, e.scalar(elementOf(dWeights), 0.0)));
+    return success();
+  }
   Value logits = router.getLogits();
   Type elt = elementOf(logits);
   ScoringFunction scoring = router.getScoring();

@@ -366,6 +366,11 @@ LogicalResult BlockPartitioner::run(MoEBlock &blk) {
   routerInputs.map(router.getLogits(),
                    gathered ? markTokens(x.gather(loc, logits, tokenAxes, 0))
                             : logits);
+  // A given router's ids and weights are per token too: this rank's rows.
+  for (Value routed : {router.getRoutedIds(), router.getRoutedWeights()})
+    if (routed)
+      routerInputs.map(routed, shuffle(loc, markTokens(x.slice(
+                                                loc, routed, tokenAxes, 0))));
   auto newRouter = cast<RouterOp>(b.clone(*router, routerInputs));
   // Each token's choice is computed on every TP rank, and on every token
   // rank too when the router sees the gathered batch.

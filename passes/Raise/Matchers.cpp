@@ -607,15 +607,131 @@ FailureOr<RouterMatch> matchSparseMixer(Value ids, Operation *anchor,
   return match;
 }
 
+/// The nearest `x @ W` [T, E] that `scores` are computed from, through at
+/// most `kMaxRouterOps` onnx ops of [T, E] float operands.
+static Value findRouterLogits(Value scores) {
+  constexpr unsigned kMaxRouterOps = 16;
+  auto type = cast<RankedTensorType>(scores.getType());
+  SmallVector<Value> frontier{scores};
+  DenseSet<Value> seen;
+  for (unsigned step = 0; step < kMaxRouterOps && !frontier.empty(); ++step) {
+    SmallVector<Value> next;
+    for (Value value : frontier) {
+      if (!seen.insert(value).second)
+        continue;
+      if (matchRouterInput(value))
+        return skipNoOps(value);
+      Operation *op = value.getDefiningOp();
+      if (!op || !isa<onnx::ONNXDialect>(op->getDialect()))
+        continue;
+      for (Value operand : op->getOperands()) {
+        auto operandType = dyn_cast<RankedTensorType>(operand.getType());
+        if (operandType && operandType.getShape() == type.getShape() &&
+            isa<FloatType>(operandType.getElementType()) &&
+            !constantOp(operand))
+          next.push_back(operand);
+      }
+    }
+    frontier = std::move(next);
+  }
+  return {};
+}
+
+FailureOr<RouterMatch> matchGivenRouter(onnx::TopKOp topk,
+                                        PatternRewriter &rewriter) {
+  if (!validationRequested(topk))
+    return rewriter.notifyMatchFailure(
+        topk, "a router of no named form is raised only where it is checked "
+              "(moe-raise{validate=1})");
+  Value scores = topk.getInputs()[0];
+  auto type = dyn_cast<RankedTensorType>(scores.getType());
+  if (!type || type.getRank() != 2 || !type.hasStaticShape() ||
+      !isa<FloatType>(type.getElementType()))
+    return rewriter.notifyMatchFailure(topk, "scores are not a static float "
+                                             "[T, E]");
+  auto axis = topk->getAttrOfType<IntegerAttr>("axis");
+  if (axis && axis.getInt() != -1 && axis.getInt() != 1)
+    return rewriter.notifyMatchFailure(topk, "top-k is not over experts");
+  std::optional<int64_t> k = constantInt(topk.getInputs()[1]);
+  if (!k)
+    return rewriter.notifyMatchFailure(topk, "k is not a constant");
+  int64_t T = type.getDimSize(0);
+  RouterMatch match;
+  match.topk = topk;
+  match.logits = findRouterLogits(scores);
+  if (!match.logits)
+    return rewriter.notifyMatchFailure(topk, "no router logits x @ W [T, E] "
+                                             "upstream of the top-k");
+  match.k = *k;
+  match.numExperts = type.getDimSize(1);
+  match.scoring = ScoringFunction::Softmax; // read by no given routing
+  match.given = true;
+
+  // The routing ops after the top-k: every onnx op that only reads their
+  // [T, k] and [T, 1] results (and constants). Its [T, k] values that are
+  // read outside are what the block takes: one float (the weights), and
+  // the ids, the top-k's indices unless one integer value replaces them.
+  auto routingShaped = [&](Value value) {
+    auto t = dyn_cast<RankedTensorType>(value.getType());
+    return t && t.getRank() == 2 && t.getDimSize(0) == T &&
+           (t.getDimSize(1) == *k || t.getDimSize(1) == 1);
+  };
+  DenseSet<Value> routing{topk.getOutputs()[0], topk.getOutputs()[1]};
+  SmallVector<Value> worklist(routing.begin(), routing.end());
+  while (!worklist.empty()) {
+    Value value = worklist.pop_back_val();
+    for (Operation *user : value.getUsers()) {
+      if (!isa<onnx::ONNXDialect>(user->getDialect()) ||
+          !llvm::all_of(user->getResults(), routingShaped) ||
+          !llvm::all_of(user->getOperands(), [&](Value operand) {
+            return routing.contains(operand) || constantOp(operand) ||
+                   isa<NoneType>(operand.getType());
+          }))
+        continue;
+      for (Value result : user->getResults())
+        if (routing.insert(result).second)
+          worklist.push_back(result);
+    }
+  }
+  SmallVector<Value> floats, ints;
+  for (Value value : routing) {
+    auto t = cast<RankedTensorType>(value.getType());
+    if (t.getDimSize(1) != *k ||
+        llvm::all_of(value.getUsers(), [&](Operation *user) {
+          return llvm::any_of(user->getResults(), [&](Value result) {
+            return routing.contains(result);
+          });
+        }))
+      continue;
+    (isa<FloatType>(t.getElementType()) ? floats : ints).push_back(value);
+  }
+  if (floats.size() != 1)
+    return rewriter.notifyMatchFailure(
+        topk, "not one [T, k] float value leaves the routing ops (" +
+                  Twine(floats.size()) + ")");
+  match.weights = floats.front();
+  match.indices = topk.getOutputs()[1];
+  if (ints.size() == 1)
+    match.indices = ints.front();
+  else if (ints.size() > 1)
+    return rewriter.notifyMatchFailure(topk, "several [T, k] expert ids");
+  return match;
+}
+
 FailureOr<RouterMatch> matchRouter(onnx::TopKOp topk,
                                    PatternRewriter &rewriter) {
+  if (wasRefused(topk))
+    return rewriter.notifyMatchFailure(topk, "refused by the check before");
   FailureOr<RouterMatch> router = matchSoftmaxTopK(topk, rewriter);
   if (succeeded(router))
     return router;
   router = matchTopKSoftmax(topk, rewriter);
   if (succeeded(router))
     return router;
-  return matchSigmoidTopK(topk, rewriter);
+  router = matchSigmoidTopK(topk, rewriter);
+  if (succeeded(router))
+    return router;
+  return matchGivenRouter(topk, rewriter);
 }
 
 Value matchRouterInput(Value logits) {
@@ -640,6 +756,18 @@ void setRouting(LayerSpec &spec, const RouterMatch &router) {
   spec.logits = skipNoOps(router.logits);
   spec.k = router.k;
   spec.scoring = router.scoring;
+  if (router.given) {
+    spec.selection = SelectionMethod::Given;
+    spec.routedIds = router.indices;
+    spec.routedWeights = router.weights;
+    spec.selectionBias = {};
+    spec.normalize = false;
+    spec.scalingFactor = 1.0;
+    spec.numGroups = spec.groupTopk = std::nullopt;
+    spec.groupScore = std::nullopt;
+    spec.maskedScore = spec.jitterEps = std::nullopt;
+    return;
+  }
   spec.selection =
       router.numGroups ? SelectionMethod::GroupedTopK : SelectionMethod::TopK;
   if (router.sparseMixerEps) {
@@ -1036,10 +1164,25 @@ LogicalResult replaceByLayer(LayerSpec spec, const RouterMatch &router,
     rewriter.eraseOp(layer);
     return rewriter.notifyMatchFailure(anchor, "block output type differs");
   }
+  // A `given` router is a guess at the block's structure: it is raised
+  // only where the check ran and agreed.
   if (failed(checkRaisedBlock(output, layer.getOutput(),
-                              {spec.input, spec.logits}, anchor, rewriter))) {
+                              {spec.input, spec.logits}, anchor, rewriter,
+                              /*requireCheck=*/router.given))) {
     rewriter.eraseOp(layer);
-    return failure();
+    if (router.topk)
+      markRefused(router.topk);
+    // A named router that the check refuses may do more than its name says
+    // (a bias applied another way, a floor on the normalisation): the
+    // block's own routing ops are then taken as they are.
+    if (router.given || !router.topk)
+      return failure();
+    FailureOr<RouterMatch> given = matchGivenRouter(router.topk, rewriter);
+    if (failed(given))
+      return failure();
+    retryRefused();
+    setRouting(spec, *given);
+    return replaceByLayer(spec, *given, output, anchor, rewriter);
   }
   rewriter.replaceAllUsesWith(output, layer.getOutput());
   return success();
@@ -1054,7 +1197,8 @@ LayerOp createLayer(PatternRewriter &rewriter, Location loc, Type type,
   return LayerOp::create(
       rewriter, loc, type, spec.input, spec.logits, spec.fc1, spec.fc1Bias,
       spec.fc3, /*fc3_bias=*/Value(), spec.fc2, spec.fc2Bias,
-      spec.selectionBias, spec.sharedFc1, spec.sharedFc3, spec.sharedFc2,
+      spec.selectionBias, spec.routedIds, spec.routedWeights, spec.sharedFc1,
+      spec.sharedFc3, spec.sharedFc2,
       spec.sharedGate, rewriter.getI64IntegerAttr(spec.k), spec.activation,
       optionalInt(spec.capacity),
       spec.dropPolicy ? DropPolicyAttr::get(ctx, *spec.dropPolicy)

@@ -71,7 +71,7 @@ Value matchSumOf(ArrayRef<Value> terms);
 struct RouterMatch {
   onnx::TopKOp topk;
   Value logits;          // [T, E]
-  ScoringFunction scoring;
+  ScoringFunction scoring = ScoringFunction::Softmax;
   int64_t k = 0;
   int64_t numExperts = 0;
   bool normalize = false;
@@ -82,6 +82,9 @@ struct RouterMatch {
   std::optional<double> maskedScore;
   /// Phi-3.5-MoE's sparse mixer, with its jitter epsilon.
   std::optional<double> sparseMixerEps;
+  /// A router no selection names: the ids and weights the program
+  /// computes are taken as they are (`given`).
+  bool given = false;
   Value indices;         // [T, k] expert ids (i64)
   Value weights;         // [T, k] the final combine weights
 };
@@ -110,7 +113,15 @@ FailureOr<RouterMatch> matchTopKSoftmax(onnx::TopKOp topk,
 FailureOr<RouterMatch> matchSparseMixer(Value ids, Operation *anchor,
                                         PatternRewriter &rewriter);
 
-/// Any router form.
+/// A router of no named form, by its structure alone: logits `x @ W`
+/// [T, E] upstream of `topk`, its indices as the ids, and as the weights
+/// the one [T, k] float value computed from the top k that leaves the
+/// routing ops (the raised block is checked against the original ops, so a
+/// wrong pick is refused, never compiled).
+FailureOr<RouterMatch> matchGivenRouter(onnx::TopKOp topk,
+                                        PatternRewriter &rewriter);
+
+/// Any router form; the named ones first, then `given`.
 FailureOr<RouterMatch> matchRouter(onnx::TopKOp topk,
                                    PatternRewriter &rewriter);
 
@@ -185,6 +196,8 @@ struct LayerSpec {
   Value fc1Bias, fc2Bias;  // [E, out], where the experts have biases
   Value sharedFc1, sharedFc3, sharedFc2, sharedGate;
   Value selectionBias;
+  // `given` routing: the program's own [T, k] ids and weights.
+  Value routedIds, routedWeights;
   int64_t k;
   ActivationAttr activation;
   ScoringFunction scoring = ScoringFunction::Softmax;

@@ -42,6 +42,8 @@ struct State {
   std::mutex mutex;
   raise::ModuleEvaluator evaluator;
   raise::ValidationCounts counts;
+  /// The anchors of the blocks refused since the counts were last taken.
+  DenseSet<Operation *> refused;
 };
 State &state() {
   static State *instance = new State(); // lives as long as the process
@@ -156,13 +158,29 @@ double relativeDifference(const std::vector<float> &a,
 /// leave: far below a wrong block's (a dropped op, another routing).
 constexpr double kTolerance = 1e-4;
 
-bool validationRequested(Operation *op) {
+} // namespace
+
+bool raise::validationRequested(Operation *op) {
   for (; op; op = op->getParentOp())
     if (op->hasAttr(raise::kValidateAttrName))
       return true;
   return false;
 }
-} // namespace
+
+void raise::markRefused(Operation *anchor) {
+  std::lock_guard<std::mutex> lock(state().mutex);
+  state().refused.insert(anchor);
+}
+
+void raise::retryRefused() {
+  std::lock_guard<std::mutex> lock(state().mutex);
+  --state().counts.refused;
+}
+
+bool raise::wasRefused(Operation *anchor) {
+  std::lock_guard<std::mutex> lock(state().mutex);
+  return state().refused.contains(anchor);
+}
 
 void raise::setModuleEvaluator(ModuleEvaluator evaluator) {
   std::lock_guard<std::mutex> lock(state().mutex);
@@ -171,6 +189,7 @@ void raise::setModuleEvaluator(ModuleEvaluator evaluator) {
 
 raise::ValidationCounts raise::takeValidationCounts() {
   std::lock_guard<std::mutex> lock(state().mutex);
+  state().refused.clear();
   return std::exchange(state().counts, {});
 }
 
@@ -193,9 +212,14 @@ Value tokenSource(Value input) {
 LogicalResult raise::checkRaisedBlock(Value original, Value replacement,
                                       ArrayRef<Value> leaves,
                                       Operation *anchor,
-                                      PatternRewriter &rewriter) {
+                                      PatternRewriter &rewriter,
+                                      bool requireCheck) {
   if (!validationRequested(anchor))
-    return success();
+    return requireCheck
+               ? rewriter.notifyMatchFailure(
+                     anchor, "this block is raised only where it is checked "
+                             "(moe-raise{validate=1})")
+               : success();
   ModuleEvaluator evaluator;
   {
     std::lock_guard<std::mutex> lock(state().mutex);
@@ -209,7 +233,14 @@ LogicalResult raise::checkRaisedBlock(Value original, Value replacement,
                                   std::chrono::steady_clock::now() - start)
                                   .count();
   };
-  auto unchecked = [&](const std::string &why) {
+  auto unchecked = [&](const std::string &why) -> LogicalResult {
+    if (requireCheck) {
+      markRefused(anchor);
+      count([](ValidationCounts &c) { ++c.refused; });
+      return rewriter.notifyMatchFailure(
+          anchor, "not raised: the block could not be checked (" + why +
+                      "), and its routing is raised only where it is");
+    }
     count([&](ValidationCounts &c) {
       ++c.unchecked;
       if (c.reason.empty())
@@ -246,10 +277,13 @@ LogicalResult raise::checkRaisedBlock(Value original, Value replacement,
   count([](ValidationCounts &c) { ++c.refused; });
   std::string message;
   llvm::raw_string_ostream os(message);
-  os << "moe-raise: not raised: on sample tokens the raised block's output "
+  os << "moe-raise: not raised"
+     << (requireCheck ? " (with the program's own routing)" : "")
+     << ": on sample tokens the raised block's output "
         "differs from the ops it would replace by "
      << llvm::format("%.3g", difference) << " of their largest magnitude ("
      << llvm::format("%.3g", scale) << ")";
   original.getDefiningOp()->emitRemark(message);
+  markRefused(anchor);
   return rewriter.notifyMatchFailure(anchor, message);
 }

@@ -47,12 +47,26 @@ inline constexpr StringLiteral kValidationReportAttrName =
 /// `original` computes from the same `leaves` (the block's tokens, then its
 /// router logits, sampled where the block does not compute them from the
 /// tokens): success when they agree, or when the check cannot run
-/// (counted as unchecked); a match failure naming the difference, with a
-/// remark at `original`, when they differ. Does nothing unless the pass
-/// asked for checks (kValidateAttrName on an ancestor of `anchor`).
+/// (counted as unchecked) unless `requireCheck`; a match failure naming the
+/// difference, with a remark at `original`, when they differ. Does nothing
+/// unless the pass asked for checks (kValidateAttrName on an ancestor of
+/// `anchor`), and then fails where `requireCheck`.
 LogicalResult checkRaisedBlock(Value original, Value replacement,
                                ArrayRef<Value> leaves, Operation *anchor,
-                               PatternRewriter &rewriter);
+                               PatternRewriter &rewriter,
+                               bool requireCheck = false);
+
+/// Whether the pass asked for checks (kValidateAttrName on an ancestor).
+bool validationRequested(Operation *op);
+
+/// A block refused at `anchor` (its results differed, or it had to be
+/// checked and could not be) is not matched again in the same run: the
+/// patterns build weights before the check, and a retry would build them
+/// again forever. takeValidationCounts forgets the refusals.
+void markRefused(Operation *anchor);
+bool wasRefused(Operation *anchor);
+/// The last refusal is not counted: the block is tried again another way.
+void retryRefused();
 
 /// Counters of the checks made since the last call, moved out.
 struct ValidationCounts {

@@ -2,8 +2,8 @@
 //
 // mlir-opt with the moe dialect, the moe passes and pipelines, and the
 // upstream pieces they use. The input is read with a size bound (an endless
-// device is refused, not read forever), and a pass that fails without a
-// message gets one.
+// device is refused, not read forever) and a nesting bound (the parser
+// recurses), and a pass that fails without a message gets one.
 //
 //===----------------------------------------------------------------------===//
 
@@ -35,9 +35,11 @@ int main(int argc, char **argv) {
   });
 
   auto input = moe::readInputFile(inputFile);
-  if (!input) {
-    llvm::errs() << "moe-opt: error: " << llvm::toString(input.takeError())
-                 << "\n";
+  llvm::Error nesting = input ? moe::checkMlirNesting((*input)->getBuffer())
+                              : input.takeError();
+  if (nesting) {
+    llvm::errs() << "moe-opt: error: " << inputFile << ": "
+                 << llvm::toString(std::move(nesting)) << "\n";
     return 1;
   }
   std::string error;

@@ -55,7 +55,8 @@ def MoE_SelectionMethodAttr : I32EnumAttr<"SelectionMethod",
       I32EnumAttrCase<"GroupedTopK", 1, "grouped_topk">,
       I32EnumAttrCase<"Sinkhorn", 2, "sinkhorn">,
       I32EnumAttrCase<"ExpertChoice", 3, "expert_choice">,
-      I32EnumAttrCase<"SparseMixer", 4, "sparse_mixer">
+      I32EnumAttrCase<"SparseMixer", 4, "sparse_mixer">,
+      I32EnumAttrCase<"Given", 5, "given">
     ]> {
   let cppNamespace = "::mlir::moe";
 }

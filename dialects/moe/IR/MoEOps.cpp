@@ -159,6 +159,31 @@ struct Routing {
 };
 } // namespace
 
+/// The routing a `given` router takes from the program: `[T, k]` ids and
+/// weights of `elt`, present exactly for `given`, which takes nothing that
+/// rescales or steers them.
+static LogicalResult verifyGivenRouting(Operation *op, const Routing &r,
+                                        Value ids, Value weights, int64_t T,
+                                        int64_t k, Type elt) {
+  bool given = r.selection == SelectionMethod::Given;
+  if (!given && (ids || weights))
+    return op->emitOpError() << "routed_ids and routed_weights are only "
+                                "used by given, not "
+                             << stringifySelectionMethod(r.selection);
+  if (!given)
+    return success();
+  if (!ids || !weights)
+    return op->emitOpError("given needs routed_ids and routed_weights");
+  if (failed(expectShape(op, ids, "routed_ids", {T, k})) ||
+      failed(expectShape(op, weights, "routed_weights", {T, k})) ||
+      failed(expectElementType(op, weights, "routed_weights", elt)))
+    return failure();
+  if (r.normalize || r.scalingFactor != 1.0)
+    return op->emitOpError("given takes its weights as they are: no "
+                           "normalize, scaling_factor 1");
+  return success();
+}
+
 static LogicalResult verifyRouting(Operation *op, const Routing &r, int64_t T,
                                    int64_t E, int64_t k) {
   if (failed(verifyNumExperts(op, E)))
@@ -339,8 +364,12 @@ LogicalResult RouterOp::verify() {
     return failure();
   if (getCapacity() && getSelection() != SelectionMethod::ExpertChoice)
     return emitOpError("capacity is only used by expert_choice");
-  return verifyRouting(*this, Routing::of(*this, getBias() != nullptr), T, E,
-                       k);
+  Routing routing = Routing::of(*this, getBias() != nullptr);
+  if (failed(verifyGivenRouting(*this, routing, getRoutedIds(),
+                                getRoutedWeights(), T, k,
+                                logits.getElementType())))
+    return failure();
+  return verifyRouting(*this, routing, T, E, k);
 }
 
 //===----------------------------------------------------------------------===//
@@ -724,9 +753,10 @@ LogicalResult LayerOp::verify() {
        failed(expectElementType(*this, getSelectionBias(), "selection_bias",
                                 elt))))
     return failure();
-  if (failed(verifyRouting(*this,
-                           Routing::of(*this, getSelectionBias() != nullptr),
-                           T, E, getK())))
+  Routing routing = Routing::of(*this, getSelectionBias() != nullptr);
+  if (failed(verifyGivenRouting(*this, routing, getRoutedIds(),
+                                getRoutedWeights(), T, getK(), elt)) ||
+      failed(verifyRouting(*this, routing, T, E, getK())))
     return failure();
   if (getSelection() == SelectionMethod::ExpertChoice) {
     if (getDropPolicy())

@@ -37,6 +37,8 @@ def MoE_FloatMatrix : MoE_Tensor<[AnyFloat], [2]>;
 def MoE_FloatVector : MoE_Tensor<[AnyFloat], [1]>;
 def MoE_FloatScalar : MoE_Tensor<[AnyFloat], [0]>;
 def MoE_IdMatrix : MoE_Tensor<[I32], [2]>;
+// Expert ids as a program computes them (ONNX's TopK gives i64).
+def MoE_IndexMatrix : MoE_Tensor<[I32, I64], [2]>;
 def MoE_CountVector : MoE_Tensor<[I32], [1]>;
 // Expert rows: dropless [R, H] or capacity-padded [G, C, H].
 def MoE_RowBuffer : MoE_Tensor<[AnyFloat], [2, 3]>;
@@ -88,6 +90,14 @@ defvar MoE_RoutingDoc = [{
       weight of `e1` over the unmasked experts. The second expert is the
       argmax over `e != e1`, with the same threshold around `m2` and `e1`
       masked too. Not renormalised.
+    * `given`: the program's own ops (kept outside, before the block) chose
+      the experts: `routed_ids [T, k]` are the ids and `routed_weights
+      [T, k]` the combine weights, taken as they are. This is a router that
+      no other selection names (a bias applied another way, a normalisation
+      with a floor, an arg-max selection), raised from the MoE structure
+      alone; moe-raise checks it against the original ops on sample tokens.
+      `scoring` is not read (the logits are kept for the losses), and an id
+      outside `[0, E)` stops the program with an error naming it.
     * Chosen experts are listed best first by the value that selects them
       (`s + bias`, the sinkhorn value; `e1, e2` for the sparse mixer).
     * `normalize` divides the chosen weights by their sum (plus 1e-20); then
@@ -118,6 +128,9 @@ defvar MoE_RoutingConstraints = [{
     * for `expert_choice`, `capacity` is given, `1 <= capacity <= T`, and
       k = E; otherwise `1 <= k <= E`;
     * `sparse_mixer` needs k = 2 and `softmax`;
+    * `routed_ids` and `routed_weights` are given exactly for `given`, as
+      `[T, k]` (the weights of the logits' element type); `given` takes no
+      bias, groups or `normalize`, and `scaling_factor` 1;
     * `normalize` is not used with `expert_choice` or `sparse_mixer`;
     * `scaling_factor` and `sinkhorn_tolerance` are finite and positive,
       `sinkhorn_max_iterations` is at least 1, `jitter_eps` is finite and
@@ -128,7 +141,7 @@ defvar MoE_RoutingConstraints = [{
 // moe.router
 //===----------------------------------------------------------------------===//
 
-def MoE_RouterOp : MoE_Op<"router", [Pure]> {
+def MoE_RouterOp : MoE_Op<"router", [Pure, AttrSizedOperandSegments]> {
   let summary = "select experts and weights for every token";
   let description = !strconcat([{
     Turns router logits `[T, E]` into the chosen expert ids `[T, k]` and their
@@ -159,14 +172,18 @@ def MoE_RouterOp : MoE_Op<"router", [Pure]> {
 
   let arguments = !con((ins MoE_FloatMatrix:$logits,
                             Optional<MoE_FloatVector>:$bias,
+                            Optional<MoE_IndexMatrix>:$routed_ids,
+                            Optional<MoE_FloatMatrix>:$routed_weights,
                             OptionalAttr<I64Attr>:$capacity),
                        MoE_RoutingAttrs);
   let results = (outs MoE_IdMatrix:$ids, MoE_FloatMatrix:$weights);
   let assemblyFormat = [{
     $scoring $selection $logits (`bias` `(` $bias^ `)`)?
+    (`routed` `(` $routed_ids^ `,` $routed_weights `)`)?
     (`groups` $num_groups^ `top` $group_topk `by` $group_score)?
     (`masked` `=` $masked_score^)?
-    (`capacity` $capacity^)? attr-dict `:` type($logits) (`,` type($bias)^)? `->` type($ids) `,` type($weights)
+    (`capacity` $capacity^)? attr-dict `:` type($logits) (`,` type($bias)^)?
+    (`,` type($routed_ids)^ `,` type($routed_weights))? `->` type($ids) `,` type($weights)
   }];
   let hasVerifier = 1;
 }
@@ -859,7 +876,8 @@ def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments]> {
       are i32), and it and the experts' output rows (`[..., M]`) hold at
       most 2^40 bytes each; computed without overflow;
     * with `expert_choice`, no `drop_policy` is given;
-    * `selection_bias` is the router's `bias`;
+    * `selection_bias` is the router's `bias`, `routed_ids` and
+      `routed_weights` its;
   }], MoE_RoutingConstraints);
 
   let arguments = !con((ins
@@ -868,6 +886,8 @@ def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments]> {
       Optional<MoE_ExpertWeight>:$fc3_weight, Optional<MoE_FloatMatrix>:$fc3_bias,
       MoE_ExpertWeight:$fc2_weight, Optional<MoE_FloatMatrix>:$fc2_bias,
       Optional<MoE_FloatVector>:$selection_bias,
+      Optional<MoE_IndexMatrix>:$routed_ids,
+      Optional<MoE_FloatMatrix>:$routed_weights,
       Optional<MoE_FloatMatrix>:$shared_fc1, Optional<MoE_FloatMatrix>:$shared_fc3,
       Optional<MoE_FloatMatrix>:$shared_fc2, Optional<MoE_FloatMatrix>:$shared_gate,
       I64Attr:$k, MoE_ActivationAttr:$activation,
@@ -878,6 +898,7 @@ def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments]> {
   let assemblyFormat = [{
     $scoring $selection `k` $k $input `,` $logits
     (`bias` `(` $selection_bias^ `)`)?
+    (`routed` `(` $routed_ids^ `,` $routed_weights `)`)?
     (`groups` $num_groups^ `top` $group_topk `by` $group_score)?
     (`masked` `=` $masked_score^)?
     (`capacity` $capacity^)? (`drop` $drop_policy^)?

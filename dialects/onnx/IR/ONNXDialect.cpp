@@ -45,5 +45,16 @@ LogicalResult mlir::moe::onnx::verifyArity(Operation *op, int minInputs,
   return success();
 }
 
+LogicalResult mlir::moe::onnx::verifyReshape(Operation *op) {
+  auto data = dyn_cast<RankedTensorType>(op->getOperand(0).getType());
+  auto result = cast<RankedTensorType>(op->getResult(0).getType());
+  if (data && data.hasStaticShape() && result.hasStaticShape() &&
+      data.getNumElements() != result.getNumElements())
+    return op->emitOpError()
+           << "reshapes " << data.getNumElements() << " elements (" << data
+           << ") into " << result.getNumElements() << " (" << result << ")";
+  return success();
+}
+
 #define GET_OP_CLASSES
 #include "dialects/onnx/IR/ONNXOps.cpp.inc"

@@ -17,6 +17,8 @@ namespace mlir::moe::onnx {
 /// of -1 is unbounded).
 LogicalResult verifyArity(Operation *op, int minInputs, int maxInputs,
                           int minOutputs, int maxOutputs);
+/// A Reshape whose data and result are static has one element count.
+LogicalResult verifyReshape(Operation *op);
 } // namespace mlir::moe::onnx
 
 namespace mlir::moe::onnx::OpTrait {

@@ -43,7 +43,8 @@ def ONNX_Dialect : Dialect {
 /// dimensions of each give an element count and byte size that fit int64
 /// and at most 2^40 bytes.
 class ONNX_Op<string opType, int minInputs, int maxInputs, int minOutputs = 1,
-              int maxOutputs = 1, list<Trait> traits = []>
+              int maxOutputs = 1, list<Trait> traits = [],
+              code extraVerification = "">
     : Op<ONNX_Dialect, opType, !listconcat([Pure, BoundedBuffers], traits)> {
   let summary = "ONNX " # opType;
   let description = "The ONNX operator `" # opType # "` (ONNX semantics); "
@@ -61,8 +62,11 @@ class ONNX_Op<string opType, int minInputs, int maxInputs, int minOutputs = 1,
   }];
   let extraClassDefinition = [{
     ::llvm::LogicalResult $cppClass::verify() {
-      return ::mlir::moe::onnx::verifyArity(*this, kMinInputs, kMaxInputs,
-                                            kMinOutputs, kMaxOutputs);
+      if (::mlir::failed(::mlir::moe::onnx::verifyArity(
+              *this, kMinInputs, kMaxInputs, kMinOutputs, kMaxOutputs)))
+        return ::mlir::failure();
+      }] # extraVerification # [{
+      return ::mlir::success();
     }
   }];
 }
@@ -185,7 +189,11 @@ def ONNX_WhereOp : ONNX_ElementwiseOp<"Where", 3, 3>;
 
 // Types and shapes.
 def ONNX_CastOp : ONNX_ElementwiseOp<"Cast", 1, 1>;
-def ONNX_ReshapeOp : ONNX_Op<"Reshape", 2, 2>;
+// A Reshape keeps the element count: checked where both shapes are static.
+def ONNX_ReshapeOp : ONNX_Op<"Reshape", 2, 2, 1, 1, [], [{
+      if (::mlir::failed(::mlir::moe::onnx::verifyReshape(*this)))
+        return ::mlir::failure();
+    }]>;
 def ONNX_TransposeOp : ONNX_Op<"Transpose", 1, 1>;
 def ONNX_SqueezeOp : ONNX_Op<"Squeeze", 1, 2>;
 def ONNX_UnsqueezeOp : ONNX_Op<"Unsqueeze", 2, 2>;

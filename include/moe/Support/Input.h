@@ -39,6 +39,16 @@ constexpr unsigned kMaxJsonDepth = 64;
 llvm::Expected<llvm::json::Value> parseJson(llvm::StringRef text,
                                             unsigned maxDepth = kMaxJsonDepth);
 
+/// The deepest bracket nesting ('{', '(', '[') accepted in MLIR text: far
+/// beyond any program the tools write or read, far below what overflows the
+/// stack of MLIR's recursive parser (regions inside ops inside regions).
+constexpr unsigned kMaxMlirDepth = 256;
+
+/// Refuses MLIR text whose brackets nest deeper than `maxDepth` (outside
+/// string literals and comments), naming the line. Run before parsing.
+llvm::Error checkMlirNesting(llvm::StringRef text,
+                             unsigned maxDepth = kMaxMlirDepth);
+
 /// "xxh3:<16 hex digits>": how bundles name the contents of their files, and
 /// how ranks compare what they read.
 std::string contentDigest(llvm::ArrayRef<uint8_t> bytes);

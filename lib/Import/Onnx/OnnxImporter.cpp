@@ -279,8 +279,8 @@ static LogicalResult applyInputShapes(GraphProto &graph,
 }
 
 /// Checks that the static dims of every graph input (as declared, or as
-/// --input-shape gave them) count at most the elements one buffer may hold,
-/// before shape inference multiplies them.
+/// --input-shape gave them) are positive and count at most the elements one
+/// buffer may hold, before shape inference multiplies them.
 static LogicalResult checkInputSizes(const GraphProto &graph,
                                      Location fileLoc) {
   for (const ::ONNX_NAMESPACE::ValueInfoProto *input : getArgumentInputs(graph)) {
@@ -289,6 +289,13 @@ static LogicalResult checkInputSizes(const GraphProto &graph,
       continue;
     int64_t count = 1;
     bool tooLarge = false;
+    for (auto [i, dim] :
+         llvm::enumerate(input->type().tensor_type().shape().dim()))
+      if (dim.has_dim_value() && dim.dim_value() <= 0)
+        return emitError(fileLoc)
+               << "input '" << input->name() << "' declares dim " << i
+               << " as " << dim.dim_value()
+               << ": empty or negative dimensions are not supported";
     for (const auto &dim : input->type().tensor_type().shape().dim())
       if (dim.has_dim_value())
         tooLarge = tooLarge ||

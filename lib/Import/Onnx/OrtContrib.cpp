@@ -761,7 +761,8 @@ LogicalResult Expander::expandRotaryEmbedding() {
 // MultiHeadAttention
 //===----------------------------------------------------------------------===//
 
-/// multihead_attention.cc for query, key and value [B, S, D] (not packed):
+/// multihead_attention.cc for query [B, S, D], key and value [B, T, D] or
+/// [B, N, T, H] (BNSH; not packed):
 /// softmax(scale * Q K^T + attention_bias + mask) V per head, with the
 /// optional packed bias [D + D + Dv], past_key/past_value [B, N, P, H]
 /// prepended to K/V (and returned as present_key/value), and a causal mask of
@@ -782,11 +783,30 @@ LogicalResult Expander::expandMultiHeadAttention() {
     if (!output(i).empty())
       return fail() << "output " << i << " ('" << output(i)
                     << "') is not supported";
-  int64_t rank;
+  // Key and value [B, T, D], or already split into heads [B, N, T, H]
+  // (BNSH: what the fusion writes when the keys come out of a cache or a
+  // grouped-query repeat).
+  int64_t rank, keyRank, valueRank;
   if (failed(requireRank(input(0), "query", {3}, rank)) ||
-      failed(requireRank(input(1), "key", {3}, rank)) ||
-      failed(requireRank(input(2), "value", {3}, rank)))
+      failed(requireRank(input(1), "key", {3, 4}, keyRank)) ||
+      failed(requireRank(input(2), "value", {3, 4}, valueRank)))
     return failure();
+  if (keyRank != valueRank)
+    return fail() << "key of rank " << keyRank << " with value of rank "
+                  << valueRank << " is not supported";
+  bool keysInHeads = keyRank == 4;
+  if (keysInHeads && !input(3).empty())
+    return fail() << "a bias with key and value in heads (BNSH) is not "
+                     "supported";
+  if (keysInHeads && !input(6).empty())
+    return fail() << "past_key with key and value in heads (BNSH) is not "
+                     "supported";
+  // ONNX Runtime's causal mask over keys in heads follows neither form of
+  // the one above (checked against its CPU kernel); the exporter masks
+  // through the bias instead.
+  if (keysInHeads && intAttr("unidirectional", 0) != 0)
+    return fail() << "unidirectional with key and value in heads (BNSH) is "
+                     "not supported";
   int32_t type = elemTypeOf(input(0));
   std::string q = input(0), k = input(1), v = input(2);
 
@@ -805,7 +825,9 @@ LogicalResult Expander::expandMultiHeadAttention() {
     return transpose(op("Reshape", {value, constInts({0, 0, numHeads, -1})}),
                      {0, 2, 1, 3});
   };
-  std::string qh = toHeads(q), kh = toHeads(k), vh = toHeads(v);
+  std::string qh = toHeads(q);
+  std::string kh = keysInHeads ? k : toHeads(k);
+  std::string vh = keysInHeads ? v : toHeads(v);
   if (!input(6).empty()) {
     auto axis2 = [](NodeProto &n) { setInt(n, "axis", 2); };
     kh = op("Concat", {input(6), kh}, axis2);

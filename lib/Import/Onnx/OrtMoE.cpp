@@ -395,7 +395,8 @@ LogicalResult MoEImporter::import() {
   Value output = LayerOp::create(
       b, loc, input.getType(), input, inputs[kRouter], fc1, inputs[kFc1Bias],
       fc3, inputs[kFc3Bias], fc2, inputs[kFc2Bias],
-      /*selection_bias=*/Value(), /*shared_fc1=*/Value(),
+      /*selection_bias=*/Value(), /*routed_ids=*/Value(),
+      /*routed_weights=*/Value(), /*shared_fc1=*/Value(),
       /*shared_fc3=*/Value(), /*shared_fc2=*/Value(),
       /*shared_gate=*/Value(), b.getI64IntegerAttr(attrs.k), *activation,
       /*capacity=*/IntegerAttr(), /*drop_policy=*/DropPolicyAttr(),

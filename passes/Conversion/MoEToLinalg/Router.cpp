@@ -545,6 +545,53 @@ static Value scaleWeights(OpBuilder &b, Location loc, Value weights,
 }
 
 //===----------------------------------------------------------------------===//
+// Given routing
+//===----------------------------------------------------------------------===//
+
+/// The program's own ids and weights: ids as i32, an id outside `[0, E)`
+/// as -1 (no expert: the pair is dropped, and counted) with weight 0.
+static Selection selectGiven(OpBuilder &b, Location loc, Value ids,
+                             Value weights, int64_t numExperts,
+                             FloatType weightType) {
+  RankedTensorType idsType = tensorType(ids);
+  Type i32 = b.getI32Type();
+  auto inRange = [&](OpBuilder &nb, Location nloc, Value id) {
+    Type type = id.getType();
+    auto constant = [&](int64_t v) {
+      return arith::ConstantOp::create(nb, nloc, nb.getIntegerAttr(type, v));
+    };
+    Value low = arith::CmpIOp::create(nb, nloc, arith::CmpIPredicate::sge, id,
+                                      constant(0));
+    Value high = arith::CmpIOp::create(nb, nloc, arith::CmpIPredicate::slt, id,
+                                       constant(numExperts));
+    return arith::AndIOp::create(nb, nloc, low, high).getResult();
+  };
+  Selection selection;
+  selection.ids = mapElements(
+      b, loc, idsType.clone(i32), ids, {},
+      [&](OpBuilder &nb, Location nloc, ValueRange x) -> Value {
+        Value id = x[0];
+        if (id.getType() != i32)
+          id = arith::TruncIOp::create(nb, nloc, i32, id);
+        Value none = arith::ConstantOp::create(nb, nloc, nb.getI32IntegerAttr(-1));
+        return arith::SelectOp::create(nb, nloc, inRange(nb, nloc, x[0]), id,
+                                       none);
+      });
+  selection.weights = mapElements(
+      b, loc, idsType.clone(weightType), ValueRange{weights, ids}, {},
+      [&](OpBuilder &nb, Location nloc, ValueRange x) -> Value {
+        Value w = x[0];
+        if (w.getType() != weightType)
+          w = arith::ExtFOp::create(nb, nloc, weightType, w);
+        Value zero = arith::ConstantOp::create(nb, nloc,
+                                               nb.getFloatAttr(weightType, 0.0));
+        return arith::SelectOp::create(nb, nloc, inRange(nb, nloc, x[1]), w,
+                                       zero);
+      });
+  return selection;
+}
+
+//===----------------------------------------------------------------------===//
 // The pattern
 //===----------------------------------------------------------------------===//
 
@@ -611,6 +658,12 @@ struct RouterOpLowering final : OpConversionPattern<RouterOp> {
     case SelectionMethod::SparseMixer:
       selection = selectSparseMixer(rewriter, loc, logits,
                                     op.getJitterEps().convertToDouble());
+      break;
+    case SelectionMethod::Given:
+      selection = selectGiven(
+          rewriter, loc, adaptor.getRoutedIds(), adaptor.getRoutedWeights(),
+          tensorType(logits).getDimSize(1),
+          widen ? rewriter.getF32Type() : narrow);
       break;
     }
 

@@ -10,7 +10,7 @@ func.func @scoring(%l: tensor<4x4xf32>) {
 
 // -----
 
-// CHECK: error: custom op 'moe.router' expected string or keyword containing one of the following enum values for attribute 'selection' [topk, grouped_topk, sinkhorn, expert_choice, sparse_mixer]
+// CHECK: error: custom op 'moe.router' expected string or keyword containing one of the following enum values for attribute 'selection' [topk, grouped_topk, sinkhorn, expert_choice, sparse_mixer, given]
 func.func @selection(%l: tensor<4x4xf32>) {
   %ids, %w = moe.router softmax top_k %l : tensor<4x4xf32> -> tensor<4x2xi32>, tensor<4x2xf32>
   return
@@ -72,9 +72,9 @@ func.func @unknown_attribute() attributes {a = #moe.gate<1>} {
 // -----
 
 // An out-of-range enum value in the generic form.
-// CHECK: error: invalid properties {scoring = 7 : i32, selection = 0 : i32} for op moe.router: Invalid attribute `scoring` in property conversion: 7 : i32
+// CHECK: error: invalid properties {operandSegmentSizes = array<i32: 1, 0, 0, 0>, scoring = 7 : i32, selection = 0 : i32} for op moe.router: Invalid attribute `scoring` in property conversion: 7 : i32
 func.func @generic_enum_value(%l: tensor<4x4xf32>) {
-  %ids, %w = "moe.router"(%l) <{scoring = 7 : i32, selection = 0 : i32}>
+  %ids, %w = "moe.router"(%l) <{scoring = 7 : i32, selection = 0 : i32, operandSegmentSizes = array<i32: 1, 0, 0, 0>}>
       : (tensor<4x4xf32>) -> (tensor<4x2xi32>, tensor<4x2xf32>)
   return
 }

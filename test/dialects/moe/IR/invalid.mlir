@@ -70,7 +70,7 @@ func.func @bias_not_topk(%l: tensor<4x4xf32>, %b: tensor<4xf32>) {
 // The custom syntax gives all three group attributes or none.
 func.func @grouped_missing_attrs(%l: tensor<4x8xf32>) {
   // expected-error @+1 {{'moe.router' op grouped_topk needs num_groups, group_topk and group_score}}
-  %ids, %w = "moe.router"(%l) <{scoring = 0 : i32, selection = 1 : i32, num_groups = 2 : i64, group_topk = 1 : i64}>
+  %ids, %w = "moe.router"(%l) <{scoring = 0 : i32, selection = 1 : i32, num_groups = 2 : i64, group_topk = 1 : i64, operandSegmentSizes = array<i32: 1, 0, 0, 0>}>
       : (tensor<4x8xf32>) -> (tensor<4x2xi32>, tensor<4x2xf32>)
   return
 }

@@ -18,6 +18,6 @@
 // UNKNOWN: switch.onnx:0:0: error: --input-shape: the model has no input 'foo' (its inputs: hidden_states)
 // RANK: switch.onnx:0:0: error: --input-shape: input 'hidden_states' has rank 2, but the shape given has rank 1
 // SYNTAX: error: --input-shape expects NAME=D0xD1x..., got 'hidden_states'
-// DIM: error: --input-shape 'hidden_states=16x-1': '-1' is not a non-negative dimension
+// DIM: error: --input-shape 'hidden_states=16x-1': '-1' is not a positive dimension
 // TWICE: error: --input-shape gives 'hidden_states' twice
 // MISMATCH: switch.onnx:0:0: error: --input-shape: input 'hidden_states' declares dim 1 as 16, but the shape given has 8 (only dynamic dims can be set)

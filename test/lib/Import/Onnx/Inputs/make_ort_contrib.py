@@ -104,3 +104,9 @@ make("mha_past",
      {"q": f32(2, 4, 16), "k": f32(2, 4, 16), "v": f32(2, 4, 16),
       "past_k": f32(2, 2, 3, 8), "past_v": f32(2, 2, 3, 8)},
      ["y", "present_k", "present_v"], {"bias": f32(48)})
+# Key and value already in heads [B, N, T, H] (BNSH), the mask in the bias.
+make("mha_bnsh",
+     [helper.make_node("MultiHeadAttention", ["q", "k", "v", "", "", "attn_bias"], ["y"],
+                       domain=MS, num_heads=2)],
+     {"q": f32(2, 4, 16), "k": f32(2, 2, 5, 8), "v": f32(2, 2, 5, 8),
+      "attn_bias": f32(2, 1, 4, 5)}, ["y"])
