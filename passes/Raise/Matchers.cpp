@@ -637,6 +637,62 @@ static Value findRouterLogits(Value scores) {
   return {};
 }
 
+namespace {
+/// The [T, k] values that leave the routing ops after `topk`: every onnx op
+/// of [T, k] and [T, 1] results that reads only their results and what the
+/// top-k could read (values defined before it: the scores, constants).
+/// What such ops compute and others read is what a block takes from its
+/// router: the weights (floats) and the ids (integers).
+struct RoutingExits {
+  SmallVector<Value> floats, ints;
+};
+} // namespace
+
+static RoutingExits routingExits(onnx::TopKOp topk, int64_t T, int64_t k) {
+  auto beforeTopK = [&](Value value) {
+    Operation *def = value.getDefiningOp();
+    return def ? def->getBlock() == topk->getBlock() &&
+                     def->isBeforeInBlock(topk)
+               : cast<BlockArgument>(value).getOwner() == topk->getBlock();
+  };
+  auto routingShaped = [&](Value value) {
+    auto t = dyn_cast<RankedTensorType>(value.getType());
+    return t && t.getRank() == 2 && t.getDimSize(0) == T &&
+           (t.getDimSize(1) == k || t.getDimSize(1) == 1);
+  };
+  DenseSet<Value> routing{topk.getOutputs()[0], topk.getOutputs()[1]};
+  SmallVector<Value> worklist(routing.begin(), routing.end());
+  while (!worklist.empty()) {
+    Value value = worklist.pop_back_val();
+    for (Operation *user : value.getUsers()) {
+      if (!isa<onnx::ONNXDialect>(user->getDialect()) ||
+          !llvm::all_of(user->getResults(), routingShaped) ||
+          !llvm::all_of(user->getOperands(), [&](Value operand) {
+            return routing.contains(operand) || beforeTopK(operand);
+          }))
+        continue;
+      for (Value result : user->getResults())
+        if (routing.insert(result).second)
+          worklist.push_back(result);
+    }
+  }
+  RoutingExits exits;
+  for (Value value : routing) {
+    auto t = cast<RankedTensorType>(value.getType());
+    if (t.getDimSize(1) != k ||
+        llvm::all_of(value.getUsers(), [&](Operation *user) {
+          return llvm::any_of(user->getResults(), [&](Value result) {
+            return routing.contains(result);
+          });
+        }))
+      continue;
+    (isa<FloatType>(t.getElementType()) ? exits.floats : exits.ints)
+        .push_back(value);
+  }
+  return exits;
+}
+
+
 FailureOr<RouterMatch> matchGivenRouter(onnx::TopKOp topk,
                                         PatternRewriter &rewriter) {
   if (!validationRequested(topk))
@@ -667,44 +723,10 @@ FailureOr<RouterMatch> matchGivenRouter(onnx::TopKOp topk,
   match.scoring = ScoringFunction::Softmax; // read by no given routing
   match.given = true;
 
-  // The routing ops after the top-k: every onnx op that only reads their
-  // [T, k] and [T, 1] results (and constants). Its [T, k] values that are
-  // read outside are what the block takes: one float (the weights), and
-  // the ids, the top-k's indices unless one integer value replaces them.
-  auto routingShaped = [&](Value value) {
-    auto t = dyn_cast<RankedTensorType>(value.getType());
-    return t && t.getRank() == 2 && t.getDimSize(0) == T &&
-           (t.getDimSize(1) == *k || t.getDimSize(1) == 1);
-  };
-  DenseSet<Value> routing{topk.getOutputs()[0], topk.getOutputs()[1]};
-  SmallVector<Value> worklist(routing.begin(), routing.end());
-  while (!worklist.empty()) {
-    Value value = worklist.pop_back_val();
-    for (Operation *user : value.getUsers()) {
-      if (!isa<onnx::ONNXDialect>(user->getDialect()) ||
-          !llvm::all_of(user->getResults(), routingShaped) ||
-          !llvm::all_of(user->getOperands(), [&](Value operand) {
-            return routing.contains(operand) || constantOp(operand) ||
-                   isa<NoneType>(operand.getType());
-          }))
-        continue;
-      for (Value result : user->getResults())
-        if (routing.insert(result).second)
-          worklist.push_back(result);
-    }
-  }
-  SmallVector<Value> floats, ints;
-  for (Value value : routing) {
-    auto t = cast<RankedTensorType>(value.getType());
-    if (t.getDimSize(1) != *k ||
-        llvm::all_of(value.getUsers(), [&](Operation *user) {
-          return llvm::any_of(user->getResults(), [&](Value result) {
-            return routing.contains(result);
-          });
-        }))
-      continue;
-    (isa<FloatType>(t.getElementType()) ? floats : ints).push_back(value);
-  }
+  // One float leaves the routing ops (the weights), and the ids: the
+  // top-k's indices unless one integer value replaces them.
+  RoutingExits exits = routingExits(topk, T, *k);
+  SmallVector<Value> &floats = exits.floats, &ints = exits.ints;
   if (floats.size() != 1)
     return rewriter.notifyMatchFailure(
         topk, "not one [T, k] float value leaves the routing ops (" +
@@ -722,15 +744,22 @@ FailureOr<RouterMatch> matchRouter(onnx::TopKOp topk,
                                    PatternRewriter &rewriter) {
   if (wasRefused(topk))
     return rewriter.notifyMatchFailure(topk, "refused by the check before");
-  FailureOr<RouterMatch> router = matchSoftmaxTopK(topk, rewriter);
-  if (succeeded(router))
-    return router;
-  router = matchTopKSoftmax(topk, rewriter);
-  if (succeeded(router))
-    return router;
-  router = matchSigmoidTopK(topk, rewriter);
-  if (succeeded(router))
-    return router;
+  // A named form must describe the routing up to the weights the block
+  // reads: one that stops short (a floor on the normalisation it does not
+  // know) leaves the rest to `given`.
+  auto describesAll = [&](const RouterMatch &match) {
+    auto ids = cast<RankedTensorType>(match.indices.getType());
+    RoutingExits exits = routingExits(topk, ids.getDimSize(0), match.k);
+    return exits.floats.size() != 1 ||
+           skipNoOps(exits.floats.front()) == skipNoOps(match.weights);
+  };
+  for (auto named : {matchSoftmaxTopK, matchTopKSoftmax, matchSigmoidTopK}) {
+    FailureOr<RouterMatch> router = named(topk, rewriter);
+    if (succeeded(router) && describesAll(*router))
+      return router;
+    if (succeeded(router))
+      break;
+  }
   return matchGivenRouter(topk, rewriter);
 }
 
