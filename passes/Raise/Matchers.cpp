@@ -607,8 +607,8 @@ FailureOr<RouterMatch> matchSparseMixer(Value ids, Operation *anchor,
   return match;
 }
 
-/// The nearest `x @ W` [T, E] that `scores` are computed from, through at
-/// most `kMaxRouterOps` onnx ops of [T, E] float operands.
+/// The nearest `x @ W` [T, *] that `scores` are computed from, through at
+/// most `kMaxRouterOps` onnx ops of [T, *] float operands.
 static Value findRouterLogits(Value scores) {
   constexpr unsigned kMaxRouterOps = 16;
   auto type = cast<RankedTensorType>(scores.getType());
@@ -624,9 +624,11 @@ static Value findRouterLogits(Value scores) {
       Operation *op = value.getDefiningOp();
       if (!op || !isa<onnx::ONNXDialect>(op->getDialect()))
         continue;
+      // Through [T, *] scores (a router may slice off a column).
       for (Value operand : op->getOperands()) {
         auto operandType = dyn_cast<RankedTensorType>(operand.getType());
-        if (operandType && operandType.getShape() == type.getShape() &&
+        if (operandType && operandType.getRank() == 2 &&
+            operandType.getDimSize(0) == type.getDimSize(0) &&
             isa<FloatType>(operandType.getElementType()) &&
             !constantOp(operand))
           next.push_back(operand);
@@ -638,9 +640,10 @@ static Value findRouterLogits(Value scores) {
 }
 
 namespace {
-/// The [T, k] values that leave the routing ops after `topk`: every onnx op
-/// of [T, k] and [T, 1] results that reads only their results and what the
-/// top-k could read (values defined before it: the scores, constants).
+/// The [T, k] values that leave the routing ops after `topk`: every onnx
+/// op of [T, k] and [T, 1..E+1] results that reads only their results and
+/// what the top-k could read (values not computed from its results: the
+/// scores, the logits, constants).
 /// What such ops compute and others read is what a block takes from its
 /// router: the weights (floats) and the ids (integers).
 struct RoutingExits {
@@ -649,16 +652,21 @@ struct RoutingExits {
 } // namespace
 
 static RoutingExits routingExits(onnx::TopKOp topk, int64_t T, int64_t k) {
-  auto beforeTopK = [&](Value value) {
-    Operation *def = value.getDefiningOp();
-    return def ? def->getBlock() == topk->getBlock() &&
-                     def->isBeforeInBlock(topk)
-               : cast<BlockArgument>(value).getOwner() == topk->getBlock();
+  // Widths up to one past the experts: a router may carry a column beside
+  // them (a null expert's score) and drop it again.
+  int64_t experts = cast<RankedTensorType>(topk.getInputs()[0].getType())
+                        .getShape()
+                        .back();
+  // What the top-k could read: values not computed from its results.
+  auto besideTopK = [&](Value value) {
+    return !dependsOn(value, topk.getOutputs()[0]) &&
+           !dependsOn(value, topk.getOutputs()[1]);
   };
   auto routingShaped = [&](Value value) {
     auto t = dyn_cast<RankedTensorType>(value.getType());
     return t && t.getRank() == 2 && t.getDimSize(0) == T &&
-           (t.getDimSize(1) == k || t.getDimSize(1) == 1);
+           (t.getDimSize(1) == k ||
+            (t.getDimSize(1) >= 1 && t.getDimSize(1) <= experts + 1));
   };
   DenseSet<Value> routing{topk.getOutputs()[0], topk.getOutputs()[1]};
   SmallVector<Value> worklist(routing.begin(), routing.end());
@@ -668,7 +676,7 @@ static RoutingExits routingExits(onnx::TopKOp topk, int64_t T, int64_t k) {
       if (!isa<onnx::ONNXDialect>(user->getDialect()) ||
           !llvm::all_of(user->getResults(), routingShaped) ||
           !llvm::all_of(user->getOperands(), [&](Value operand) {
-            return routing.contains(operand) || beforeTopK(operand);
+            return routing.contains(operand) || besideTopK(operand);
           }))
         continue;
       for (Value result : user->getResults())
@@ -786,6 +794,11 @@ void setRouting(LayerSpec &spec, const RouterMatch &router) {
   spec.k = router.k;
   spec.scoring = router.scoring;
   if (router.given) {
+    // The layer's logits are [T, E]: router logits with a column beside
+    // the experts' give way to the scores the top-k reads.
+    if (cast<RankedTensorType>(spec.logits.getType()).getDimSize(1) !=
+        router.numExperts)
+      spec.logits = onnx::TopKOp(router.topk).getInputs()[0];
     spec.selection = SelectionMethod::Given;
     spec.routedIds = router.indices;
     spec.routedWeights = router.weights;
