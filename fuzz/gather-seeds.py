@@ -10,7 +10,9 @@ the fuzzers) and from fuzz/seeds/TARGET, small hand-written ones:
   torchscript       test/corpus/**/*.pt, each with the --input-shape its
                     tests give it as a first line (see torchscript-import.cpp)
   mlir              test/**/*.mlir, split at "// -----"
-  npy               test/corpus/**/*.npy
+  npy, train-data   test/corpus/**/*.npy
+  load-trace        test/**/Inputs/*.json that are expert-load stats
+  checkpoint        only fuzz/seeds/checkpoint (the layout is checkpoint.cpp's)
   smp-config        test/**/Inputs/*.json that are SageMaker configs
   manifest          model.json of bundles that --moe-compile compiles from
                     corpus models (where that tool exists)
@@ -31,7 +33,7 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TARGETS = ["onnx", "onnx-proto", "torchscript", "mlir", "npy", "smp-config",
-           "manifest"]
+           "manifest", "train-data", "load-trace", "checkpoint"]
 
 
 def corpus(pattern):
@@ -73,9 +75,14 @@ def seeds(target, moe_compile):
                         if l.strip() and not l.lstrip().startswith(b"//")]
                 if code:
                     yield "%s.%d.mlir" % (os.path.basename(path), i), chunk
-    elif target == "npy":
+    elif target in ("npy", "train-data"):
         for path in corpus("corpus/**/*.npy"):
             yield os.path.basename(path), open(path, "rb").read()
+    elif target == "load-trace":
+        for path in corpus("**/Inputs/*.json"):
+            data = open(path, "rb").read()
+            if b"moe_expert_load" in data:
+                yield os.path.basename(path), data
     elif target == "smp-config":
         for path in corpus("**/Inputs/*.json"):
             data = open(path, "rb").read()
@@ -98,7 +105,9 @@ def seeds(target, moe_compile):
                 else:
                     sys.stderr.write("gather-seeds: moe-compile %s failed: %s\n"
                                      % (model, result.stderr.decode()[-500:]))
-    for path in sorted(glob.glob(os.path.join(ROOT, "fuzz", "seeds", target, "*"))):
+    # train-data reads .npy files as the npy target does.
+    own = "npy" if target == "train-data" else target
+    for path in sorted(glob.glob(os.path.join(ROOT, "fuzz", "seeds", own, "*"))):
         yield "seed-" + os.path.basename(path), open(path, "rb").read()
 
 

@@ -4,12 +4,14 @@
 // dialects the tools register: parsed, verified, and printed back when it
 // verifies. The moe and onnx dialects' custom syntax, attributes and
 // verifiers are the code under test; MLIR's own parser (Debian's libMLIR)
-// is not instrumented.
+// is not instrumented. Text nested deeper than the tools accept is
+// refused first, as they refuse it.
 //
 //===----------------------------------------------------------------------===//
 
 #include "FuzzSupport.h"
 #include "moe/InitAll.h"
+#include "moe/Support/Input.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OperationSupport.h"
@@ -28,6 +30,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   // Parse and verify apart, as the tools do (--verify-diagnostics aside).
   ParserConfig config(context.get(), /*verifyAfterParse=*/false);
   std::string text(reinterpret_cast<const char *>(data), size);
+  // The tools refuse deeper nesting before parsing (the parser recurses).
+  if (llvm::Error error = moe::checkMlirNesting(text)) {
+    llvm::consumeError(std::move(error));
+    return 0;
+  }
   OwningOpRef<ModuleOp> module =
       parseSourceString<ModuleOp>(text, config, "fuzz.mlir");
   if (!module || failed(verify(*module)))

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <vector>
 #include <zip.h>
 
 using namespace moe_plan;
@@ -54,11 +55,25 @@ llvm::Error readMember(zip_t *archive, const std::string &path,
   ZipFile file(zip_fopen_index(archive, index, 0));
   if (!file)
     return traceError(where + ": " + zip_strerror(archive));
-  std::string contents(stat.size, '\0');
-  zip_int64_t got = zip_fread(file.get(), contents.data(), stat.size);
-  if (got < 0 || static_cast<zip_uint64_t>(got) != stat.size)
-    return traceError(where + ": cannot inflate: " +
-                      zip_file_strerror(file.get()));
+  // Grown as the data inflates, not sized by the header: a header may
+  // claim gigabytes that the member does not hold.
+  std::string contents;
+  std::vector<char> chunk(1 << 20);
+  for (;;) {
+    zip_int64_t got = zip_fread(file.get(), chunk.data(), chunk.size());
+    if (got < 0)
+      return traceError(where + ": cannot inflate: " +
+                        zip_file_strerror(file.get()));
+    if (got == 0)
+      break;
+    if (contents.size() + static_cast<zip_uint64_t>(got) > stat.size)
+      return traceError(where + ": inflates past the size its header gives");
+    contents.append(chunk.data(), static_cast<size_t>(got));
+  }
+  if (contents.size() != stat.size)
+    return traceError(llvm::formatv("{0}: inflates to {1} bytes, its header "
+                                    "gives {2}",
+                                    where, contents.size(), stat.size));
   std::string error = moert::readNpy(contents, where, array);
   return error.empty() ? llvm::Error::success() : traceError(error);
 }

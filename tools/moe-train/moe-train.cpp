@@ -23,6 +23,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Data.h"
 #include "Distributed.h"
 #include "ShardedCheckpoint.h"
 #include "Library.h"
@@ -261,14 +262,9 @@ struct Trainer {
   Manifest manifest;
   Entry entry = nullptr;
   std::vector<Param> params;
-  /// Per manifest input: the whole data set and the batch buffer.
-  std::vector<moert::Array> datasets;
-  std::vector<std::vector<char>> batches;
-  /// Per input: whether a step reads one whole sample (no batch dimension).
-  std::vector<bool> wholeSamples;
+  moe_train::TrainingData data;
   std::vector<moert::Buffer> outputs;
   int lossOutput = -1, auxOutput = -1;
-  int64_t samples = 0;
   /// The digest of model.json, which names the digests of the rest.
   std::string manifestDigest;
   train::OptimizerConfig config;
@@ -282,143 +278,6 @@ std::string inBundle(StringRef file) {
   SmallString<128> path(options().bundleDir);
   sys::path::append(path, file);
   return std::string(path);
-}
-
-/// Where a data set's element `index` lies: its sample and the element in
-/// the sample.
-std::string whereIs(const moert::Array &data, int64_t index) {
-  int64_t perSample = 1;
-  for (size_t d = 1; d < data.shape.size(); ++d)
-    perSample *= data.shape[d];
-  perSample = std::max<int64_t>(perSample, 1);
-  return formatv("sample {0}, element {1}", index / perSample,
-                 index % perSample);
-}
-
-/// Refuses data no training step may take: a float element that is NaN or
-/// infinite (it would make every weight NaN from that step on), and a
-/// label below 0 other than the ignore index -100 (the loss would read it
-/// as a class counted from the end, where PyTorch refuses it).
-Error checkData(const TensorSpec &spec, const moert::Array &data,
-                const std::string &file) {
-  int64_t n = moert::numElements(data.shape);
-  StringRef type = spec.type->name;
-  auto bits16 = [&](int64_t i) {
-    uint16_t v;
-    std::memcpy(&v, data.data.data() + 2 * i, 2);
-    return v;
-  };
-  for (int64_t i = 0; i < n; ++i) {
-    bool finite = true;
-    if (type == "f32") {
-      float v;
-      std::memcpy(&v, data.data.data() + 4 * i, 4);
-      finite = std::isfinite(v);
-    } else if (type == "f64") {
-      double v;
-      std::memcpy(&v, data.data.data() + 8 * i, 8);
-      finite = std::isfinite(v);
-    } else if (type == "f16") {
-      finite = (bits16(i) & 0x7c00) != 0x7c00;
-    } else if (type == "bf16") {
-      finite = (bits16(i) & 0x7f80) != 0x7f80;
-    }
-    if (!finite)
-      return failure(formatv("input '{0}' ({1}): {2} is not finite (NaN or "
-                             "infinite); training data must be finite",
-                             spec.name, file, whereIs(data, i)));
-  }
-  if (spec.name == "labels" && (type == "i64" || type == "i32"))
-    for (int64_t i = 0; i < n; ++i) {
-      int64_t label;
-      if (type == "i64") {
-        std::memcpy(&label, data.data.data() + 8 * i, 8);
-      } else {
-        int32_t v;
-        std::memcpy(&v, data.data.data() + 4 * i, 4);
-        label = v;
-      }
-      if (label < 0 && label != -100)
-        return failure(formatv("input 'labels' ({0}): {1} is {2}; a label is "
-                               "a class (0 or more) or the ignore index -100",
-                               file, whereIs(data, i), label));
-    }
-  return Error::success();
-}
-
-Error readDatasets(Trainer &t) {
-  const std::vector<TensorSpec> &specs = t.manifest.inputs;
-  t.datasets.resize(specs.size());
-  std::vector<std::string> files(specs.size());
-  if (Error error = moe_run::readNamedInputs(options().inputs, specs, "step",
-                                             t.datasets, files))
-    return error;
-  // transformers' causal LM: the labels are the input ids.
-  for (size_t i = 0; i < specs.size(); ++i)
-    if (files[i].empty() && specs[i].name == "labels")
-      for (size_t j = 0; j < specs.size(); ++j)
-        if (!files[j].empty() && specs[j].name == "input_ids" &&
-            specs[j].shape == specs[i].shape) {
-          moert::Array &labels = t.datasets[i];
-          labels.descr = t.datasets[j].descr;
-          labels.shape = t.datasets[j].shape;
-          labels.data = moert::Buffer(t.datasets[j].data.size());
-          std::memcpy(labels.data.data(), t.datasets[j].data.data(),
-                      labels.data.size());
-          files[i] = files[j];
-        }
-  for (size_t i = 0; i < specs.size(); ++i) {
-    if (files[i].empty())
-      return failure(formatv("missing input '{0}' (pass --input "
-                             "{0}=FILE.npy)",
-                             specs[i].name));
-    const std::vector<int64_t> &shape = t.datasets[i].shape;
-    // A step input without a batch dimension (a block's [T, H]) takes one
-    // sample of a data set [N, T, H] per step.
-    bool whole = shape.size() == specs[i].shape.size() + 1 &&
-                 std::equal(specs[i].shape.begin(), specs[i].shape.end(),
-                            shape.begin() + 1);
-    t.wholeSamples.push_back(whole);
-    int64_t micro = options().batchSize / options().microbatches;
-    if (whole && micro != 1)
-      return failure(formatv("input '{0}' takes one sample of {1} per call: "
-                             "--batch-size must be --microbatches ({2})",
-                             specs[i].name, moert::shapeString(shape),
-                             options().microbatches.getValue()));
-    std::vector<int64_t> sample(specs[i].shape.begin() + (whole ? 0 : 1),
-                                specs[i].shape.end());
-    if (!whole &&
-        (specs[i].shape.empty() || shape.size() != specs[i].shape.size() ||
-         !std::equal(sample.begin(), sample.end(), shape.begin() + 1) ||
-         shape[0] < 1))
-      return failure(formatv(
-          "input '{0}' has shape {1}; a data set of [N, {2}] samples is "
-          "expected (the step takes {3})",
-          specs[i].name, moert::shapeString(shape),
-          join(map_range(sample, [](int64_t d) { return std::to_string(d); }),
-               ", "),
-          moert::shapeString(specs[i].shape)));
-    if (!whole && specs[i].shape[0] != micro)
-      return failure(formatv("--batch-size {0} in {1} microbatch{2}: the "
-                             "step was compiled for batches of {3} (input "
-                             "'{4}')",
-                             options().batchSize,
-                             options().microbatches.getValue(),
-                             options().microbatches == 1 ? "" : "es",
-                             specs[i].shape[0], specs[i].name));
-    if (shape.empty() || shape[0] < 1)
-      return failure(formatv("input '{0}' ({1}) has no samples: every input "
-                             "needs at least one",
-                             specs[i].name, files[i]));
-    if (t.samples && shape[0] != t.samples)
-      return failure(formatv("input '{0}' has {1} samples, another input {2}",
-                             specs[i].name, shape[0], t.samples));
-    if (Error error = checkData(specs[i], t.datasets[i], files[i]))
-      return error;
-    t.samples = shape[0];
-    t.batches.emplace_back(specs[i].bytes());
-  }
-  return Error::success();
 }
 
 Error findParams(Trainer &t, const std::vector<char *> &symbols) {
@@ -641,12 +500,13 @@ void publish(Trainer &t) {
 void fillBatch(Trainer &t, int64_t step, int64_t micro) {
   int64_t perStep = options().batchSize;
   int64_t b = perStep / options().microbatches;
-  for (size_t i = 0; i < t.datasets.size(); ++i) {
-    int64_t sampleBytes = t.batches[i].size() / (t.wholeSamples[i] ? 1 : b);
+  for (size_t i = 0; i < t.data.datasets.size(); ++i) {
+    int64_t sampleBytes =
+        t.data.batches[i].size() / (t.data.wholeSamples[i] ? 1 : b);
     for (int64_t row = 0; row < b; ++row) {
-      int64_t sample = (step * perStep + micro * b + row) % t.samples;
-      std::memcpy(t.batches[i].data() + row * sampleBytes,
-                  t.datasets[i].data.data() + sample * sampleBytes,
+      int64_t sample = (step * perStep + micro * b + row) % t.data.samples;
+      std::memcpy(t.data.batches[i].data() + row * sampleBytes,
+                  t.data.datasets[i].data.data() + sample * sampleBytes,
                   sampleBytes);
     }
   }
@@ -819,7 +679,7 @@ Error run(Trainer &t) {
       *log << "step,loss,aux_loss,grad_norm,lr\n";
   }
   CallArguments args(t.manifest.target == "cuda");
-  for (std::vector<char> &batch : t.batches)
+  for (std::vector<char> &batch : t.data.batches)
     args.add(batch.data(), batch.size(), /*isOutput=*/false);
   for (moert::Buffer &out : t.outputs)
     args.add(out.data(), out.size(), /*isOutput=*/true);
@@ -1014,8 +874,12 @@ Error setUp(Trainer &t) {
     return error;
   if (Error error = configure(t))
     return error;
-  if (Error error = readDatasets(t))
-    return error;
+  Expected<moe_train::TrainingData> data = moe_train::readTrainingData(
+      options().inputs, t.manifest.inputs, options().batchSize,
+      options().microbatches);
+  if (!data)
+    return data.takeError();
+  t.data = std::move(*data);
   Expected<LoadedLibrary> library =
       loadLibrary(t.manifest, options().bundleDir);
   if (!library)
@@ -1064,7 +928,7 @@ std::vector<std::pair<std::string, std::string>> agreement(const Trainer &t) {
       o.replanEvery, o.placementAlgorithm);
   items.emplace_back("the training options",
                      mlir::moe::contentDigest(arrayRefFromStringRef(flags)));
-  for (auto [spec, data] : zip_equal(t.manifest.inputs, t.datasets))
+  for (auto [spec, data] : zip_equal(t.manifest.inputs, t.data.datasets))
     items.emplace_back("input '" + spec.name + "'",
                        mlir::moe::contentDigest(ArrayRef<uint8_t>(
                            reinterpret_cast<const uint8_t *>(data.data.data()),
