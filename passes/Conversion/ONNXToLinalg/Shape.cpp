@@ -123,6 +123,14 @@ struct SplitLowering : OpConversionPattern<onnx::SplitOp> {
     int64_t offset = 0;
     for (Value result : op->getResults()) {
       auto type = cast<RankedTensorType>(result.getType());
+      // An empty part (a split size of 0, as exporters write for an unused
+      // rotary section) reads nothing; a slice at the axis' end would be
+      // out of bounds.
+      if (type.getNumElements() == 0) {
+        parts.push_back(tensor::EmptyOp::create(rewriter, loc, type.getShape(),
+                                                type.getElementType()));
+        continue;
+      }
       SliceBox box(rewriter, type.getShape(), axis, offset);
       parts.push_back(tensor::ExtractSliceOp::create(
           rewriter, loc, type, data, box.offsets, box.sizes, box.strides));
@@ -149,6 +157,12 @@ struct SliceLowering : OpConversionPattern<onnx::SliceOp> {
                          "starts, ends, axes and steps must be constants");
     auto type = cast<RankedTensorType>(op->getResult(0).getType());
     Location loc = op.getLoc();
+    // An empty slice (its start at the dim's end) reads nothing.
+    if (type.getNumElements() == 0) {
+      rewriter.replaceOpWithNewOp<tensor::EmptyOp>(op, type.getShape(),
+                                                   type.getElementType());
+      return success();
+    }
     if (llvm::all_of(params->steps, [](int64_t step) { return step > 0; })) {
       rewriter.replaceOpWithNewOp<tensor::ExtractSliceOp>(
           op, type, data,
