@@ -612,7 +612,11 @@ def MoERaisePass : Pass<"moe-raise"> {
     Option<"validate", "validate", "bool", "false",
            "Check each raised block against the ops it replaces on sample "
            "tokens (translation validation); a block that differs is not "
-           "raised">
+           "raised">,
+    Option<"givenRouting", "given-routing", "bool", "false",
+           "Raise every router as `given` (its own ops, differentiated as "
+           "ops), not as a named form: the named forms' fused routing is "
+           "checked against it (needs validate)">
   ];
   // What the checks' reference lowering loads.
   let dependentDialects = ["::mlir::arith::ArithDialect",

@@ -228,7 +228,9 @@ LogicalResult mlir::moe::compileModel(MLIRContext &context,
 
   std::string raise = std::string("moe-raise{") +
                       (options.train ? "keep-weights=1 " : "") + "validate=" +
-                      (options.validateRaising ? "1" : "0") + "},canonicalize";
+                      (options.validateRaising ? "1" : "0") +
+                      (options.givenRouting ? " given-routing=1" : "") +
+                      "},canonicalize";
   if (failed(runPipeline(module, raise)))
     return failure();
   reportValidation(module);

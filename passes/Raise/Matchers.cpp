@@ -762,6 +762,8 @@ FailureOr<RouterMatch> matchRouter(onnx::TopKOp topk,
            skipNoOps(exits.floats.front()) == skipNoOps(match.weights);
   };
   for (auto named : {matchSoftmaxTopK, matchTopKSoftmax, matchSigmoidTopK}) {
+    if (givenRoutingRequested(topk))
+      break;
     FailureOr<RouterMatch> router = named(topk, rewriter);
     if (succeeded(router) && describesAll(*router))
       return router;

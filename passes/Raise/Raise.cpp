@@ -149,9 +149,12 @@ struct MoERaisePass : public impl::MoERaisePassBase<MoERaisePass> {
       root->setAttr(raise::kKeepWeightsAttrName, UnitAttr::get(&getContext()));
     if (validate)
       root->setAttr(raise::kValidateAttrName, UnitAttr::get(&getContext()));
+    if (givenRouting)
+      root->setAttr(raise::kGivenRoutingAttrName, UnitAttr::get(&getContext()));
     llvm::scope_exit restore([&] {
       root->removeAttr(raise::kKeepWeightsAttrName);
       root->removeAttr(raise::kValidateAttrName);
+      root->removeAttr(raise::kGivenRoutingAttrName);
     });
     (void)raise::takeValidationCounts();
     ExplainListener listener;

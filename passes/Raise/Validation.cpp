@@ -160,11 +160,20 @@ constexpr double kTolerance = 1e-4;
 
 } // namespace
 
-bool raise::validationRequested(Operation *op) {
+/// Whether `op` or an ancestor has the unit attribute `name`.
+static bool onAncestor(Operation *op, StringRef name) {
   for (; op; op = op->getParentOp())
-    if (op->hasAttr(raise::kValidateAttrName))
+    if (op->hasAttr(name))
       return true;
   return false;
+}
+
+bool raise::validationRequested(Operation *op) {
+  return onAncestor(op, kValidateAttrName);
+}
+
+bool raise::givenRoutingRequested(Operation *op) {
+  return onAncestor(op, kGivenRoutingAttrName);
 }
 
 void raise::markRefused(Operation *anchor) {

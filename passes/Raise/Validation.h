@@ -56,8 +56,14 @@ LogicalResult checkRaisedBlock(Value original, Value replacement,
                                PatternRewriter &rewriter,
                                bool requireCheck = false);
 
+/// Discardable unit attribute that moe-raise{given-routing} puts on the op
+/// it runs on while it runs: every router is then raised as `given`.
+inline constexpr StringLiteral kGivenRoutingAttrName = "moe.given_routing";
+
 /// Whether the pass asked for checks (kValidateAttrName on an ancestor).
 bool validationRequested(Operation *op);
+/// Whether the pass asked for given routing everywhere.
+bool givenRoutingRequested(Operation *op);
 
 /// A block refused at `anchor` (its results differed, or it had to be
 /// checked and could not be) is not matched again in the same run: the

@@ -92,6 +92,13 @@ static cl::opt<bool> gpuStreamOrder(
              "tell whether the order is at fault)"),
     cl::init(true), cl::cat(category));
 
+static cl::opt<bool> givenRouting(
+    "given-routing",
+    cl::desc("Raise every MoE router as its own ops (moe.router given), "
+             "not as a named form; checks the named forms' fused routing "
+             "and its gradient against the program's own"),
+    cl::init(false), cl::cat(category), cl::Hidden);
+
 static cl::opt<bool> validateRaising(
     "validate-raising",
     cl::desc("Check each raised MoE block against the ops it replaces on "
@@ -270,6 +277,7 @@ int main(int argc, char **argv) {
   options.streamOrder = gpuStreamOrder;
   options.sequenceParallel = sequenceParallel;
   options.validateRaising = validateRaising;
+  options.givenRouting = givenRouting;
   if (causalBlockRows < 0) {
     emitError(UnknownLoc::get(&context))
         << "moe-compile: --causal-block-rows must be 0 or more, not "

@@ -58,6 +58,8 @@ struct CompileOptions {
   /// Checks each raised MoE block against the ops it replaces on sample
   /// tokens (moe-raise{validate}); a block that differs is not raised.
   bool validateRaising = true;
+  /// moe-raise{given-routing}: every router as the program's own ops.
+  bool givenRouting = false;
   /// Attention under a causal mask in blocks of this many query rows, each
   /// over the keys it may see (moe-causal-attention); 0: over every key.
   int64_t causalBlockRows = 128;

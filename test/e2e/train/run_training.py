@@ -59,13 +59,17 @@ def data_args(model):
 
 def plan_args(plan):
     """--ep 2 --dp 2 and the number of ranks for "ep=2,dp=2" (also
-    dp_shard=N, which divides dp, dispatcher=all-gather, token_shuffle=1),
+    dp_shard=N, which divides dp, dispatcher=all-gather, token_shuffle=1,
+    given_routing=1: every router raised as its own ops),
     and moe-train's flags (zero=1: --zero-stage 1)."""
     flags, ranks, train_flags = [], 1, []
     for item in filter(None, plan.split(",")):
         key, value = item.split("=")
         if key == "token_shuffle":
             flags.append("--token-shuffle")
+            continue
+        if key == "given_routing":
+            flags.append("--given-routing")
             continue
         if key == "zero":
             train_flags += ["--zero-stage", value]
