@@ -395,6 +395,32 @@ static FailureOr<SortedBlock> matchSortedBlock(onnx::TopKOp topk,
     if (Value index = gatheredIndex(user, block.x))
       if (isIndexFunction(index, perm, pairs, [&](int64_t p) { return p / k; }))
         rows = user->getResult(0);
+  // The experts may read other token rows than the router (a norm of
+  // their own): any [T, H] gathered at perm // k.
+  if (!rows) {
+    SmallVector<Value> frontier{perm};
+    for (unsigned depth = 0; depth < 4 && !rows; ++depth) {
+      SmallVector<Value> next;
+      for (Value value : frontier)
+        for (Operation *user : value.getUsers()) {
+          bool isGather = isa<onnx::GatherOp, onnx::GatherNDOp>(user);
+          Value data = isGather ? skipNoOps(user->getOperand(0)) : Value();
+          Value index = isGather ? gatheredIndex(user, data) : Value();
+          auto dataType =
+              data ? dyn_cast<RankedTensorType>(data.getType()) : nullptr;
+          if (index && dataType && dataType.getRank() == 2 &&
+              dataType.getDimSize(0) == xType.getDimSize(0) &&
+              isIndexFunction(index, perm, pairs,
+                              [&](int64_t p) { return p / k; })) {
+            block.x = data;
+            rows = user->getResult(0);
+            break;
+          }
+          llvm::append_range(next, user->getResults());
+        }
+      frontier = std::move(next);
+    }
+  }
   if (!rows)
     return rewriter.notifyMatchFailure(sort, "no rows x[perm // k]");
 

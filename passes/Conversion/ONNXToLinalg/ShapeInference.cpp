@@ -418,7 +418,11 @@ static LogicalResult inferRange(Operation *op, Shapes &shapes,
   std::optional<double> limit = getConstantScalar(op->getOperand(1));
   std::optional<double> delta = getConstantScalar(op->getOperand(2));
   if (!start || !limit || !delta || *delta == 0)
-    return fail(why, "start, limit and delta must be constants");
+    return fail(why, "start, limit and delta must be constants (a Range "
+                     "over data-dependent bounds, as an exported MoE block "
+                     "slices each expert's rows, compiles only inside a "
+                     "block that moe-raise raised; `moe-opt "
+                     "--moe-raise=explain=1` says why one was not)");
   shapes.push_back({std::max<int64_t>(
       0, static_cast<int64_t>(std::ceil((*limit - *start) / *delta)))});
   return success();
