@@ -192,13 +192,18 @@ class FirstOutput(torch.nn.Module):
 
 
 def build_model(fam):
-    config_class = getattr(transformers, fam["config"])
+    # "config_class" / "model_class" (optional): classes that the transformers namespace does not
+    # export; by default the config class is named by "config" and the model is the causal LM.
+    config_class = fam.get("config_class") or getattr(transformers, fam["config"])
     config = config_class(initializer_range=INIT_STD, **fam["kwargs"])
     if "fixup" in fam:
         fam["fixup"](config)
     torch.manual_seed(seed_of(fam["name"]))
     with quiet():
-        model = transformers.AutoModelForCausalLM.from_config(config, torch_dtype=torch.float32)
+        if fam.get("model_class") is None:
+            model = transformers.AutoModelForCausalLM.from_config(config, torch_dtype=torch.float32)
+        else:
+            model = fam["model_class"]._from_config(config, torch_dtype=torch.float32)
     model.eval()
     # Zero-initialised float tensors that the computation reads: make them nonzero.
     made_nonzero = []
@@ -378,8 +383,9 @@ def export_model(fam, model, ids, ids_ref, route, rec):
             rec.setdefault("notes", []).append("graph input %s has no reference" % name)
     with torch.no_grad():
         result = model(**kwargs, use_cache=True)
-    logits = result.logits.float().numpy()
-    refs = {"logits": logits}
+    # A causal LM returns logits; a text model without the head (model_class) its hidden states.
+    main = "logits" if getattr(result, "logits", None) is not None else "last_hidden_state"
+    refs = {main: getattr(result, main).float().numpy()}
     # The KV cache the graph returns as cache.layers.<i>.keys / .values.
     cache = getattr(result, "past_key_values", None)
     for name in graph_outputs:
@@ -475,7 +481,7 @@ def export_pt(fam, model, block, x, x_ref, route, rec):
 # ── Per family ─────────────────────────────────────────────────────────────────
 
 
-def make_family(fam):
+def make_family(fam, routes=None):
     name = fam["name"]
     recs = {}
     try:
@@ -517,7 +523,7 @@ def make_family(fam):
             for n, t in saved.items():
                 named_tensors(model)[n].copy_(t)
         info["block_nonzero_effect"] = float((y1 - y0).abs().max())
-    for route in ROUTES:
+    for route in routes or ROUTES:
         if route == "model.exporter_long" and name not in LONG_FAMILIES:
             continue
         rec = {"family": name, "route": route}
