@@ -13,7 +13,8 @@
 #   scripts/fuzz.sh [TARGET...] [--runs N] [--time SECONDS] [--workers N]
 #                   [--keep-going]
 #
-# TARGET: onnx onnx-proto torchscript mlir npy smp-config manifest.
+# TARGET: onnx onnx-proto torchscript mlir npy smp-config manifest train-data
+#         load-trace checkpoint.
 # The corpus of each target is kept between runs in
 # ~/.cache/moe-mlir/fuzz/<target>/corpus, its findings (crash-*, leak-*,
 # timeout-*, oom-*) in .../findings and its log in .../fuzz.log. The
@@ -25,7 +26,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${MOE_SANITIZE_BUILD_DIR:-${MOE_BUILD_DIR:-$root/build}-sanitize}
 cache=${MOE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/moe-mlir}/fuzz
-all=(onnx onnx-proto torchscript mlir npy smp-config manifest)
+all=(onnx onnx-proto torchscript mlir npy smp-config manifest train-data load-trace
+     checkpoint)
 
 runs=1000000
 time_limit=0
@@ -70,7 +72,8 @@ for tool in "$build/bin/moe-compile" "${MOE_BUILD_DIR:-$root/build}/bin/moe-comp
 done
 
 declare -A dict=([onnx]=onnx [onnx-proto]=onnx [torchscript]=onnx [mlir]=mlir
-                 [npy]=npy [smp-config]=json [manifest]=json)
+                 [npy]=npy [smp-config]=json [manifest]=json [train-data]=npy
+                 [load-trace]=json [checkpoint]=json)
 declare -A seeds=([onnx-proto]=onnx)
 summary=()
 for target in "${targets[@]}"; do
