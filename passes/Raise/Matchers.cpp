@@ -755,11 +755,25 @@ FailureOr<RouterMatch> matchRouter(onnx::TopKOp topk,
   // A named form must describe the routing up to the weights the block
   // reads: one that stops short (a floor on the normalisation it does not
   // know) leaves the rest to `given`.
+  // Casts between float types (the weights in the model's dtype) are the
+  // layer's own rounding, not routing.
+  auto skipFloatCasts = [](Value value) {
+    value = skipNoOps(value);
+    while (auto castOp = value.getDefiningOp<onnx::CastOp>()) {
+      Value from = castOp.getInputs()[0];
+      if (!isa<FloatType>(getElementTypeOrSelf(from)) ||
+          !isa<FloatType>(getElementTypeOrSelf(value)))
+        break;
+      value = skipNoOps(from);
+    }
+    return value;
+  };
   auto describesAll = [&](const RouterMatch &match) {
     auto ids = cast<RankedTensorType>(match.indices.getType());
     RoutingExits exits = routingExits(topk, ids.getDimSize(0), match.k);
     return exits.floats.size() != 1 ||
-           skipNoOps(exits.floats.front()) == skipNoOps(match.weights);
+           skipFloatCasts(exits.floats.front()) ==
+               skipFloatCasts(match.weights);
   };
   for (auto named : {matchSoftmaxTopK, matchTopKSoftmax, matchSigmoidTopK}) {
     if (givenRoutingRequested(topk))

@@ -35,9 +35,12 @@ int main(int argc, char **argv) {
   });
 
   auto input = moe::readInputFile(inputFile);
-  llvm::Error nesting = input ? moe::checkMlirNesting((*input)->getBuffer())
-                              : input.takeError();
-  if (nesting) {
+  if (!input) {
+    llvm::errs() << "moe-opt: error: " << llvm::toString(input.takeError())
+                 << "\n";
+    return 1;
+  }
+  if (llvm::Error nesting = moe::checkMlirNesting((*input)->getBuffer())) {
     llvm::errs() << "moe-opt: error: " << inputFile << ": "
                  << llvm::toString(std::move(nesting)) << "\n";
     return 1;
