@@ -100,6 +100,7 @@ struct RaiseDenseExperts : OpRewritePattern<onnx::TopKOp> {
     for (auto [i, term] : llvm::enumerate(terms))
       if (term.index != static_cast<int64_t>(i) ||
           term.ffn.activation != terms.front().ffn.activation ||
+          term.ffn.custom != terms.front().ffn.custom ||
           static_cast<bool>(term.ffn.fc3) !=
               static_cast<bool>(terms.front().ffn.fc3))
         return rewriter.notifyMatchFailure(topk, "experts do not match up");

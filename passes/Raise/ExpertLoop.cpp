@@ -283,7 +283,7 @@ static LogicalResult raiseExpertLoop(const RouterMatch &router, Operation *topk,
     return failure();
   const FFNMatch &first = match->experts.front().ffn;
   for (const LoopExpert &e : match->experts)
-    if (e.ffn.activation != first.activation ||
+    if (e.ffn.activation != first.activation || e.ffn.custom != first.custom ||
         static_cast<bool>(e.ffn.fc3) != static_cast<bool>(first.fc3) ||
         e.ffn.stackedFc1 != first.stackedFc1 ||
         e.ffn.stackedFc2 != first.stackedFc2 ||

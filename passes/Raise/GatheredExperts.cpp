@@ -25,6 +25,7 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Verifier.h"
 #include "passes/Raise/IndexArithmetic.h"
+#include "passes/Raise/ElementwiseActivation.h"
 #include "passes/Raise/Matchers.h"
 
 namespace mlir::moe::raise {
@@ -290,9 +291,12 @@ static FailureOr<GatheredBlock> matchGatheredBlock(const RouterMatch &router,
   std::optional<ActivationAttr> activation =
       matchFusedSwiGLU(block.down.rows, block.up.result);
   if (!activation)
+    activation = matchCustomActivation(block.down.rows, block.up.result,
+                                       block.down.matmul, rewriter);
+  if (!activation)
     return rewriter.notifyMatchFailure(
-        block.down.matmul,
-        "the down projection does not read a SwiGLU of the up projection");
+        block.down.matmul, "the down projection does not read a SwiGLU or "
+                           "elementwise activation of the up projection");
   block.activation = *activation;
 
   // Weighted by w.reshape(-1)[:, None]: one weight per pair, along rows.

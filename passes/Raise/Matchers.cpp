@@ -1,6 +1,7 @@
 //===- Matchers.cpp - recognising MoE pieces in onnx programs -------------===//
 
 #include "passes/Raise/Matchers.h"
+#include "passes/Raise/ElementwiseActivation.h"
 #include "passes/Raise/Validation.h"
 #include "dialects/onnx/IR/ONNXBuilders.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -909,17 +910,29 @@ FailureOr<FFNMatch> matchFFN(Value output, PatternRewriter &rewriter) {
   Value hidden = std::get<0>(*down);
 
   auto matchUp = [&](Value activated) -> bool {
+    auto take = [&](Value linear, ActivationKind kind,
+                    ActivationAttr custom) -> bool {
+      auto up = matchLinear(linear);
+      if (!up || std::get<2>(*up) != ffn.outIn)
+        return false;
+      ffn.activation = kind;
+      ffn.custom = custom;
+      ffn.input = std::get<0>(*up);
+      ffn.fc1 = std::get<1>(*up);
+      return true;
+    };
     std::optional<std::pair<ActivationKind, Value>> act =
         matchActivation(activated);
-    if (!act)
+    if (act && take(act->second, act->first, ActivationAttr()))
+      return true;
+    // No kind names it: elementwise ops on the up projection alone.
+    std::optional<ElementwiseChain> chain = matchElementwiseChain(activated);
+    if (!chain || !matchLinear(chain->source))
       return false;
-    auto up = matchLinear(act->second);
-    if (!up || std::get<2>(*up) != ffn.outIn)
-      return false;
-    ffn.activation = act->first;
-    ffn.input = std::get<0>(*up);
-    ffn.fc1 = std::get<1>(*up);
-    return true;
+    FailureOr<ActivationAttr> custom =
+        customActivation(*chain, output.getDefiningOp(), rewriter);
+    return succeeded(custom) &&
+           take(chain->source, ActivationKind::Custom, *custom);
   };
 
   // Gated: act(x W1) * (x W3).
@@ -1275,6 +1288,8 @@ LayerOp createLayer(PatternRewriter &rewriter, Location loc, Type type,
 }
 
 ActivationAttr activationOf(const FFNMatch &ffn, MLIRContext *context) {
+  if (ffn.custom)
+    return ffn.custom;
   if (ffn.fc3 && ffn.activation == ActivationKind::Silu)
     return ActivationAttr::get(context, ActivationKind::SwiGLU);
   return ActivationAttr::get(context, ffn.activation);

@@ -138,6 +138,7 @@ struct FFNMatch {
   arith::ConstantOp fc1, fc3, fc2;  // fc3 only for a gated FFN
   bool outIn = false;  // fc1, fc3, fc2 are [out, in] (Gemm with transB)
   ActivationKind activation;
+  ActivationAttr custom; // the activation when no kind names it
   // Experts stored as fused 3-D parameters `[E, out, in]` (transformers 5's
   // `gate_up_proj`, `down_proj`) and indexed by `expertIndex`.
   arith::ConstantOp stackedFc1, stackedFc3, stackedFc2;  // fc3: separate halves
@@ -149,7 +150,8 @@ struct FFNMatch {
 };
 
 /// Matches the FFN that produces `output`: `act(x W1) [* (x W3)] W2`, with
-/// act silu (Mul(z, Sigmoid(z))), relu or identity.
+/// act silu (Mul(z, Sigmoid(z))), relu, or any chain of elementwise ops
+/// (a custom activation, written into the module as its body).
 FailureOr<FFNMatch> matchFFN(Value output, PatternRewriter &rewriter);
 
 /// Matches the FFN of one expert of fused 3-D parameters:

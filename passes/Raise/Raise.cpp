@@ -2,6 +2,7 @@
 
 #include "passes/Passes.h"
 #include "llvm/ADT/ScopeExit.h"
+#include "passes/Raise/ElementwiseActivation.h"
 #include "passes/Raise/CapacityEinsum.h"
 #include "passes/Raise/DenseExperts.h"
 #include "passes/Raise/ExpertLoop.h"
@@ -151,7 +152,12 @@ struct MoERaisePass : public impl::MoERaisePassBase<MoERaisePass> {
       root->setAttr(raise::kValidateAttrName, UnitAttr::get(&getContext()));
     if (givenRouting)
       root->setAttr(raise::kGivenRoutingAttrName, UnitAttr::get(&getContext()));
+    // Custom activations add their bodies to the module: only a pass on the
+    // whole module may.
+    if (isa<ModuleOp>(root))
+      root->setAttr(raise::kRaiseModuleAttrName, UnitAttr::get(&getContext()));
     llvm::scope_exit restore([&] {
+      root->removeAttr(raise::kRaiseModuleAttrName);
       root->removeAttr(raise::kKeepWeightsAttrName);
       root->removeAttr(raise::kValidateAttrName);
       root->removeAttr(raise::kGivenRoutingAttrName);
@@ -167,9 +173,12 @@ struct MoERaisePass : public impl::MoERaisePassBase<MoERaisePass> {
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns),
                                      config)))
       return signalPassFailure();
-    // Only a whole module sees every use of its weights.
-    if (isa<ModuleOp>(root))
+    // Only a whole module sees every use of its weights, and every use of
+    // the activation bodies that blocks not raised after all left behind.
+    if (isa<ModuleOp>(root)) {
       releaseReplacedWeights(&getContext(), weightsBefore, resourceKeys(root));
+      eraseUnusedActivationBodies(root);
+    }
     if (reportIncompleteBlocks(getOperation()))
       return signalPassFailure();
     if (validate)

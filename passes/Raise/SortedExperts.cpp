@@ -27,6 +27,7 @@
 #include "mlir/IR/Verifier.h"
 #include "passes/ONNXFolding.h"
 #include "passes/Raise/IndexArithmetic.h"
+#include "passes/Raise/ElementwiseActivation.h"
 #include "passes/Raise/Matchers.h"
 
 namespace mlir::moe::raise {
@@ -508,8 +509,12 @@ static FailureOr<SortedBlock> matchSortedBlock(onnx::TopKOp topk,
   std::optional<ActivationAttr> activation =
       matchFusedSwiGLU(down->rows, up->result);
   if (!activation)
-    return rewriter.notifyMatchFailure(weighted,
-                                       "the activation is not a SwiGLU");
+    activation =
+        matchCustomActivation(down->rows, up->result, weighted, rewriter);
+  if (!activation)
+    return rewriter.notifyMatchFailure(
+        weighted, "the activation is not a SwiGLU or elementwise ops on the "
+                  "up projection");
   block.activation = *activation;
 
   // Unsorted by inverse(perm) = ScatterND(_, perm, arange), then summed

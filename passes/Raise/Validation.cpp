@@ -19,6 +19,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Raise/Validation.h"
+#include "dialects/moe/IR/MoEOps.h"
 
 #include "dialects/onnx/IR/ONNXDialect.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -129,8 +130,18 @@ OwningOpRef<ModuleOp> buildCheck(Value original, Value replacement,
                           b, loc, DenseElementsAttr::get(type,
                                                          ArrayRef(samples))));
   }
-  for (Operation *op : ops)
+  for (Operation *op : ops) {
     b.clone(*op, mapping);
+    // The body of a custom activation comes along.
+    for (NamedAttribute attr : op->getAttrs())
+      if (auto activation = dyn_cast<moe::ActivationAttr>(attr.getValue()))
+        if (func::FuncOp body = moe::lookupActivationBody(op, activation);
+            body && !module->lookupSymbol(body.getSymNameAttr())) {
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPointToEnd(module->getBody());
+          b.clone(*body);
+        }
+  }
   func::ReturnOp::create(b, loc,
                          ValueRange{mapping.lookup(original),
                                     mapping.lookup(replacement)});

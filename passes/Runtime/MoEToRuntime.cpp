@@ -458,8 +458,9 @@ struct ExpertsToRuntime final : OpRewritePattern<ExpertsOp> {
       h3 = head(h3);
     }
     int64_t width = op.getFc2Weight().getType().getDimSize(2);
-    Value activated = lowering::applyActivation(rewriter, loc, h1, h3,
-                                                op.getActivation(), width);
+    Value activated = lowering::applyActivation(
+        rewriter, loc, h1, h3,
+        lowering::ScalarActivation::resolve(op, op.getActivation()), width);
     Value y = project(activated, op.getFc2Weight(), op.getFc2Bias(), allRows);
     if (capacity)
       y = tensor::ExpandShapeOp::create(
@@ -538,7 +539,8 @@ struct ConvertMoEToRuntimePass
       patterns.add<RouterToRuntime, CombineToRuntime, PlaceToRuntime>(
           &getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
-      signalPassFailure();
+      return signalPassFailure();
+    eraseUnusedActivationBodies(getOperation());
   }
 };
 

@@ -14,6 +14,7 @@ using namespace mlir::moe;
 
 //===----------------------------------------------------------------------===//
 // ActivationAttr: `<kind (, layout)? (, alpha = f)? (, beta = f)? (, limit = f)?>`
+// or `<custom @body>`
 //===----------------------------------------------------------------------===//
 
 Attribute ActivationAttr::parse(AsmParser &parser, Type) {
@@ -25,6 +26,15 @@ Attribute ActivationAttr::parse(AsmParser &parser, Type) {
   if (!kind) {
     parser.emitError(kindLoc, "unknown activation '") << kindName << "'";
     return {};
+  }
+  if (*kind == ActivationKind::Custom) {
+    FlatSymbolRefAttr body;
+    if (parser.parseAttribute(body) || parser.parseGreater())
+      return {};
+    return getChecked([&] { return parser.emitError(kindLoc); },
+                      parser.getContext(), *kind, SwiGLULayout::Separate,
+                      APFloat(1.0), APFloat(0.0), std::optional<APFloat>(),
+                      body);
   }
   SwiGLULayout layout = SwiGLULayout::Separate;
   double alpha = 1.0, beta = 0.0;
@@ -71,11 +81,13 @@ Attribute ActivationAttr::parse(AsmParser &parser, Type) {
     limitValue = APFloat(*limit);
   return getChecked([&] { return parser.emitError(kindLoc); },
                     parser.getContext(), *kind, layout, APFloat(alpha),
-                    APFloat(beta), limitValue);
+                    APFloat(beta), limitValue, FlatSymbolRefAttr());
 }
 
 void ActivationAttr::print(AsmPrinter &printer) const {
   printer << '<' << stringifyActivationKind(getKind());
+  if (getBody())
+    printer << ' ' << getBody();
   if (getLayout() != SwiGLULayout::Separate)
     printer << ", " << stringifySwiGLULayout(getLayout());
   if (getAlpha().convertToDouble() != 1.0) {
@@ -97,7 +109,11 @@ LogicalResult
 ActivationAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        ActivationKind kind, SwiGLULayout layout,
                        APFloat alpha, APFloat beta,
-                       std::optional<APFloat> limit) {
+                       std::optional<APFloat> limit, FlatSymbolRefAttr body) {
+  if ((kind == ActivationKind::Custom) != static_cast<bool>(body))
+    return emitError() << (body ? "only a custom activation names a body"
+                                : "a custom activation names its body "
+                                  "(`<custom @f>`)");
   bool isSwiGLU = kind == ActivationKind::SwiGLU;
   if (!isSwiGLU &&
       (layout != SwiGLULayout::Separate || alpha.convertToDouble() != 1.0 ||

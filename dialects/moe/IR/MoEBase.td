@@ -84,7 +84,8 @@ def MoE_ActivationKind : I32EnumAttr<"ActivationKind",
       I32EnumAttrCase<"Gelu", 2, "gelu">,
       I32EnumAttrCase<"GeluTanh", 3, "gelu_tanh">,
       I32EnumAttrCase<"Silu", 4, "silu">,
-      I32EnumAttrCase<"SwiGLU", 5, "swiglu">
+      I32EnumAttrCase<"SwiGLU", 5, "swiglu">,
+      I32EnumAttrCase<"Custom", 6, "custom">
     ]> {
   let cppNamespace = "::mlir::moe";
 }
@@ -139,27 +140,52 @@ def MoE_ActivationAttr : AttrDef<MoE_Dialect, "Activation"> {
       (`swiglu_fusion = 2`, Hugging Face `gate_up_proj`).
       The defaults `alpha = 1, beta = 0` give the standard `silu(g) * l`;
       GPT-OSS uses `alpha = 1.702, beta = 1, limit = 7`.
+    * `custom @f`: an elementwise activation no kind names (Nemotron-H's
+      squared ReLU, a clamped or shifted form), applied to `h1` (and gated
+      by fc3 as above). `@f` is a `func.func` of the module that maps one
+      element to one, `(T) -> T` with T the FFN's element type, in one
+      block of pure `arith` and `math` ops (the ones listed by
+      `isActivationBodyOp`, each of which the backward differentiates).
+      It is a symbol rather than a region so that every op that carries the
+      activation (`moe.layer`, `moe.experts`, `moe.experts_grad`,
+      `moe.shared_expert`) shares one body; the lowerings inline it where
+      the named kinds build their scalar code, so both targets run it.
 
-    Syntax: `<kind (, layout)? (, alpha = f)? (, beta = f)? (, limit = f)?>`,
-    each part at most once. Example: `<silu>`,
-    `<swiglu, interleaved, alpha = 1.702, beta = 1.0, limit = 7.0>`.
+    Syntax: `<kind (, layout)? (, alpha = f)? (, beta = f)? (, limit = f)?>`
+    or `<custom @f>`, each part at most once. Example: `<silu>`,
+    `<swiglu, interleaved, alpha = 1.702, beta = 1.0, limit = 7.0>`,
+    `<custom @moe_activation_0>`.
 
     **Constraints:**
     * the layout, `alpha`, `beta` and `limit` are only given for `swiglu`;
     * `alpha` and `beta` are finite;
-    * `limit`, when given, is finite and positive (no limit: leave it out).
+    * `limit`, when given, is finite and positive (no limit: leave it out);
+    * `custom`, and only `custom`, names a body; the ops that carry it check
+      the body (verifySymbolUses).
   }];
   let parameters = (ins
     "ActivationKind":$kind,
     DefaultValuedParameter<"SwiGLULayout", "SwiGLULayout::Separate">:$layout,
     DefaultValuedParameter<"::llvm::APFloat", "::llvm::APFloat(1.0)">:$alpha,
     DefaultValuedParameter<"::llvm::APFloat", "::llvm::APFloat(0.0)">:$beta,
-    OptionalParameter<"std::optional<::llvm::APFloat>">:$limit
+    OptionalParameter<"std::optional<::llvm::APFloat>">:$limit,
+    OptionalParameter<"::mlir::FlatSymbolRefAttr">:$body
   );
   let builders = [
     AttrBuilder<(ins "ActivationKind":$kind), [{
       return $_get($_ctxt, kind, SwiGLULayout::Separate, ::llvm::APFloat(1.0),
-                   ::llvm::APFloat(0.0), std::nullopt);
+                   ::llvm::APFloat(0.0), std::nullopt, ::mlir::FlatSymbolRefAttr());
+    }]>,
+    AttrBuilder<(ins "ActivationKind":$kind, "SwiGLULayout":$layout,
+                     "::llvm::APFloat":$alpha, "::llvm::APFloat":$beta,
+                     "std::optional<::llvm::APFloat>":$limit), [{
+      return $_get($_ctxt, kind, layout, alpha, beta, limit,
+                   ::mlir::FlatSymbolRefAttr());
+    }]>,
+    AttrBuilder<(ins "::mlir::FlatSymbolRefAttr":$body), [{
+      return $_get($_ctxt, ActivationKind::Custom, SwiGLULayout::Separate,
+                   ::llvm::APFloat(1.0), ::llvm::APFloat(0.0), std::nullopt,
+                   body);
     }]>
   ];
   let hasCustomAssemblyFormat = 1;

@@ -6,6 +6,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialects/moe/IR/MoEOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -290,7 +293,8 @@ static FailureOr<int64_t> verifyFFN(Operation *op, const FFNWeights &w,
   // verifier: check its parameters here too.
   if (failed(ActivationAttr::verify(
           [&] { return op->emitOpError() << "activation: "; }, act.getKind(),
-          act.getLayout(), act.getAlpha(), act.getBeta(), act.getLimit())))
+          act.getLayout(), act.getAlpha(), act.getBeta(), act.getLimit(),
+          act.getBody())))
     return failure();
   for (auto [v, n] : {std::pair{w.fc1, "fc1"}, {w.fc1Bias, "fc1_bias"},
                       {w.fc3, "fc3"}, {w.fc3Bias, "fc3_bias"},
@@ -529,6 +533,94 @@ static LogicalResult verifyExpertsRows(OpTy op, Value output, StringRef name) {
       failed(expectElementType(op, output, name, rows.getElementType())))
     return failure();
   return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Custom activation bodies
+//===----------------------------------------------------------------------===//
+
+bool mlir::moe::isActivationBodyOp(Operation *op) {
+  // A constant is a scalar (a float, or a bool for a select).
+  if (auto constant = dyn_cast<arith::ConstantOp>(op))
+    return isa<FloatType>(constant.getType()) ||
+           constant.getType().isInteger(1);
+  return isa<arith::AddFOp, arith::SubFOp, arith::MulFOp, arith::DivFOp,
+             arith::NegFOp, arith::MaximumFOp, arith::MinimumFOp,
+             arith::MaxNumFOp, arith::MinNumFOp, arith::CmpFOp,
+             arith::SelectOp, arith::AndIOp, arith::OrIOp, arith::XOrIOp,
+             arith::ExtFOp, arith::TruncFOp, math::ExpOp, math::ExpM1Op,
+             math::LogOp, math::Log1pOp, math::TanhOp, math::ErfOp,
+             math::SqrtOp, math::RsqrtOp, math::PowFOp, math::AbsFOp,
+             math::SinOp, math::CosOp, func::ReturnOp>(op);
+}
+
+func::FuncOp mlir::moe::lookupActivationBody(Operation *from,
+                                             ActivationAttr activation) {
+  if (!activation.getBody())
+    return {};
+  return SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
+      from, activation.getBody());
+}
+
+void mlir::moe::eraseUnusedActivationBodies(Operation *symbolTable) {
+  if (!symbolTable->hasTrait<OpTrait::SymbolTable>())
+    return;
+  for (Operation &op : llvm::make_early_inc_range(
+           symbolTable->getRegion(0).front()))
+    if (auto body = dyn_cast<func::FuncOp>(op);
+        body && body->hasAttr(kActivationBodyAttrName) &&
+        SymbolTable::symbolKnownUseEmpty(body, symbolTable))
+      body.erase();
+}
+
+/// A custom activation's body is a scalar `(elt) -> elt` function of one
+/// block of the ops isActivationBodyOp allows.
+static LogicalResult verifyActivationBody(Operation *op,
+                                          ActivationAttr activation, Type elt,
+                                          SymbolTableCollection &symbols) {
+  FlatSymbolRefAttr name = activation.getBody();
+  if (!name)
+    return success();
+  auto body = symbols.lookupNearestSymbolFrom<func::FuncOp>(op, name);
+  if (!body)
+    return op->emitOpError() << "activation body " << name
+                             << " is not a func.func of the module";
+  FunctionType type = body.getFunctionType();
+  if (type.getNumInputs() != 1 || type.getNumResults() != 1 ||
+      type.getInput(0) != elt || type.getResult(0) != elt)
+    return op->emitOpError()
+           << "activation body " << name << " must map one " << elt
+           << " to one, not " << type;
+  if (body.isExternal() || !body.getBody().hasOneBlock())
+    return op->emitOpError() << "activation body " << name
+                             << " must be one block of arith and math ops";
+  for (Operation &inner : body.getBody().front())
+    if (!isActivationBodyOp(&inner))
+      return op->emitOpError()
+             << "activation body " << name << " holds '" << inner.getName()
+             << "', which is not a scalar arith or math op an activation "
+                "may use (one the backward differentiates)";
+  return success();
+}
+
+LogicalResult ExpertsOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return verifyActivationBody(*this, getActivation(),
+                              getRows().getType().getElementType(), symbols);
+}
+
+LogicalResult ExpertsGradOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return verifyActivationBody(*this, getActivation(),
+                              getRows().getType().getElementType(), symbols);
+}
+
+LogicalResult SharedExpertOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return verifyActivationBody(*this, getActivation(),
+                              getInput().getType().getElementType(), symbols);
+}
+
+LogicalResult LayerOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return verifyActivationBody(*this, getActivation(),
+                              getInput().getType().getElementType(), symbols);
 }
 
 LogicalResult ExpertsOp::verify() {

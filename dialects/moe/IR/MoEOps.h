@@ -19,7 +19,29 @@
 #define GET_OP_CLASSES
 #include "dialects/moe/IR/MoEOps.h.inc"
 
+namespace mlir::func {
+class FuncOp;
+} // namespace mlir::func
+
 namespace mlir::moe {
+/// Whether `op` may stand in a custom activation's body: a scalar
+/// arithmetic or math op whose derivative moe-to-linalg builds (the
+/// backward), a comparison or select, a float cast, or the return.
+bool isActivationBodyOp(Operation *op);
+
+/// The `func.func` a custom activation names, looked up from `from`; null
+/// for a named kind or a missing body.
+func::FuncOp lookupActivationBody(Operation *from, ActivationAttr activation);
+
+/// Discardable attribute on the functions moe-raise writes as custom
+/// activation bodies, so that the ones no op names any more can be erased
+/// (a string by which moe-raise finds equal bodies).
+inline constexpr StringLiteral kActivationBodyAttrName = "moe.activation_body";
+
+/// Erases the activation bodies in `symbolTable` (an op with the SymbolTable
+/// trait; others are left alone) that no op names.
+void eraseUnusedActivationBodies(Operation *symbolTable);
+
 /// Ranks in the group spanned by `axes` of the `shard.grid` named `grid`, or
 /// 0 when the grid cannot be found, an axis is out of range or dynamic, or
 /// the product overflows.

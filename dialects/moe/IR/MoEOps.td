@@ -326,7 +326,8 @@ def MoE_DispatchOp : MoE_Op<"dispatch", [Pure, AttrSizedOperandSegments]> {
 // moe.experts / moe.shared_expert
 //===----------------------------------------------------------------------===//
 
-def MoE_ExpertsOp : MoE_Op<"experts", [Pure, AttrSizedOperandSegments]> {
+def MoE_ExpertsOp : MoE_Op<"experts", [Pure, AttrSizedOperandSegments,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "all expert FFNs as one grouped computation";
   let description = [{
     Runs expert e's FFN `act(x W1_e^T + b1_e) ... W2_e^T + b2_e` on the rows
@@ -387,7 +388,8 @@ def MoE_ExpertsOp : MoE_Op<"experts", [Pure, AttrSizedOperandSegments]> {
 }
 
 def MoE_ExpertsGradOp : MoE_Op<"experts_grad",
-    [Pure, AttrSizedOperandSegments, AttrSizedResultSegments]> {
+    [Pure, AttrSizedOperandSegments, AttrSizedResultSegments,
+     DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "the vector-Jacobian product of moe.experts";
   let description = [{
     Given the operands of a `moe.experts` and the cotangent `d_output` of its
@@ -460,7 +462,8 @@ def MoE_ExpertsGradOp : MoE_Op<"experts_grad",
 }
 
 def MoE_SharedExpertOp : MoE_Op<"shared_expert",
-                                [Pure, AttrSizedOperandSegments]> {
+    [Pure, AttrSizedOperandSegments,
+     DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "an always-on expert FFN, optionally behind a sigmoid gate";
   let description = [{
     One FFN on every token (Qwen2-MoE and DeepSeek shared experts), with the
@@ -838,7 +841,8 @@ def MoE_SlotWeightsOp : MoE_Op<"slot_weights", [Pure]> {
 // moe.layer
 //===----------------------------------------------------------------------===//
 
-def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments]> {
+def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "a whole MoE block: route, dispatch, experts, combine";
   let description = !strconcat([{
     The fused block that importers produce (and what ONNX Runtime's

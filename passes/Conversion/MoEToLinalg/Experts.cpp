@@ -56,40 +56,6 @@ Value linear(OpBuilder &b, Location loc, Value x, Value weight, Value bias) {
   return matmul.getResult(0);
 }
 
-Value activate(OpBuilder &b, Location loc, ActivationKind kind, Value x) {
-  Type type = x.getType();
-  auto c = [&](double value) { return scalarConst(b, loc, type, value); };
-  auto mul = [&](Value lhs, Value rhs) -> Value {
-    return arith::MulFOp::create(b, loc, lhs, rhs);
-  };
-  // 0.5 * x * (1 + inner)
-  auto geluFrom = [&](Value inner) {
-    return mul(mul(c(0.5), x), arith::AddFOp::create(b, loc, c(1.0), inner));
-  };
-  switch (kind) {
-  case ActivationKind::Identity:
-    return x;
-  case ActivationKind::Relu:
-    return arith::MaximumFOp::create(b, loc, x, c(0.0));
-  case ActivationKind::Gelu:
-    // erf(x / sqrt(2))
-    return geluFrom(
-        math::ErfOp::create(b, loc, mul(x, c(0.70710678118654752440))));
-  case ActivationKind::GeluTanh: {
-    // tanh(sqrt(2 / pi) * (x + 0.044715 x^3))
-    Value cube = mul(mul(x, x), x);
-    Value inner = arith::AddFOp::create(b, loc, x, mul(c(0.044715), cube));
-    return geluFrom(
-        math::TanhOp::create(b, loc, mul(c(0.79788456080286535588), inner)));
-  }
-  case ActivationKind::Silu:
-    return mul(x, sigmoid(b, loc, x));
-  case ActivationKind::SwiGLU:
-    break;
-  }
-  llvm_unreachable("swiglu takes two halves");
-}
-
 /// `G * sigmoid(alpha * G) * (L + beta)` with `G = min(g, limit)` and
 /// `L = clamp(l, -limit, limit)` when a limit is given.
 static Value swiglu(OpBuilder &b, Location loc, ActivationAttr activation,
@@ -114,7 +80,8 @@ static Value swiglu(OpBuilder &b, Location loc, ActivationAttr activation,
 }
 
 Value applyActivation(OpBuilder &b, Location loc, Value h1, Value h3,
-                      ActivationAttr activation, int64_t width) {
+                      const ScalarActivation &scalar, int64_t width) {
+  ActivationAttr activation = scalar.attr;
   OpFoldResult rows = tensor::getMixedSize(b, loc, h1, 0);
   SmallVector<Value> inputs{h1};
   if (activation.isFusedSwiGLU()) {
@@ -142,7 +109,7 @@ Value applyActivation(OpBuilder &b, Location loc, Value h1, Value h3,
       [&](OpBuilder &nb, Location nloc, ValueRange args) -> Value {
         if (kind == ActivationKind::SwiGLU)
           return swiglu(nb, nloc, activation, args[0], args[1]);
-        Value act = activate(nb, nloc, kind, args[0]);
+        Value act = scalar.apply(nb, nloc, args[0]);
         if (args.size() == 1)
           return act;
         return arith::MulFOp::create(nb, nloc, act, args[1]);
@@ -151,7 +118,7 @@ Value applyActivation(OpBuilder &b, Location loc, Value h1, Value h3,
 
 /// `act(x W1^T + b1 [, x W3^T + b3]) W2^T + b2` for `x [n, H]`.
 static Value buildFFN(OpBuilder &b, Location loc, Value x, const FFNWeights &w,
-                      ActivationAttr activation) {
+                      const ScalarActivation &activation) {
   Value h1 = linear(b, loc, x, w.fc1, w.fc1Bias);
   Value h3 = w.fc3 ? linear(b, loc, x, w.fc3, w.fc3Bias) : Value();
   int64_t width = tensorType(w.fc2).getDimSize(1);
@@ -245,6 +212,8 @@ struct ExpertsOpLowering final : OpConversionPattern<ExpertsOp> {
     bool capacity = rowsType.getRank() == 3;
     int64_t numGroups = tensorType(adaptor.getCounts()).getDimSize(0);
     int64_t numExperts = op.getNumExperts();
+    ScalarActivation activation =
+        ScalarActivation::resolve(op, op.getActivation());
 
     Value zero = indexConst(rewriter, loc, 0);
     // Rows outside every group stay zero.
@@ -269,7 +238,7 @@ struct ExpertsOpLowering final : OpConversionPattern<ExpertsOp> {
               slice(adaptor.getFc1Weight()), slice(adaptor.getFc1Bias()),
               slice(adaptor.getFc3Weight()), slice(adaptor.getFc3Bias()),
               slice(adaptor.getFc2Weight()), slice(adaptor.getFc2Bias())};
-          Value y = buildFFN(b, nloc, x, weights, op.getActivation());
+          Value y = buildFFN(b, nloc, x, weights, activation);
           SmallVector<Value> yields{rows.insert(b, nloc, y, args[0])};
           if (!capacity)
             yields.push_back(rows.end);
@@ -291,7 +260,8 @@ struct SharedExpertOpLowering final : OpConversionPattern<SharedExpertOp> {
     FFNWeights weights{adaptor.getFc1Weight(), adaptor.getFc1Bias(),
                        adaptor.getFc3Weight(), adaptor.getFc3Bias(),
                        adaptor.getFc2Weight(), adaptor.getFc2Bias()};
-    Value y = buildFFN(rewriter, loc, x, weights, op.getActivation());
+    Value y = buildFFN(rewriter, loc, x, weights,
+                       ScalarActivation::resolve(op, op.getActivation()));
     if (Value gate = adaptor.getGate()) {
       // y * sigmoid(x g^T), the [T, 1] logit broadcast along each row.
       Value logit = linear(rewriter, loc, x, gate, Value());

@@ -60,62 +60,6 @@ Value columnSum(OpBuilder &b, Location loc, Value a) {
                 });
 }
 
-/// `d act(x) / dx` for an activation other than SwiGLU, as PyTorch's
-/// backward kernels compute it.
-Value activationDerivative(OpBuilder &b, Location loc, ActivationKind kind,
-                           Value x) {
-  Type type = x.getType();
-  auto c = [&](double value) { return scalarConst(b, loc, type, value); };
-  auto mul = [&](Value lhs, Value rhs) -> Value {
-    return arith::MulFOp::create(b, loc, lhs, rhs);
-  };
-  auto add = [&](Value lhs, Value rhs) -> Value {
-    return arith::AddFOp::create(b, loc, lhs, rhs);
-  };
-  auto sub = [&](Value lhs, Value rhs) -> Value {
-    return arith::SubFOp::create(b, loc, lhs, rhs);
-  };
-  switch (kind) {
-  case ActivationKind::Identity:
-    return c(1.0);
-  case ActivationKind::Relu: {
-    Value positive =
-        arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, x, c(0.0));
-    return arith::SelectOp::create(b, loc, positive, c(1.0), c(0.0));
-  }
-  case ActivationKind::Gelu: {
-    // Phi(x) + x phi(x)
-    Value cdf = mul(c(0.5), add(c(1.0), math::ErfOp::create(
-                                            b, loc, mul(x, c(M_SQRT1_2)))));
-    Value pdf = mul(c(0.39894228040143267794),
-                    math::ExpOp::create(b, loc, mul(c(-0.5), mul(x, x))));
-    return add(cdf, mul(x, pdf));
-  }
-  case ActivationKind::GeluTanh: {
-    // PyTorch's gelu_backward(approximate='tanh').
-    Value beta = c(0.79788456080286535588), kappa = c(0.044715);
-    Value square = mul(x, x);
-    Value inner = mul(beta, add(x, mul(kappa, mul(square, x))));
-    Value t = math::TanhOp::create(b, loc, inner);
-    Value left = mul(c(0.5), x);
-    Value right = add(c(1.0), t);
-    Value leftDerivative = mul(c(0.5), right);
-    Value innerDerivative = mul(beta, add(c(1.0), mul(c(3.0), mul(kappa, square))));
-    Value rightDerivative =
-        mul(mul(left, sub(c(1.0), mul(t, t))), innerDerivative);
-    return add(leftDerivative, rightDerivative);
-  }
-  case ActivationKind::Silu: {
-    // s (1 + x (1 - s))
-    Value s = sigmoid(b, loc, x);
-    return mul(s, add(c(1.0), mul(x, sub(c(1.0), s))));
-  }
-  case ActivationKind::SwiGLU:
-    break;
-  }
-  llvm_unreachable("swiglu has two halves");
-}
-
 /// The cotangents of a SwiGLU's gate and linear halves for the output
 /// cotangent `da`, with the inclusive clamp masks of a limit.
 std::pair<Value, Value> swigluGrad(OpBuilder &b, Location loc,
@@ -171,17 +115,18 @@ Value emptyRows(OpBuilder &b, Location loc, Value like, int64_t width) {
 /// The cotangents of fc1's and fc3's outputs (`dh3` null without fc3) for
 /// the cotangent `da [n, F]` of the activation.
 std::pair<Value, Value> activationGrad(OpBuilder &b, Location loc,
-                                       ActivationAttr activation, Value h1,
-                                       Value h3, Value da, int64_t width) {
+                                       const ScalarActivation &scalar,
+                                       Value h1, Value h3, Value da,
+                                       int64_t width) {
+  ActivationAttr activation = scalar.attr;
   ActivationKind kind = activation.getKind();
   auto identity = AffineMap::getMultiDimIdentityMap(2, b.getContext());
   if (kind != ActivationKind::SwiGLU && !h3) {
     Value dh1 = mapElements(
         b, loc, emptyRows(b, loc, da, width), {h1, da}, {},
         [&](OpBuilder &nb, Location nloc, ValueRange args) -> Value {
-          return arith::MulFOp::create(
-              nb, nloc, args[1],
-              activationDerivative(nb, nloc, kind, args[0]));
+          return arith::MulFOp::create(nb, nloc, args[1],
+                                       scalar.derivative(nb, nloc, args[0]));
         });
     return {dh1, Value()};
   }
@@ -215,9 +160,9 @@ std::pair<Value, Value> activationGrad(OpBuilder &b, Location loc,
         // act(h1) * h3
         Value dGate = arith::MulFOp::create(
             nb, nloc, arith::MulFOp::create(nb, nloc, args[2], args[1]),
-            activationDerivative(nb, nloc, kind, args[0]));
-        Value dLin = arith::MulFOp::create(
-            nb, nloc, args[2], activate(nb, nloc, kind, args[0]));
+            scalar.derivative(nb, nloc, args[0]));
+        Value dLin = arith::MulFOp::create(nb, nloc, args[2],
+                                           scalar.apply(nb, nloc, args[0]));
         return {dGate, dLin};
       });
   if (!fused)
@@ -263,7 +208,8 @@ struct ExpertsGradOpLowering final : OpConversionPattern<ExpertsGradOp> {
     int64_t numGroups = tensorType(adaptor.getCounts()).getDimSize(0);
     int64_t numExperts = op.getNumExperts();
     int64_t width = tensorType(adaptor.getFc2Weight()).getDimSize(2);
-    ActivationAttr activation = op.getActivation();
+    ScalarActivation activation =
+        ScalarActivation::resolve(op, op.getActivation());
 
     // The carried cotangents: rows, then every weight the op has, in the
     // order of its results; then the dropless row offset.

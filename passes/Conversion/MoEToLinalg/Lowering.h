@@ -2,8 +2,8 @@
 //
 // Internal to passes/: one populate function per file of
 // passes/Conversion/MoEToLinalg and the builders that several lowerings
-// share (defined in Builders.cpp; applyActivation in Experts.cpp, which
-// convert-moe-to-runtime uses too).
+// share (defined in Builders.cpp; applyActivation in Experts.cpp and the
+// activations in Activation.cpp, which convert-moe-to-runtime uses too).
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,6 +12,7 @@
 
 #include "dialects/moe/IR/MoEOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -29,17 +30,32 @@ void populateLossPatterns(RewritePatternSet &patterns);
 void populateExpertsGradPatterns(RewritePatternSet &patterns);
 void populatePlacementPatterns(RewritePatternSet &patterns);
 
+/// An FFN's activation ready to be built element by element
+/// (Activation.cpp): a named kind, or a custom one's body.
+struct ScalarActivation {
+  ActivationAttr attr;
+  func::FuncOp body; // custom only
+
+  /// `attr` with its body looked up from `from`, the op being lowered
+  /// (before any region is built: a region under construction is not yet
+  /// in the module).
+  static ScalarActivation resolve(Operation *from, ActivationAttr attr);
+  ActivationKind kind() const { return attr.getKind(); }
+  /// `act(x)` of the scalar x (not SwiGLU, which takes two halves).
+  Value apply(OpBuilder &b, Location loc, Value x) const;
+  /// `d act(x) / dx` of the scalar x (not SwiGLU).
+  Value derivative(OpBuilder &b, Location loc, Value x) const;
+};
+
 /// `act(h1 [, h3]) [n, F]` for moe.experts and moe.shared_expert: the
 /// activation of h1, gated by h3 when given, or the SwiGLU of the halves of
 /// h1 that the layout names.
 Value applyActivation(OpBuilder &b, Location loc, Value h1, Value h3,
-                      ActivationAttr activation, int64_t width);
+                      const ScalarActivation &activation, int64_t width);
 
 /// `x W^T + bias` for `x [n, in]`, `W [out, in]` and an optional `[out]`
 /// bias (null for none): `[n, out]`.
 Value linear(OpBuilder &b, Location loc, Value x, Value weight, Value bias);
-/// The activation `kind` (not SwiGLU) of the scalar `x`.
-Value activate(OpBuilder &b, Location loc, ActivationKind kind, Value x);
 /// Expert `expert`'s slice `[out, in]` (or `[out]`) of a stacked weight
 /// `[E, out, in]` (or bias `[E, out]`); null for a null `stacked`.
 Value expertSlice(OpBuilder &b, Location loc, Value stacked, Value expert);

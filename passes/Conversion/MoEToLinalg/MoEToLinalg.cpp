@@ -43,6 +43,8 @@ struct ConvertMoEToLinalgPass
     if (failed(applyPartialConversion(getOperation(), target,
                                       std::move(patterns))))
       return signalPassFailure();
+    // The lowerings inlined the custom activations' bodies.
+    eraseUnusedActivationBodies(getOperation());
   }
 };
 

@@ -43,6 +43,15 @@ void populateReducePatterns(RewritePatternSet &patterns);
 void populateIndexingPatterns(RewritePatternSet &patterns, bool runtime);
 void populateEinsumPatterns(RewritePatternSet &patterns);
 
+/// The element of an elementwise onnx op's result (of element type `type`)
+/// from the elements `args` of its present operands, as its lowering builds
+/// it (Elementwise.cpp); a failure for an op with no scalar form or
+/// attributes the lowering refuses. moe-raise builds custom activation
+/// bodies with it.
+FailureOr<Value> buildElementwiseScalar(OpBuilder &b, Location loc,
+                                        Operation *op, ValueRange args,
+                                        Type type);
+
 /// Fails the lowering of `op` for `reason`, which is also reported as an
 /// error at the op: each op has exactly one pattern, so the conversion will
 /// fail there, and the driver keeps match failures to its debug log.
