@@ -28,6 +28,11 @@ Attribute ActivationAttr::parse(AsmParser &parser, Type) {
     return {};
   }
   if (*kind == ActivationKind::Custom) {
+    if (succeeded(parser.parseOptionalGreater())) {
+      parser.emitError(kindLoc,
+                       "a custom activation names its body (`<custom @f>`)");
+      return {};
+    }
     FlatSymbolRefAttr body;
     if (parser.parseAttribute(body) || parser.parseGreater())
       return {};

@@ -52,6 +52,48 @@ func.func @limit_not_positive() attributes {a = #moe.activation<swiglu, interlea
   return
 }
 
+// -----
+
+// expected-error @+1 {{a custom activation names its body (`<custom @f>`)}}
+func.func @custom_without_body() attributes {a = #moe.activation<custom>} {
+  return
+}
+
+// -----
+
+func.func @custom_body_missing(%r: tensor<8x8xf32>, %c: tensor<4xi32>, %w1: tensor<4x16x8xf32>, %w2: tensor<4x8x16xf32>) -> tensor<8x8xf32> {
+  // expected-error @+1 {{activation body @nowhere is not a func.func of the module}}
+  %0 = moe.experts %r, %c fc1(%w1) fc2(%w2) activation <custom @nowhere>
+      : (tensor<8x8xf32>, tensor<4xi32>, tensor<4x16x8xf32>, tensor<4x8x16xf32>) -> tensor<8x8xf32>
+  return %0 : tensor<8x8xf32>
+}
+
+// -----
+
+func.func private @wide(%x: f64) -> f64 {
+  return %x : f64
+}
+func.func @custom_body_type(%r: tensor<8x8xf32>, %c: tensor<4xi32>, %w1: tensor<4x16x8xf32>, %w2: tensor<4x8x16xf32>) -> tensor<8x8xf32> {
+  // expected-error @+1 {{activation body @wide must map one 'f32' to one, not '(f64) -> f64'}}
+  %0 = moe.experts %r, %c fc1(%w1) fc2(%w2) activation <custom @wide>
+      : (tensor<8x8xf32>, tensor<4xi32>, tensor<4x16x8xf32>, tensor<4x8x16xf32>) -> tensor<8x8xf32>
+  return %0 : tensor<8x8xf32>
+}
+
+// -----
+
+// A floor has no derivative the backward builds.
+func.func private @stairs(%x: f32) -> f32 {
+  %y = math.floor %x : f32
+  return %y : f32
+}
+func.func @custom_body_op(%x: tensor<4x8xf32>, %w1: tensor<16x8xf32>, %w2: tensor<8x16xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{activation body @stairs holds 'math.floor', which is not a scalar arith or math op an activation may use (one the backward differentiates)}}
+  %0 = moe.shared_expert %x fc1(%w1) fc2(%w2) activation <custom @stairs>
+      : (tensor<4x8xf32>, tensor<16x8xf32>, tensor<8x16xf32>) -> tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
 //===----------------------------------------------------------------------===//
 // Routing attributes (shown on moe.router; moe.layer shares the code)
 //===----------------------------------------------------------------------===//

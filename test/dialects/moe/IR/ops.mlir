@@ -170,6 +170,29 @@ func.func @experts_activations(%rows: tensor<8x8xf32>, %counts: tensor<4xi32>,
       : tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>
 }
 
+// An activation no kind names: a scalar function of the module (Nemotron-H's
+// squared ReLU), gated by fc3 or not.
+// CHECK-LABEL: func.func private @relu2(%{{.*}}: f32) -> f32
+// CHECK-LABEL: func.func @experts_custom(
+// CHECK:         moe.experts %{{.*}} fc1(%{{.*}}) fc2(%{{.*}}) activation <custom @relu2> :
+// CHECK:         moe.experts %{{.*}} fc1(%{{.*}}) fc3(%{{.*}}) fc2(%{{.*}}) activation <custom @relu2> :
+func.func private @relu2(%x: f32) -> f32 {
+  %zero = arith.constant 0.0 : f32
+  %two = arith.constant 2.0 : f32
+  %r = arith.maximumf %x, %zero : f32
+  %y = math.powf %r, %two : f32
+  return %y : f32
+}
+func.func @experts_custom(%rows: tensor<8x8xf32>, %counts: tensor<4xi32>,
+    %w1: tensor<4x16x8xf32>, %w2: tensor<4x8x16xf32>)
+    -> (tensor<8x8xf32>, tensor<8x8xf32>) {
+  %0 = moe.experts %rows, %counts fc1(%w1) fc2(%w2) activation <custom @relu2>
+      : (tensor<8x8xf32>, tensor<4xi32>, tensor<4x16x8xf32>, tensor<4x8x16xf32>) -> tensor<8x8xf32>
+  %1 = moe.experts %rows, %counts fc1(%w1) fc3(%w1) fc2(%w2) activation <custom @relu2>
+      : (tensor<8x8xf32>, tensor<4xi32>, tensor<4x16x8xf32>, tensor<4x16x8xf32>, tensor<4x8x16xf32>) -> tensor<8x8xf32>
+  return %0, %1 : tensor<8x8xf32>, tensor<8x8xf32>
+}
+
 // A gated (FC3) silu with every bias, and a separate SwiGLU with the GPT-OSS
 // parameters.
 // CHECK-LABEL: func.func @experts_gated_biases(

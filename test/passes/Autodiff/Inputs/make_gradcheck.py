@@ -17,7 +17,8 @@ Debian's interpreter: torch 1.13, onnx 1.12, numpy. Per case this writes
                        keyed by the initializer's name
 
 Most models are exported by torch.onnx.export (opset 17, training mode, no
-constant folding); where the exporter cannot write the case (Gemm's
+constant folding; the MoE blocks as users export them, in eval mode with
+constant folding, which keeps their [in, out] weights as they are); where the exporter cannot write the case (Gemm's
 transA, negative steps and indices, reductions without axes, the
 statistics of LayerNormalization, GatherND, Pad's value from a tensor),
 the graph is built with onnx.helper and the gradients come from the same
@@ -74,18 +75,20 @@ class Case:
     otherwise torch exports the model. `target` replaces the seeded one.
     """
 
-    def __init__(self, name, forward, x, params, ops, graph=None, target=None):
+    def __init__(self, name, forward, x, params, ops, graph=None, target=None,
+                 folded=False):
         self.name, self.x, self.ops, self.graph = name, x, ops, graph
         self.target = target
+        self.folded = folded
         self.model = Model(forward, **params)
 
 
 CASES = []
 
 
-def case(name, x, ops, graph=None, target=None, **params):
+def case(name, x, ops, graph=None, target=None, folded=False, **params):
     def register(forward):
-        CASES.append(Case(name, forward, x, params, ops, graph, target))
+        CASES.append(Case(name, forward, x, params, ops, graph, target, folded))
         return forward
     return register
 
@@ -634,6 +637,58 @@ def _(p, x):
     return largest * smallest.t()
 
 
+# --- An MoE block whose activation no kind names -------------------------------
+#
+# transformers' MixtralSparseMoeBlock loop (test/corpus/models.py) with one
+# Linear per expert, raised to moe.layer with a custom activation: the
+# experts' VJP differentiates the activation's body in forward mode.
+
+MOE_E, MOE_H, MOE_F, MOE_K = 3, 6, 5, 2
+
+
+def moe_params(seed, gated):
+    params = {"gate": randn(seed, MOE_H, MOE_E)}
+    for e in range(MOE_E):
+        # [in, out]: x @ W exports as a MatMul on the initializer itself.
+        params["w1_%d" % e] = 0.5 * randn(seed + 1 + 3 * e, MOE_H, MOE_F)
+        params["w2_%d" % e] = 0.5 * randn(seed + 2 + 3 * e, MOE_F, MOE_H)
+        if gated:
+            params["w3_%d" % e] = 0.5 * randn(seed + 3 + 3 * e, MOE_H, MOE_F)
+    return params
+
+
+def moe_block(p, x, act, gated):
+    weights = F.softmax(x @ p["gate"], dim=1, dtype=torch.float)
+    weights, selected = torch.topk(weights, MOE_K, dim=-1)
+    weights = weights / weights.sum(dim=-1, keepdim=True)
+    out = torch.zeros_like(x)
+    mask = F.one_hot(selected, num_classes=MOE_E).permute(2, 1, 0)
+    for e in range(MOE_E):
+        idx, top_x = torch.where(mask[e])
+        rows = x[None, top_x].reshape(-1, MOE_H)
+        h = act(rows @ p["w1_%d" % e])
+        if gated:
+            h = h * (rows @ p["w3_%d" % e])
+        y = (h @ p["w2_%d" % e]) * weights[top_x, idx, None]
+        out = out.index_add(0, top_x, y)
+    return out
+
+
+@case("moe_relu2", randn(150, 8, MOE_H), ["TopK", "NonZero", "Relu", "Pow"],
+      folded=True, **moe_params(151, gated=False))
+def _(p, x):
+    # Nemotron-H's experts: relu(x W1^T)^2 W2^T.
+    return moe_block(p, x, lambda h: torch.relu(h) ** 2, gated=False)
+
+
+@case("moe_gated_mish", randn(160, 8, MOE_H),
+      ["TopK", "NonZero", "Softplus", "Tanh"], folded=True,
+      **moe_params(161, gated=True))
+def _(p, x):
+    # A gated FFN with mish (x tanh(softplus(x))), which no kind names.
+    return moe_block(p, x, lambda h: h * torch.tanh(F.softplus(h)), gated=True)
+
+
 # --- Writing ------------------------------------------------------------------
 
 def save_npz(path, arrays):
@@ -659,8 +714,9 @@ def export(c, x, y):
         buf = io.BytesIO()
         torch.onnx.export(model, (x,), buf, input_names=["x"],
                           output_names=["y"], opset_version=OPSET,
-                          do_constant_folding=False,
-                          training=torch.onnx.TrainingMode.TRAINING)
+                          do_constant_folding=c.folded,
+                          training=torch.onnx.TrainingMode.EVAL if c.folded
+                          else torch.onnx.TrainingMode.TRAINING)
         return onnx.load_from_string(buf.getvalue())
     params = {name: p.detach().numpy() for name, p in model.named_parameters()}
     nodes, extra = c.graph(params, x, tuple(y.shape))

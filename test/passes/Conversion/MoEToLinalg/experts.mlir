@@ -198,3 +198,30 @@ func.func @shared_expert_gate(
          tensor<1x4xf32>) -> tensor<5x3xf32>
   return %y : tensor<5x3xf32>
 }
+
+// -----
+
+// A custom activation's body is inlined into the activation's generic, and
+// the body, named by no op any more, is erased.
+// CHECK-NOT: func.func private @relu2
+// CHECK-LABEL: func.func @experts_custom
+// CHECK:   %[[H1:.*]] = linalg.matmul {{.*}} {moe.expert_gemm}
+// CHECK:   linalg.generic {{.*}} ins(%[[H1]] : tensor<?x5xf32>)
+// CHECK:     ^bb0(%[[IN:.*]]: f32, %{{.*}}: f32):
+// CHECK:       %[[R:.*]] = arith.maximumf %[[IN]], %{{.*}} : f32
+// CHECK:       %[[Y:.*]] = math.powf %[[R]], %{{.*}} : f32
+// CHECK:       linalg.yield %[[Y]] : f32
+// CHECK-NOT: func.func private @relu2
+func.func private @relu2(%x: f32) -> f32 attributes {moe.activation_body = "relu2"} {
+  %zero = arith.constant 0.0 : f32
+  %two = arith.constant 2.0 : f32
+  %r = arith.maximumf %x, %zero : f32
+  %y = math.powf %r, %two : f32
+  return %y : f32
+}
+func.func @experts_custom(%rows: tensor<6x4xf32>, %counts: tensor<2xi32>,
+    %w1: tensor<2x5x4xf32>, %w2: tensor<2x3x5xf32>) -> tensor<6x3xf32> {
+  %0 = moe.experts %rows, %counts fc1(%w1) fc2(%w2) activation <custom @relu2>
+      : (tensor<6x4xf32>, tensor<2xi32>, tensor<2x5x4xf32>, tensor<2x3x5xf32>) -> tensor<6x3xf32>
+  return %0 : tensor<6x3xf32>
+}
