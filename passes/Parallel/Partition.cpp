@@ -102,7 +102,8 @@ struct MoEPartitionPass
     SmallVector<func::FuncOp> funcs(module.getOps<func::FuncOp>());
     SmallVector<func::FuncOp> toPartition;
     for (func::FuncOp func : funcs) {
-      if (func.isExternal())
+      // A custom activation's body is a scalar function, not a program.
+      if (func.isExternal() || func->hasAttr(kActivationBodyAttrName))
         continue;
       if (plan.getPp() == 1) {
         toPartition.push_back(func);

@@ -718,7 +718,8 @@ struct MoESequenceParallelPass
     if (!plan)
       return;
     for (auto func : module.getOps<func::FuncOp>()) {
-      if (func.isExternal() || !func.getBody().hasOneBlock())
+      if (func.isExternal() || !func.getBody().hasOneBlock() ||
+          func->hasAttr(kActivationBodyAttrName))
         continue;
       SequenceParallel(func, plan, zigzag).run();
     }

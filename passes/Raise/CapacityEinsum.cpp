@@ -19,6 +19,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Raise/CapacityEinsum.h"
+#include "passes/Raise/ElementwiseActivation.h"
 #include "passes/Raise/Validation.h"
 #include "passes/ONNXFolding.h"
 #include "mlir/IR/AsmState.h"
@@ -466,10 +467,11 @@ static std::optional<Projection> matchProjection(Value value) {
   return std::nullopt;
 }
 
-/// An activation applied to a projection: relu, silu (`z * sigmoid(z)`) or
-/// none.
+/// An activation applied to a projection: relu, silu (`z * sigmoid(z)`),
+/// none, or elementwise ops no kind names (`custom` set to the activation).
 static std::optional<std::pair<ActivationKind, Projection>>
-matchActivated(Value value) {
+matchActivated(Value value, ActivationAttr &custom, Operation *anchor,
+               PatternRewriter &rewriter) {
   if (auto relu = definedBy<onnx::ReluOp>(value))
     if (std::optional<Projection> z = matchProjection(relu.getInputs()[0]))
       return std::make_pair(ActivationKind::Relu, *z);
@@ -484,6 +486,15 @@ matchActivated(Value value) {
     }
   if (std::optional<Projection> z = matchProjection(value))
     return std::make_pair(ActivationKind::Identity, *z);
+  if (std::optional<ElementwiseChain> chain = matchElementwiseChain(value))
+    if (std::optional<Projection> z = matchProjection(chain->source)) {
+      FailureOr<ActivationAttr> attr =
+          customActivation(*chain, anchor, rewriter);
+      if (failed(attr))
+        return std::nullopt;
+      custom = *attr;
+      return std::make_pair(ActivationKind::Custom, *z);
+    }
   return std::nullopt;
 }
 
@@ -493,21 +504,25 @@ struct EinsumExperts {
   Projection fc1, fc2;
   std::optional<Projection> fc3;
   ActivationKind activation;
+  ActivationAttr custom; // the activation when no kind names it
 };
 
-static std::optional<EinsumExperts> matchExperts(Value output) {
+static std::optional<EinsumExperts> matchExperts(Value output,
+                                                 Operation *anchor,
+                                                 PatternRewriter &rewriter) {
   std::optional<Projection> fc2 = matchProjection(output);
   if (!fc2)
     return std::nullopt;
   EinsumExperts experts;
   experts.fc2 = *fc2;
-  if (auto up = matchActivated(fc2->rows)) {
+  if (auto up = matchActivated(fc2->rows, experts.custom, anchor, rewriter)) {
     experts.activation = up->first;
     experts.fc1 = up->second;
   } else if (auto mul = definedBy<onnx::MulOp>(fc2->rows)) {
     // Gated: act(xe W1) * (xe W3).
     for (int i = 0; i < 2 && !experts.fc3; ++i) {
-      auto gate = matchActivated(mul.getInputs()[i]);
+      auto gate =
+          matchActivated(mul.getInputs()[i], experts.custom, anchor, rewriter);
       std::optional<Projection> linear =
           matchProjection(mul.getInputs()[1 - i]);
       if (!gate || !linear || linear->rows != gate->second.rows)
@@ -593,7 +608,8 @@ struct RaiseCapacityEinsum : OpRewritePattern<onnx::ArgMaxOp> {
           argmax, "no single combine einsum 'tec,ech->th' after the router");
     auto [weights, expertOutputs] = *einsumOperands(combine, kCombine);
 
-    std::optional<EinsumExperts> experts = matchExperts(expertOutputs);
+    std::optional<EinsumExperts> experts =
+        matchExperts(expertOutputs, combine, rewriter);
     if (!experts)
       return rewriter.notifyMatchFailure(
           combine, "expert outputs are not einsum FFNs on constant weights");
@@ -664,6 +680,7 @@ struct RaiseCapacityEinsum : OpRewritePattern<onnx::ArgMaxOp> {
 
     FFNMatch ffn;
     ffn.activation = experts->activation;
+    ffn.custom = experts->custom;
     ffn.fc3 = experts->fc3 ? experts->fc3->weight : arith::ConstantOp();
     LayerSpec spec;
     spec.input = router->x;

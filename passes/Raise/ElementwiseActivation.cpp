@@ -79,25 +79,53 @@ static Value scalarConstant(OpBuilder &b, Location loc, Value value) {
                                    b.getIntegerAttr(type, constant.ints.front()));
 }
 
-/// The ops of `body` as text: the key by which equal bodies are found
-/// (taken as the body is written; the rewriter may later hoist constants).
-static std::string bodyKey(func::FuncOp body) {
-  std::string key;
-  llvm::raw_string_ostream os(key);
-  os << body.getFunctionType();
-  for (Operation &op : body.getBody().front()) {
-    os << "; ";
-    op.print(os, OpPrintingFlags().printGenericOpForm().useLocalScope());
+/// Whether two bodies compute the same: their other ops alike in order,
+/// each operand the argument, the same earlier result, or an equal
+/// constant. Constants are compared by value, wherever they stand: the
+/// rewriter hoists and merges those of a body it has visited.
+static bool sameBody(func::FuncOp a, func::FuncOp b) {
+  if (a.getFunctionType() != b.getFunctionType())
+    return false;
+  auto computing = [](func::FuncOp f) {
+    SmallVector<Operation *> ops;
+    for (Operation &op : f.getBody().front())
+      if (!isa<arith::ConstantOp>(op))
+        ops.push_back(&op);
+    return ops;
+  };
+  SmallVector<Operation *> opsA = computing(a), opsB = computing(b);
+  if (opsA.size() != opsB.size())
+    return false;
+  DenseMap<Value, Value> matched{
+      {a.getArgument(0), b.getArgument(0)}};
+  for (auto [x, y] : llvm::zip_equal(opsA, opsB)) {
+    if (x->getName() != y->getName() ||
+        x->getAttrDictionary() != y->getAttrDictionary() ||
+        x->getNumOperands() != y->getNumOperands() ||
+        x->getResultTypes() != y->getResultTypes())
+      return false;
+    for (auto [u, v] : llvm::zip_equal(x->getOperands(), y->getOperands())) {
+      auto cu = u.getDefiningOp<arith::ConstantOp>();
+      auto cv = v.getDefiningOp<arith::ConstantOp>();
+      if (cu || cv) {
+        if (!cu || !cv || cu.getValue() != cv.getValue())
+          return false;
+      } else if (matched.lookup(u) != v) {
+        return false;
+      }
+    }
+    for (auto [u, v] : llvm::zip_equal(x->getResults(), y->getResults()))
+      matched[u] = v;
   }
-  return key;
+  return true;
 }
 
-/// The activation body in `module` whose key is `key`.
-static func::FuncOp findBody(ModuleOp module, StringRef key) {
-  for (auto body : module.getOps<func::FuncOp>())
-    if (auto other = body->getAttrOfType<StringAttr>(kActivationBodyAttrName);
-        other && other.getValue() == key)
-      return body;
+/// An activation body of `module` other than `body` that computes the same.
+static func::FuncOp findEqualBody(ModuleOp module, func::FuncOp body) {
+  for (auto other : module.getOps<func::FuncOp>())
+    if (other != body && other->hasAttr(kActivationBodyAttrName) &&
+        sameBody(other, body))
+      return other;
   return {};
 }
 
@@ -155,12 +183,11 @@ FailureOr<ActivationAttr> customActivation(const ElementwiseChain &chain,
       return refuse("the activation's scalar form holds '" +
                     op.getName().getStringRef() +
                     "', which the backward does not differentiate");
-  std::string key = bodyKey(body);
-  if (func::FuncOp equal = findBody(module, key)) {
+  if (func::FuncOp equal = findEqualBody(module, body)) {
     rewriter.eraseOp(body);
     body = equal;
   } else {
-    body->setAttr(kActivationBodyAttrName, rewriter.getStringAttr(key));
+    body->setAttr(kActivationBodyAttrName, rewriter.getUnitAttr());
   }
   return ActivationAttr::get(rewriter.getContext(),
                              FlatSymbolRefAttr::get(body.getSymNameAttr()));

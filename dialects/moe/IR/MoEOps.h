@@ -33,9 +33,8 @@ bool isActivationBodyOp(Operation *op);
 /// for a named kind or a missing body.
 func::FuncOp lookupActivationBody(Operation *from, ActivationAttr activation);
 
-/// Discardable attribute on the functions moe-raise writes as custom
-/// activation bodies, so that the ones no op names any more can be erased
-/// (a string by which moe-raise finds equal bodies).
+/// Discardable unit attribute on the functions moe-raise writes as custom
+/// activation bodies, so that the ones no op names any more can be erased.
 inline constexpr StringLiteral kActivationBodyAttrName = "moe.activation_body";
 
 /// Erases the activation bodies in `symbolTable` (an op with the SymbolTable
