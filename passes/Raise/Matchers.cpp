@@ -72,7 +72,11 @@ std::optional<SmallVector<int64_t>> constantInts(Value value) {
 
 std::optional<int64_t> constantInt(Value value) {
   std::optional<SmallVector<int64_t>> ints = constantInts(value);
-  if (!ints || ints->size() != 1)
+  if (!ints)
+    // Exports without constant folding compute it (a Reshape of a
+    // constant, a Gather of a static extent).
+    return evaluateScalar(value);
+  if (ints->size() != 1)
     return std::nullopt;
   return ints->front();
 }

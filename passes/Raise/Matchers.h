@@ -41,7 +41,8 @@ bool hasIntAttr(Operation *op, StringRef name, int64_t otherwise,
 
 /// The integer contents of a constant tensor (splats expanded).
 std::optional<SmallVector<int64_t>> constantInts(Value value);
-/// The single integer of a constant with one element.
+/// The single integer of a constant with one element, or of one computed
+/// from constants and static extents.
 std::optional<int64_t> constantInt(Value value);
 /// The single float of a constant with one element.
 std::optional<double> constantFloat(Value value);

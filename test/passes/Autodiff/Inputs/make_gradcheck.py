@@ -681,6 +681,14 @@ def _(p, x):
     return moe_block(p, x, lambda h: torch.relu(h) ** 2, gated=False)
 
 
+@case("moe_relu2_unfolded", randn(150, 8, MOE_H),
+      ["TopK", "NonZero", "Relu", "Pow"], **moe_params(151, gated=False))
+def _(p, x):
+    # The same block exported without constant folding (training mode): k
+    # and the shapes are computed from constants.
+    return moe_block(p, x, lambda h: torch.relu(h) ** 2, gated=False)
+
+
 @case("moe_gated_mish", randn(160, 8, MOE_H),
       ["TopK", "NonZero", "Softplus", "Tanh"], folded=True,
       **moe_params(161, gated=True))
