@@ -173,7 +173,9 @@ static void reportValidation(ModuleOp module) {
       cast<FloatAttr>(report.get("seconds")).getValueAsDouble());
   if (refused)
     llvm::errs() << "; " << refused
-                 << " differed and stay unraised (see the remarks)";
+                 << " stay unraised: they differed from their ops, or their "
+                    "form is raised only where checked and the check could "
+                    "not run (see the remarks)";
   if (unchecked)
     llvm::errs() << "; " << unchecked << " raised unchecked: "
                  << cast<StringAttr>(report.get("reason")).getValue();

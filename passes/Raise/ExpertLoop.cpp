@@ -42,8 +42,7 @@ static OpT uniqueUserWithin(Value from, unsigned depth) {
   return found;
 }
 
-/// `value` with Expand, Cast and Reshape looked through.
-static Value skipShapeOps(Value value) {
+Value skipShapeOps(Value value) {
   while (Operation *op = value.getDefiningOp()) {
     if (!isa<onnx::ExpandOp, onnx::CastOp, onnx::ReshapeOp, onnx::IdentityOp,
              onnx::UnsqueezeOp, onnx::SqueezeOp>(op))
@@ -53,17 +52,16 @@ static Value skipShapeOps(Value value) {
   return value;
 }
 
-/// One expert of the loop: its FFN and accumulation.
-static FailureOr<LoopExpert> matchExpert(onnx::GatherOp select, int64_t index,
-                                         const RouterMatch &router, Value x,
-                                         PatternRewriter &rewriter) {
+FailureOr<LoopExpert> matchIndexAddExpert(Value mask, int64_t index,
+                                          Value expertIndex,
+                                          const RouterMatch &router, Value x,
+                                          PatternRewriter &rewriter) {
   LoopExpert expert;
   expert.index = index;
-  auto scatter = uniqueUserWithin<onnx::ScatterElementsOp>(
-      select.getOutputs()[0], /*depth=*/16);
+  auto scatter = uniqueUserWithin<onnx::ScatterElementsOp>(mask, /*depth=*/16);
   if (!scatter || !isZeroConstant(scatter.getInputs()[0]))
     return rewriter.notifyMatchFailure(
-        select, "no index_add of the expert's rows into zeros");
+        mask.getLoc(), "no index_add of the expert's rows into zeros");
   auto axis = scatter->getAttrOfType<IntegerAttr>("axis");
   if (axis && axis.getInt() != 0)
     return rewriter.notifyMatchFailure(scatter, "not scattered by token");
@@ -72,13 +70,26 @@ static FailureOr<LoopExpert> matchExpert(onnx::GatherOp select, int64_t index,
   if (reduction && reduction.getValue() != "none" &&
       reduction.getValue() != "add")
     return rewriter.notifyMatchFailure(scatter, "scatter reduces otherwise");
-  if (!dependsOn(scatter.getInputs()[1], select.getOutputs()[0]))
+  if (!dependsOn(scatter.getInputs()[1], mask))
     return rewriter.notifyMatchFailure(scatter,
                                        "scatter rows are not the expert's");
   auto weighted = dyn_cast_or_null<onnx::MulOp>(
       skipShapeOps(scatter.getInputs()[2]).getDefiningOp());
   if (!weighted)
     return rewriter.notifyMatchFailure(scatter, "update is not weighted");
+  FailureOr<FFNMatch> ffn = matchWeightedFFN(weighted, mask, expertIndex,
+                                             index, router, x, rewriter);
+  if (failed(ffn))
+    return failure();
+  expert.ffn = *ffn;
+  expert.accumulate = scatter;
+  return expert;
+}
+
+FailureOr<FFNMatch> matchWeightedFFN(onnx::MulOp weighted, Value mask,
+                                     Value expertIndex, int64_t expert,
+                                     const RouterMatch &router, Value x,
+                                     PatternRewriter &rewriter) {
   for (int i = 0; i < 2; ++i) {
     FailureOr<FFNMatch> ffn = matchFFN(weighted.getInputs()[i], rewriter);
     // Stacking takes per-expert weights as [in, out].
@@ -88,23 +99,20 @@ static FailureOr<LoopExpert> matchExpert(onnx::GatherOp select, int64_t index,
       ffn = matchIndexedFFN(weighted.getInputs()[i], rewriter);
     if (failed(ffn))
       continue;
-    // Fused parameters are indexed by the expert the mask row is.
-    if (ffn->expertIndex &&
-        ffn->expertIndex != skipNoOps(select.getInputs()[1]))
+    // Fused parameters are indexed by the expert the mask is.
+    if (ffn->expertIndex && ffn->expertIndex != expertIndex &&
+        constantInt(ffn->expertIndex) != expert)
       return rewriter.notifyMatchFailure(weighted,
                                          "FFN weights are another expert's");
     // The FFN must run on x's rows (moved, not computed) picked by this
     // expert's mask, and be scaled by the routing weights.
-    if (!movedFrom(ffn->input, x) ||
-        !dependsOn(ffn->input, select.getOutputs()[0]))
+    if (!movedFrom(ffn->input, x) || !dependsOn(ffn->input, mask))
       return rewriter.notifyMatchFailure(weighted,
                                          "FFN is not fed by this expert");
     if (!movedFrom(weighted.getInputs()[1 - i], router.weights))
       return rewriter.notifyMatchFailure(
           weighted, "expert output is not scaled by the routing weights");
-    expert.ffn = *ffn;
-    expert.scatter = scatter;
-    return expert;
+    return ffn;
   }
   return rewriter.notifyMatchFailure(weighted, "no expert FFN");
 }
@@ -209,8 +217,9 @@ FailureOr<ExpertLoopMatch> matchExpertLoop(const RouterMatch &router,
   if (!match.x)
     return rewriter.notifyMatchFailure(topk, "logits are not x @ W_router");
   for (auto [select, index] : llvm::zip(mask->selects, mask->indices)) {
-    FailureOr<LoopExpert> expert =
-        matchExpert(select, *index, match.router, match.x, rewriter);
+    FailureOr<LoopExpert> expert = matchIndexAddExpert(
+        select.getOutputs()[0], *index, skipNoOps(select.getInputs()[1]),
+        match.router, match.x, rewriter);
     if (failed(expert))
       return failure();
     match.experts.push_back(*expert);
@@ -220,7 +229,7 @@ FailureOr<ExpertLoopMatch> matchExpertLoop(const RouterMatch &router,
   });
   SmallVector<Value> scattered;
   for (const LoopExpert &e : match.experts)
-    scattered.push_back(e.scatter->getResult(0));
+    scattered.push_back(e.accumulate->getResult(0));
   match.output = matchSumOf(scattered);
   if (!match.output)
     return rewriter.notifyMatchFailure(topk, "expert sums do not add up");
@@ -232,7 +241,8 @@ namespace {
 /// Rewrites a complete loop over experts stored as fused 3-D parameters,
 /// already in moe's `[E, out, in]` layout.
 static LogicalResult raiseIndexedExperts(const ExpertLoopMatch &match,
-                                         PatternRewriter &rewriter) {
+                                         PatternRewriter &rewriter,
+                                         bool requireCheck) {
   FFNMatch first = match.experts.front().ffn;
   int64_t numExperts = match.router.numExperts;
   if (cast<RankedTensorType>(first.stackedFc1.getType()).getDimSize(0) !=
@@ -271,16 +281,16 @@ static LogicalResult raiseIndexedExperts(const ExpertLoopMatch &match,
   if (first.stackedFc2Bias)
     spec.fc2Bias = first.stackedFc2Bias;
   spec.activation = *first.fusedActivation;
+  spec.requireCheck = requireCheck;
   return replaceByLayer(spec, match.router, match.output,
                         match.output.getDefiningOp(), rewriter);
 }
 
-/// Rewrites the complete per-expert loop of `router` into one moe.layer.
-static LogicalResult raiseExpertLoop(const RouterMatch &router, Operation *topk,
-                                     PatternRewriter &rewriter) {
-  FailureOr<ExpertLoopMatch> match = matchExpertLoop(router, topk, rewriter);
-  if (failed(match))
-    return failure();
+} // namespace
+
+LogicalResult rewriteExpertLoop(const ExpertLoopMatch &loop, Operation *topk,
+                                PatternRewriter &rewriter, bool requireCheck) {
+  const ExpertLoopMatch *match = &loop;
   const FFNMatch &first = match->experts.front().ffn;
   for (const LoopExpert &e : match->experts)
     if (e.ffn.activation != first.activation || e.ffn.custom != first.custom ||
@@ -293,7 +303,7 @@ static LogicalResult raiseExpertLoop(const RouterMatch &router, Operation *topk,
         e.ffn.fusedActivation != first.fusedActivation)
       return rewriter.notifyMatchFailure(topk, "experts differ in shape");
   if (first.stackedFc1)
-    return raiseIndexedExperts(*match, rewriter);
+    return raiseIndexedExperts(*match, rewriter, requireCheck);
 
   Location loc = match->output.getLoc();
   rewriter.setInsertionPoint(match->output.getDefiningOp());
@@ -317,8 +327,27 @@ static LogicalResult raiseExpertLoop(const RouterMatch &router, Operation *topk,
   spec.fc3 = first.fc3 ? *fc3 : Value();
   spec.fc2 = *fc2;
   spec.activation = activationOf(first, rewriter.getContext());
+  spec.requireCheck = requireCheck;
   return replaceByLayer(spec, match->router, match->output, topk, rewriter);
 }
+
+namespace {
+
+/// Rewrites the complete per-expert loop of `router` into one moe.layer:
+/// the Hugging Face form, else the loop over `torch.where(ids == e)` (raised
+/// only where the check ran).
+static LogicalResult raiseExpertLoop(const RouterMatch &router, Operation *topk,
+                                     PatternRewriter &rewriter) {
+  FailureOr<ExpertLoopMatch> match = matchExpertLoop(router, topk, rewriter);
+  if (succeeded(match))
+    return rewriteExpertLoop(*match, topk, rewriter);
+  match = matchWhereLoop(router, topk, rewriter);
+  if (failed(match))
+    return failure();
+  return rewriteExpertLoop(*match, topk, rewriter, /*requireCheck=*/true);
+}
+
+
 
 /// A loop routed by a TopK.
 struct RaiseExpertLoop : OpRewritePattern<onnx::TopKOp> {

@@ -186,7 +186,14 @@ Value matchSumOf(ArrayRef<Value> terms) {
   // Climb from one term through the chain of Adds of terms that use it
   // (uses that only read its shape do not count; what the block adds
   // afterwards, a shared expert say, is not part of the sum).
+  // From the term computed first: a later one's Add reads a partial sum.
   Value sum = terms.front();
+  for (Value term : terms) {
+    Operation *def = term.getDefiningOp(), *first = sum.getDefiningOp();
+    if (def && first && def->getBlock() == first->getBlock() &&
+        def->isBeforeInBlock(first))
+      sum = term;
+  }
   while (auto add = dyn_cast_or_null<onnx::AddOp>(soleValueUser(sum))) {
     Value other = add.getInputs()[add.getInputs()[0] == sum ? 1 : 0];
     if (!termSet.contains(other) && !isZeroConstant(other))
@@ -629,10 +636,11 @@ static Value findRouterLogits(Value scores) {
       Operation *op = value.getDefiningOp();
       if (!op || !isa<onnx::ONNXDialect>(op->getDialect()))
         continue;
-      // Through [T, *] scores (a router may slice off a column).
+      // Through [T, ...] scores (a router may slice off a column, or
+      // view them as [T, groups, E / groups]).
       for (Value operand : op->getOperands()) {
         auto operandType = dyn_cast<RankedTensorType>(operand.getType());
-        if (operandType && operandType.getRank() == 2 &&
+        if (operandType && operandType.getRank() >= 2 &&
             operandType.getDimSize(0) == type.getDimSize(0) &&
             isa<FloatType>(operandType.getElementType()) &&
             !constantOp(operand))
@@ -698,6 +706,10 @@ static RoutingExits routingExits(onnx::TopKOp topk, int64_t T, int64_t k) {
             return routing.contains(result);
           });
         }))
+      continue;
+    // Comparisons of the ids with an expert (`indices == e`) are the
+    // experts' masks, which the expert matchers read, not ids.
+    if (t.getElementType().isInteger(1))
       continue;
     (isa<FloatType>(t.getElementType()) ? exits.floats : exits.ints)
         .push_back(value);
@@ -1243,7 +1255,7 @@ LogicalResult replaceByLayer(LayerSpec spec, const RouterMatch &router,
   // only where the check ran and agreed.
   if (failed(checkRaisedBlock(output, layer.getOutput(),
                               {spec.input, spec.logits}, anchor, rewriter,
-                              /*requireCheck=*/router.given))) {
+                              router.given || spec.requireCheck))) {
     rewriter.eraseOp(layer);
     if (router.topk)
       markRefused(router.topk);

@@ -213,6 +213,9 @@ struct LayerSpec {
   std::optional<GroupScore> groupScore;
   std::optional<double> maskedScore;
   std::optional<double> jitterEps;
+  // A form read from its structure loosely (as a `given` router is): the
+  // block is raised only where the check ran and agreed.
+  bool requireCheck = false;
 };
 
 /// The routing part of `spec` from a matched router.

@@ -29,24 +29,42 @@ static bool reportIncompleteBlocks(Operation *root) {
   bool found = false;
   PatternRewriter rewriter(root->getContext());
   root->walk([&](onnx::TopKOp topk) {
+    // The experts the loop holds: mask rows of a one-hot, or `ids == e`.
+    int64_t experts = 0;
+    SmallVector<std::optional<int64_t>> held;
     FailureOr<raise::ExpertMaskMatch> match =
         raise::matchExpertMask(topk, rewriter);
-    if (failed(match) || match->isComplete())
+    if (succeeded(match)) {
+      if (match->isComplete())
+        return;
+      experts = match->router.numExperts;
+      held = match->indices;
+    } else if (FailureOr<raise::RouterMatch> router =
+                   raise::matchRouter(topk, rewriter);
+               succeeded(router)) {
+      auto masks = raise::matchWhereMasks(*router, topk, rewriter);
+      if (failed(masks) ||
+          static_cast<int64_t>(masks->size()) == router->numExperts)
+        return;
+      experts = router->numExperts;
+      for (auto &[expert, mask] : *masks)
+        held.push_back(expert);
+      llvm::sort(held);
+    } else {
       return;
+    }
     found = true;
     InFlightDiagnostic diag = topk.emitError()
-                              << "the MoE block routes to "
-                              << match->router.numExperts
+                              << "the MoE block routes to " << experts
                               << " experts but the graph holds "
-                              << match->selects.size() << " expert FFN"
-                              << (match->selects.size() == 1 ? "" : "s");
-    if (llvm::all_of(match->indices,
+                              << held.size() << " expert FFN"
+                              << (held.size() == 1 ? "" : "s");
+    if (llvm::all_of(held,
                      [](std::optional<int64_t> index) { return index; })) {
       diag << " (";
-      llvm::interleaveComma(match->indices, diag,
-                            [&](std::optional<int64_t> index) {
-                              diag << *index;
-                            });
+      llvm::interleaveComma(held, diag, [&](std::optional<int64_t> index) {
+        diag << *index;
+      });
       diag << ")";
     }
     diag << ": a traced export keeps only the experts its sample input "

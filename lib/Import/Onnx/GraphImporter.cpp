@@ -612,8 +612,63 @@ FailureOr<RankedTensorType> GraphImporter::getOutputType(const NodeProto &node,
   RankedTensorType tensorType =
       getTensorType(module.getContext(), *type, error);
   if (!tensorType)
+    tensorType = getRankFromShapeOperand(node, *type);
+  if (!tensorType)
     return emitError(node) << "output '" << name << "' " << error;
   return tensorType;
+}
+
+RankedTensorType
+GraphImporter::getRankFromShapeOperand(const NodeProto &node,
+                                       const ::ONNX_NAMESPACE::TypeProto &type) {
+  // ONNX's inference leaves the rank unknown where the shape operand is
+  // computed (a Concat of Shape pieces, as opset-13 exports write it), but
+  // its length, which is the rank, is static in the IR built so far.
+  StringRef op = node.op_type();
+  if (!type.has_tensor_type() || type.tensor_type().has_shape())
+    return {};
+  Type elementType =
+      getElementType(module.getContext(), type.tensor_type().elem_type());
+  if (!elementType)
+    return {};
+  auto dynamicOfRank = [&](int64_t rank) {
+    return RankedTensorType::get(
+        SmallVector<int64_t>(rank, ShapedType::kDynamic), elementType);
+  };
+  // An elementwise op broadcasts its operands: the largest rank.
+  std::optional<RegisteredOperationName> registered =
+      RegisteredOperationName::lookup(("onnx." + op).str(),
+                                      module.getContext());
+  if (node.domain().empty() && registered &&
+      registered->hasTrait<onnx::OpTrait::Elementwise>()) {
+    int64_t rank = 0;
+    for (const std::string &input : node.input()) {
+      if (input.empty())
+        continue;
+      auto inputType =
+          dyn_cast_or_null<RankedTensorType>(values.lookup(input).getType());
+      if (!inputType)
+        return {};
+      rank = std::max(rank, inputType.getRank());
+    }
+    return dynamicOfRank(rank);
+  }
+  int shapeOperand = op == "Reshape" || op == "Expand" ? 1
+                     : op == "ConstantOfShape"        ? 0
+                                                      : -1;
+  if (shapeOperand < 0 || node.input_size() <= shapeOperand)
+    return {};
+  auto shapeType = dyn_cast_or_null<RankedTensorType>(
+      values.lookup(node.input(shapeOperand)).getType());
+  if (!shapeType || shapeType.getRank() != 1 || shapeType.isDynamicDim(0))
+    return {};
+  int64_t rank = shapeType.getDimSize(0);
+  // Expand broadcasts: the rank is the larger of the two.
+  if (op == "Expand")
+    if (auto inputType = dyn_cast_or_null<RankedTensorType>(
+            values.lookup(node.input(0)).getType()))
+      rank = std::max(rank, inputType.getRank());
+  return dynamicOfRank(rank);
 }
 
 void GraphImporter::setOutputs(const NodeProto &node, ValueRange results) {

@@ -76,6 +76,13 @@ public:
   /// The type shape inference gave output `index` of `node`.
   FailureOr<RankedTensorType> getOutputType(const ::ONNX_NAMESPACE::NodeProto &node,
                                             int index);
+  /// For an output of unknown rank: the rank of a Reshape, Expand or
+  /// ConstantOfShape by its shape operand's static length, of an
+  /// elementwise op by its operands' (broadcast), every dimension dynamic;
+  /// null otherwise.
+  RankedTensorType
+  getRankFromShapeOperand(const ::ONNX_NAMESPACE::NodeProto &node,
+                          const ::ONNX_NAMESPACE::TypeProto &type);
   /// Binds `node`'s output names to `results`.
   void setOutputs(const ::ONNX_NAMESPACE::NodeProto &node, ValueRange results);
 

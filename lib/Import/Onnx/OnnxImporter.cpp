@@ -456,6 +456,40 @@ private:
 };
 } // namespace
 
+/// Forgets the dims that the exporter's value_info gives the values
+/// downstream of a data-dependent shape (NonZero's rows, and what is
+/// computed from them): a tracing exporter writes the sizes its sample input
+/// had, which another input does not have. Shape inference then derives
+/// what the graph determines; the graph's outputs keep their declared types.
+static void forgetTracedShapes(GraphProto &graph) {
+  llvm::StringSet<> dependent;
+  for (const NodeProto &node : graph.node()) {
+    bool sized = (node.domain().empty() || node.domain() == "ai.onnx") &&
+                 (node.op_type() == "NonZero" || node.op_type() == "Unique" ||
+                  node.op_type() == "Compress" ||
+                  node.op_type() == "NonMaxSuppression");
+    bool reads = llvm::any_of(node.input(), [&](const std::string &input) {
+      return !input.empty() && dependent.contains(input);
+    });
+    if (sized || reads)
+      for (const std::string &output : node.output())
+        if (!output.empty())
+          dependent.insert(output);
+  }
+  for (::ONNX_NAMESPACE::ValueInfoProto &info : *graph.mutable_value_info()) {
+    if (!dependent.contains(info.name()) || !info.type().has_tensor_type() ||
+        !info.type().tensor_type().has_shape())
+      continue;
+    for (auto &dim : *info.mutable_type()
+                          ->mutable_tensor_type()
+                          ->mutable_shape()
+                          ->mutable_dim()) {
+      dim.clear_dim_value();
+      dim.clear_dim_param();
+    }
+  }
+}
+
 /// Runs ONNX's shape inference in strict mode, with type checks and data
 /// propagation (shapes computed by Shape/Gather/Concat... are followed).
 static LogicalResult inferShapes(ModelProto &model, Location fileLoc) {
@@ -527,7 +561,10 @@ OwningOpRef<ModuleOp> moe::importOnnxModel(ModelProto &&model,
   for (const NodeProto &node : graph.node())
     if (failed(checkNode(node, *opsets, fileLoc)))
       return {};
-  if (failed(checkValues(graph, fileLoc)) || failed(inferShapes(model, fileLoc)))
+  if (failed(checkValues(graph, fileLoc)))
+    return {};
+  forgetTracedShapes(graph);
+  if (failed(inferShapes(model, fileLoc)))
     return {};
 
   OwningOpRef<ModuleOp> module = ModuleOp::create(fileLoc);

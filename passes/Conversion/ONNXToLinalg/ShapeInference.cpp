@@ -28,6 +28,42 @@ static LogicalResult fail(std::string &why, const Twine &message) {
   return failure();
 }
 
+/// A Reshape downstream of `nonZero` to a constant shape of fixed sizes
+/// (no -1) from rows of a dynamic count: a tracing exporter writes the
+/// count its sample input had (a traced `y[idx] += v`).
+static Operation *tracedReshapeAfter(onnx::NonZeroOp nonZero) {
+  SmallVector<std::pair<Value, unsigned>> work{{nonZero.getOutputs()[0], 0}};
+  DenseSet<Operation *> seen;
+  while (!work.empty()) {
+    auto [value, depth] = work.pop_back_val();
+    for (Operation *user : value.getUsers()) {
+      if (!seen.insert(user).second)
+        continue;
+      if (auto reshape = dyn_cast<onnx::ReshapeOp>(user)) {
+        auto in = dyn_cast<RankedTensorType>(reshape.getInputs()[0].getType());
+        std::optional<Shape> shape = getConstantInts(reshape.getInputs()[1]);
+        if (in && !in.hasStaticShape() && shape &&
+            llvm::all_of(*shape, [](int64_t n) { return n > 0; }))
+          return reshape;
+      }
+      if (depth < 16)
+        for (Value result : user->getResults())
+          work.push_back({result, depth + 1});
+    }
+  }
+  return nullptr;
+}
+
+/// `op`'s name in the model where the importer kept it, else its location.
+static std::string describeLoc(Operation *op) {
+  if (auto name = dyn_cast<NameLoc>(op->getLoc()))
+    return "node '" + name.getName().str() + "'";
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  op->getLoc().print(os);
+  return text;
+}
+
 //===----------------------------------------------------------------------===//
 // Per-family rules
 //===----------------------------------------------------------------------===//
@@ -484,7 +520,16 @@ LogicalResult inferShapes(Operation *op, SmallVectorImpl<Shape> &shapes,
         return inferConstantOfShape(op, shapes, why);
       })
       .Case([&](onnx::RangeOp) { return inferRange(op, shapes, why); })
-      .Case([&](onnx::NonZeroOp) {
+      .Case([&](onnx::NonZeroOp nonZero) {
+        if (Operation *traced = tracedReshapeAfter(nonZero))
+          return fail(why,
+                      "has a data-dependent shape, and a Reshape after it (" +
+                          describeLoc(traced) +
+                          ") fixes its rows to the count the exporter's "
+                          "sample input had: the graph runs only on inputs "
+                          "routed as that sample was (it fails on others); "
+                          "export the expert loop with index_add_ "
+                          "(`y.index_add_(0, idx, ...)`), not `y[idx] += ...`");
         return fail(why, "has a data-dependent shape; only the MoE blocks "
                          "that contain it can be compiled, after moe-raise");
       })
