@@ -494,7 +494,8 @@ def check_other_inputs():
     warnings.filterwarnings("ignore", message="nn.functional.sigmoid is deprecated")  # Qwen2-MoE's HF code
     builders = {"mixtral": make_corpus.make_mixtral, "qwen2_moe": make_corpus.make_qwen2_moe,
                 "switch": make_corpus.make_switch, "deepseek_v3": make_corpus.make_deepseek_v3,
-                "decoder_layer": make_corpus.make_decoder_layer}
+                "decoder_layer": make_corpus.make_decoder_layer,
+                "deepseek_reference": make_corpus.make_deepseek_reference}
     rng = np.random.RandomState(1234)
     for name, build in builders.items():
         module, sample = build()[:2]

@@ -160,6 +160,12 @@ def make_deepseek_v3():
     return module, x, note
 
 
+def make_deepseek_reference():
+    module = init_weights(models.DeepseekReferenceMoE(), seed=7)
+    torch.manual_seed(107)
+    return module, torch.randn(2, 8, 16)
+
+
 def make_decoder_layer():
     module = init_weights(models.MixtralDecoderLayer(16, num_heads=4, head_dim=4, ffn_dim=32, num_experts=4, top_k=2),
                           seed=5)
@@ -267,6 +273,8 @@ def main():
                  note=note)
     module, x, note = make_deepseek_v3()
     export_torch("deepseek_v3", module, x, note=note)
+    module, x = make_deepseek_reference()
+    export_torch("deepseek_reference", module, x)
     module, x = make_decoder_layer()
     export_torch("decoder_layer", module, x)
     module, x, note = make_mixtral_lost_experts()

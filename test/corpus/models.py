@@ -414,6 +414,86 @@ class DeepseekV3MoE(nn.Module):
 
 
 # --------------------------------------------------------------------------
+# DeepSeek-V3, as its own reference code writes it (no transformers)
+# --------------------------------------------------------------------------
+
+
+class DeepseekReferenceGate(nn.Module):
+    """DeepSeek-V3's inference/model.py `Gate`: sigmoid scores, a selection
+    bias, groups ranked by the sum of their top two, the selection weights
+    from the unbiased scores, renormalised and scaled by `route_scale`."""
+
+    def __init__(self, dim, n_routed_experts, topk, n_groups, topk_groups, route_scale):
+        super().__init__()
+        self.topk, self.n_groups, self.topk_groups = topk, n_groups, topk_groups
+        self.route_scale = route_scale
+        self.weight = nn.Parameter(torch.empty(n_routed_experts, dim))
+        self.bias = nn.Parameter(torch.empty(n_routed_experts))
+
+    def forward(self, x):
+        scores = F.linear(x, self.weight).sigmoid()
+        original_scores = scores
+        scores = scores + self.bias
+        scores = scores.view(x.size(0), self.n_groups, -1)
+        group_scores = scores.topk(2, dim=-1)[0].sum(dim=-1)
+        indices = group_scores.topk(self.topk_groups, dim=-1)[1]
+        # CORPUS: the reference's `new_ones(..., dtype=bool).scatter_(1,
+        # indices, False)` does not trace (a bool scatter value); its older
+        # float mask does.
+        mask = torch.zeros_like(scores[..., 0]).scatter_(1, indices, 1.0)
+        scores = (scores * mask.unsqueeze(-1)).flatten(1)
+        indices = torch.topk(scores, self.topk, dim=-1)[1]
+        weights = original_scores.gather(1, indices)
+        weights /= weights.sum(dim=-1, keepdim=True)
+        weights *= self.route_scale
+        return weights.type_as(x), indices
+
+
+class DeepseekReferenceExpert(nn.Module):
+    """inference/model.py `Expert` (and `MLP`): w2(silu(w1 x) * w3 x)."""
+
+    def __init__(self, dim, inter_dim):
+        super().__init__()
+        self.w1 = nn.Linear(dim, inter_dim, bias=False)
+        self.w2 = nn.Linear(inter_dim, dim, bias=False)
+        self.w3 = nn.Linear(dim, inter_dim, bias=False)
+
+    def forward(self, x):
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+
+
+class DeepseekReferenceMoE(nn.Module):
+    """inference/model.py `MoE` on one rank: a loop over the experts'
+    `torch.where(indices == i)`, plus the shared experts."""
+
+    def __init__(self, dim=16, moe_inter_dim=32, n_routed_experts=8, n_shared_experts=1, topk=2, n_groups=4,
+                 topk_groups=2, route_scale=2.5):
+        super().__init__()
+        self.dim = dim
+        self.n_routed_experts = n_routed_experts
+        self.gate = DeepseekReferenceGate(dim, n_routed_experts, topk, n_groups, topk_groups, route_scale)
+        self.experts = nn.ModuleList([DeepseekReferenceExpert(dim, moe_inter_dim) for _ in range(n_routed_experts)])
+        self.shared_experts = DeepseekReferenceExpert(dim, n_shared_experts * moe_inter_dim)
+
+    def forward(self, hidden_states):
+        # CORPUS: the input is named as the other corpus blocks name it.
+        x = hidden_states
+        shape = x.size()
+        x = x.view(-1, self.dim)
+        weights, indices = self.gate(x)
+        y = torch.zeros_like(x)
+        for i in range(self.n_routed_experts):
+            expert = self.experts[i]
+            idx, top = torch.where(indices == i)
+            # CORPUS: the reference's `y[idx] += ...` traces with the sample's
+            # row count fixed in a Reshape (the graph fails on other inputs);
+            # index_add_ is the same sum and exports for any routing.
+            y.index_add_(0, idx, expert(x[idx]) * weights[idx, top, None])
+        z = self.shared_experts(x)
+        return (y + z).view(shape)
+
+
+# --------------------------------------------------------------------------
 # A tiny Mixtral decoder layer
 # --------------------------------------------------------------------------
 

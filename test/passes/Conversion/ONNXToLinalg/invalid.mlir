@@ -12,6 +12,21 @@ func.func @nonzero(%mask: tensor<2x8xi1>) -> tensor<?x2xi64> {
 
 // -----
 
+// A traced `y[idx] += v` fixes the sample's row count in a Reshape after the
+// NonZero: the graph only runs on inputs routed as that sample was.
+func.func @traced_row_count(%mask: tensor<2x8xi1>, %x: tensor<8x16xf32>) -> tensor<16xf32> {
+  %zero = arith.constant dense<0> : tensor<i64>
+  %count = arith.constant dense<16> : tensor<1xi64>
+  // expected-error @+1 {{onnx.NonZero has a data-dependent shape, and a Reshape after it (node 'y_put') fixes its rows to the count the exporter's sample input had: the graph runs only on inputs routed as that sample was (it fails on others); export the expert loop with index_add_ (`y.index_add_(0, idx, ...)`), not `y[idx] += ...`}}
+  %0 = onnx.NonZero %mask : (tensor<2x8xi1>) -> tensor<2x?xi64>
+  %1 = onnx.Gather %0, %zero {axis = 0 : i64} : (tensor<2x?xi64>, tensor<i64>) -> tensor<?xi64>
+  %2 = onnx.Gather %x, %1 {axis = 0 : i64} : (tensor<8x16xf32>, tensor<?xi64>) -> tensor<?x16xf32>
+  %3 = onnx.Reshape %2, %count : (tensor<?x16xf32>, tensor<1xi64>) -> tensor<16xf32> loc("y_put")
+  return %3 : tensor<16xf32>
+}
+
+// -----
+
 func.func @dynamic_argument(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
   // expected-error @+1 {{onnx.Relu operand #0 has the type 'tensor<?x4xf32>'; the lowering needs static shapes (give the function static argument types)}}
   %0 = onnx.Relu %x : (tensor<?x4xf32>) -> tensor<?x4xf32>
