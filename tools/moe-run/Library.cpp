@@ -288,6 +288,13 @@ Expected<LoadedLibrary> moe_run::loadLibrary(const Manifest &m,
 }
 
 
+#if defined(__clang__)
+__attribute__((no_sanitize("function")))
+#endif
+void moe_run::callEntry(Entry entry, void **args) {
+  entry(args);
+}
+
 CallArguments::~CallArguments() {
 #ifdef MOE_RUN_HAVE_CUDA
   for (size_t i = 0; i < pointers.size(); ++i)

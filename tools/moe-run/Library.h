@@ -37,6 +37,11 @@ void parseCommandLine(int argc, char **argv, llvm::cl::OptionCategory &category,
 /// The compiled entry: inputs, then outputs, as pointers.
 using Entry = void (*)(void **);
 
+/// Calls `entry` on `args`. The compiled code has no UBSan function-type
+/// prologue; the check would read the 8 bytes before the entry, which
+/// faults where the entry begins the library's first page of code.
+void callEntry(Entry entry, void **args);
+
 struct LoadedLibrary {
   void *handle = nullptr;
   Entry entry = nullptr;

@@ -316,7 +316,7 @@ int main(int argc, char **argv) {
       }
       moert::barrier();
       moert::beginRun();
-      s.entry(args.data());
+      callEntry(s.entry, args.data());
       args.finishRun();
       moert::endRun();
       loads.record(run);

@@ -705,7 +705,7 @@ Error run(Trainer &t) {
       fillBatch(t, step, micro);
       args.copyInputsIn();
       moert::beginRun();
-      t.entry(args.data());
+      callEntry(t.entry, args.data());
       args.finishRun();
       moert::endRun();
       args.copyOutputsBack();
