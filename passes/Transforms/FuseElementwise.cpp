@@ -34,11 +34,23 @@ bool isContraction(Operation *op) {
   return linalgOp && linalg::isaContractionOpInterface(linalgOp);
 }
 
-/// Fuse a producer into its only user, neither of them a contraction.
+/// Whether `op`'s payload reads one of its inits (an einsum lowered as
+/// `out + a * b` on a fill): fused into a user with more loops, the init
+/// stays an output that the extra loops would accumulate into.
+bool readsInits(Operation *op) {
+  auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
+  return !linalgOp ||
+         llvm::any_of(linalgOp.getDpsInitsMutable(), [&](OpOperand &init) {
+           return linalgOp.payloadUsesValueFromOperand(&init);
+         });
+}
+
+/// Fuse a producer into its only user, neither of them a contraction, the
+/// producer's values a function of its inputs alone.
 bool shouldFuse(OpOperand *operand) {
   Operation *producer = operand->get().getDefiningOp();
   return producer && producer->hasOneUse() && !isContraction(producer) &&
-         !isContraction(operand->getOwner());
+         !readsInits(producer) && !isContraction(operand->getOwner());
 }
 
 /// Gives each contraction whose init is a fill a fill (and empty tensor) of

@@ -58,3 +58,39 @@ func.func @shared_fill(%a: tensor<4x8xf32>, %b: tensor<8x4xf32>, %c: tensor<8x4x
   %y = linalg.matmul ins(%a, %c : tensor<4x8xf32>, tensor<8x4xf32>) outs(%acc : tensor<4x4xf32>) -> tensor<4x4xf32>
   return %x, %y : tensor<4x4xf32>, tensor<4x4xf32>
 }
+
+// An einsum without a reduced letter ('s,se->se') lowers to `out + a * b`
+// on a zero fill. Fused into the 'se,sc->sec' product that reads it, its
+// init would stay an output that the c loop accumulates into (each value
+// C times): it stays a generic of its own.
+// CHECK-LABEL: func.func @reads_init
+// CHECK: %[[SCALED:.*]] = linalg.generic {{.*}} ins(%arg0, %arg1 :
+// CHECK: %[[OUTER:.*]] = linalg.generic {{.*}} ins(%[[SCALED]], %arg2 :
+// CHECK: return %[[OUTER]]
+#s = affine_map<(d0, d1) -> (d0)>
+#se = affine_map<(d0, d1) -> (d0, d1)>
+#sec_se = affine_map<(d0, d1, d2) -> (d0, d1)>
+#sec_sc = affine_map<(d0, d1, d2) -> (d0, d2)>
+#sec = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+func.func @reads_init(%a: tensor<16xf32>, %m: tensor<16x4xf32>, %l: tensor<16x4xf32>) -> tensor<16x4x4xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<16x4xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<16x4xf32>) -> tensor<16x4xf32>
+  %g = linalg.generic {indexing_maps = [#s, #se, #se], iterator_types = ["parallel", "parallel"]}
+      ins(%a, %m : tensor<16xf32>, tensor<16x4xf32>) outs(%f : tensor<16x4xf32>) {
+  ^bb0(%x: f32, %y: f32, %o: f32):
+    %p = arith.mulf %x, %y : f32
+    %s = arith.addf %o, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<16x4xf32>
+  %e3 = tensor.empty() : tensor<16x4x4xf32>
+  %f3 = linalg.fill ins(%zero : f32) outs(%e3 : tensor<16x4x4xf32>) -> tensor<16x4x4xf32>
+  %y = linalg.generic {indexing_maps = [#sec_se, #sec_sc, #sec], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%g, %l : tensor<16x4xf32>, tensor<16x4xf32>) outs(%f3 : tensor<16x4x4xf32>) {
+  ^bb0(%x: f32, %y: f32, %o: f32):
+    %p = arith.mulf %x, %y : f32
+    %s = arith.addf %o, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<16x4x4xf32>
+  return %y : tensor<16x4x4xf32>
+}
