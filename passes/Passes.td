@@ -583,6 +583,12 @@ def MoERaisePass : Pass<"moe-raise"> {
       CumSum over tokens against a capacity folded from Shape, dispatch and
       combine masks `[T, E, C]`, experts as Einsums on stacked weights):
       top-1 with `capacity` C and the `position` drop policy;
+    * GShard's top-k form of it (DeepSpeed's and fairseq's top-2 gating):
+      one arg-max, one-hot mask and CumSum place per choice, each place
+      after the counts of the choices before it, combine = the sum of the
+      choices' terms, dispatch = combine != 0: the `choice` drop policy,
+      its routing `given` (the arg-maxes and the program's per-token
+      weights), raised only where the check agreed;
 
     A block whose router covers E experts but whose graph holds fewer (a
     traced export keeps only the experts its sample input reached) is an

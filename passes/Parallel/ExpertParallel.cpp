@@ -115,6 +115,8 @@ private:
   Value onFirstTpRank(Location loc, Value bias);
   Value shardOverDp(Location loc, Value w);
   Value localIds(Location loc, Value ids, int64_t localExperts);
+  Value choiceOffsets(Location loc, Value ids, int64_t numExperts,
+                      int64_t capacity, ArrayRef<Axis> axes);
   FailureOr<SharedExpertOp> localSharedExpert(SharedExpertOp shared,
                                               Value input);
 
@@ -246,6 +248,71 @@ Value BlockPartitioner::localIds(Location loc, Value ids,
   return arith::SelectOp::create(b, loc, mine, shifted, constant(-1));
 }
 
+/// moe.dispatch's `after` counts for the `choice` policy on this rank's
+/// `ids` [T, k] (E experts), the batch split over `axes`: C less the pairs
+/// this rank keeps. Pair (t, j) of expert e stands at
+/// `G_j[e] + its place among this rank's choice-j pairs` in the batch's
+/// choice order, with G_j the choice-j pairs of earlier ranks plus every
+/// rank's pairs of lower choices; the rank keeps `clamp(C - G_j, 0, n_j)`
+/// of its n_j choice-j pairs, and takes them in its own choice order (a
+/// choice's pairs are kept only if every pair of the choices before it is).
+Value BlockPartitioner::choiceOffsets(Location loc, Value ids,
+                                      int64_t numExperts, int64_t capacity,
+                                      ArrayRef<Axis> axes) {
+  auto idsType = cast<RankedTensorType>(ids.getType());
+  int64_t T = idsType.getDimSize(0), k = idsType.getDimSize(1);
+  Type i32 = b.getI32Type();
+  auto splat = [&](RankedTensorType type, int64_t v) -> Value {
+    return arith::ConstantOp::create(
+        b, loc, DenseElementsAttr::get(type, b.getI32IntegerAttr(v)));
+  };
+  // Choice j's pairs counted as "expert" j * E + e: all choices in one
+  // count vector, one prefix sum and one sum over the ranks.
+  SmallVector<int32_t> shift;
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t j = 0; j < k; ++j)
+      shift.push_back(static_cast<int32_t>(j * numExperts));
+  Value shifts = arith::ConstantOp::create(
+      b, loc, DenseElementsAttr::get(idsType, ArrayRef<int32_t>(shift)));
+  Value valid = arith::AndIOp::create(
+      b, loc,
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, ids,
+                            splat(idsType, 0)),
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, ids,
+                            splat(idsType, numExperts)));
+  Value perChoiceIds = arith::SelectOp::create(
+      b, loc, valid, arith::AddIOp::create(b, loc, ids, shifts),
+      splat(idsType, -1));
+  auto allType = RankedTensorType::get({k * numExperts}, i32);
+  Value local = ExpertCountsOp::create(b, loc, allType, perChoiceIds);
+  Value before = x.prefixSum(loc, local, axes);
+  Value total = x.allReduceSum(loc, local, axes);
+
+  auto countsType = RankedTensorType::get({numExperts}, i32);
+  auto choice = [&](Value counts, int64_t j) -> Value {
+    return tensor::ExtractSliceOp::create(
+        b, loc, countsType, counts,
+        ArrayRef<OpFoldResult>{b.getIndexAttr(j * numExperts)},
+        ArrayRef<OpFoldResult>{b.getIndexAttr(numExperts)},
+        ArrayRef<OpFoldResult>{b.getIndexAttr(1)});
+  };
+  auto sum = [&](Value a, Value c) -> Value {
+    return a ? arith::AddIOp::create(b, loc, a, c) : c;
+  };
+  Value slots = splat(countsType, capacity), zero = splat(countsType, 0);
+  Value lowerChoices, kept;
+  for (int64_t j = 0; j < k; ++j) {
+    Value ahead = sum(lowerChoices, choice(before, j));
+    Value left = arith::SubIOp::create(b, loc, slots, ahead);
+    kept = sum(kept, arith::MinSIOp::create(
+                         b, loc, arith::MaxSIOp::create(b, loc, left, zero),
+                         choice(local, j)));
+    if (j + 1 < k)
+      lowerChoices = sum(lowerChoices, choice(total, j));
+  }
+  return arith::SubIOp::create(b, loc, slots, kept);
+}
+
 FailureOr<SharedExpertOp>
 BlockPartitioner::localSharedExpert(SharedExpertOp shared, Value input) {
   Operation *at = shared;
@@ -304,6 +371,16 @@ LogicalResult BlockPartitioner::run(MoEBlock &blk) {
   bool allGather =
       plan.getDispatcher() == TokenDispatcher::AllGather && ep > 1;
   std::optional<int64_t> capacity = dispatch.getCapacity();
+  // Shuffled tokens lose other pairs to the capacity than the model's
+  // order does; weights that the program computes from its own drops
+  // (given routing) would no longer match the pairs kept.
+  if (shuffleTokens && capacity &&
+      router.getSelection() == SelectionMethod::Given)
+    return error(dispatch)
+           << "token shuffle changes which pairs the capacity of " << *capacity
+           << " drops, but this block's routing weights are the program's, "
+              "computed from the drops in token order; leave --token-shuffle "
+              "off";
   // Ranks whose tokens share one capacity and must agree on the order.
   int64_t orderedRanks = allGather ? x.size(dataAxes) : numTokenRanks;
   if (dispatch.getDropPolicy() == DropPolicy::Probs && orderedRanks > 1)
@@ -438,10 +515,15 @@ LogicalResult BlockPartitioner::run(MoEBlock &blk) {
   if (capacity) {
     rowsPerExpert = *capacity;
     if (orderedRanks > 1) {
-      Value routed = ExpertCountsOp::create(b, loc, countsType, dispatchIds);
-      offsets = x.prefixSum(loc, routed, allGather
-                                             ? ArrayRef<Axis>(dataAxes)
-                                             : ArrayRef<Axis>(tokenAxes));
+      ArrayRef<Axis> orderAxes =
+          allGather ? ArrayRef<Axis>(dataAxes) : ArrayRef<Axis>(tokenAxes);
+      if (dispatch.getDropPolicy() == DropPolicy::Choice) {
+        offsets = choiceOffsets(loc, dispatchIds, dispatchExperts, *capacity,
+                                orderAxes);
+      } else {
+        Value routed = ExpertCountsOp::create(b, loc, countsType, dispatchIds);
+        offsets = x.prefixSum(loc, routed, orderAxes);
+      }
       rowsPerExpert = std::min(*capacity, batch * k);
     }
   }

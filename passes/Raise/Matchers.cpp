@@ -621,7 +621,7 @@ FailureOr<RouterMatch> matchSparseMixer(Value ids, Operation *anchor,
 
 /// The nearest `x @ W` [T, *] that `scores` are computed from, through at
 /// most `kMaxRouterOps` onnx ops of [T, *] float operands.
-static Value findRouterLogits(Value scores) {
+Value findRouterLogits(Value scores) {
   constexpr unsigned kMaxRouterOps = 16;
   auto type = cast<RankedTensorType>(scores.getType());
   SmallVector<Value> frontier{scores};
@@ -1365,8 +1365,7 @@ static Value transposeLast(Value value, Location loc,
       ->getResult(0);
 }
 
-/// `value` reshaped to `shape`, as an onnx.Reshape.
-static Value reshapeOp(Value value, ArrayRef<int64_t> shape, Location loc,
+Value reshapeOp(Value value, ArrayRef<int64_t> shape, Location loc,
                        PatternRewriter &rewriter) {
   auto type = cast<RankedTensorType>(value.getType());
   if (type.getShape() == shape)

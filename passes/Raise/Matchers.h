@@ -232,6 +232,14 @@ LogicalResult replaceByLayer(LayerSpec spec, const RouterMatch &router,
                              Value output, Operation *anchor,
                              PatternRewriter &rewriter);
 
+/// `value` reshaped to `shape`, as an onnx.Reshape (itself if it has it).
+Value reshapeOp(Value value, ArrayRef<int64_t> shape, Location loc,
+                PatternRewriter &rewriter);
+
+/// The router logits x @ W [T, E] that `scores` [T, ...] are computed
+/// from, through a few ops; null if none is found.
+Value findRouterLogits(Value scores);
+
 /// Creates the moe.layer of `spec` with result type `type`.
 LayerOp createLayer(PatternRewriter &rewriter, Location loc, Type type,
                     const LayerSpec &spec);

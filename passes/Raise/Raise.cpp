@@ -4,6 +4,7 @@
 #include "llvm/ADT/ScopeExit.h"
 #include "passes/Raise/ElementwiseActivation.h"
 #include "passes/Raise/CapacityEinsum.h"
+#include "passes/Raise/ChoiceCapacity.h"
 #include "passes/Raise/DenseExperts.h"
 #include "passes/Raise/ExpertLoop.h"
 #include "passes/Raise/GatheredExperts.h"
@@ -160,6 +161,7 @@ struct MoERaisePass : public impl::MoERaisePassBase<MoERaisePass> {
     raise::populateDenseExpertsPatterns(patterns);
     raise::populateExpertLoopPatterns(patterns);
     raise::populateCapacityEinsumPatterns(patterns);
+    raise::populateChoiceCapacityPatterns(patterns);
     raise::populateSortedExpertsPatterns(patterns);
     raise::populateGatheredExpertsPatterns(patterns);
     raise::populateSharedExpertPatterns(patterns);

@@ -119,7 +119,9 @@ struct DispatchToRuntime final : OpRewritePattern<DispatchOp> {
                             rewriter, loc,
                             LLVM::LLVMPointerType::get(rewriter.getContext()))
                             .getResult();
-    args.append({i64Const(rewriter, loc, *op.getCapacity()), after,
+    bool choiceMajor = op.getDropPolicy() == DropPolicy::Choice;
+    args.append({i64Const(rewriter, loc, *op.getCapacity()),
+                 i32Const(rewriter, loc, choiceMajor ? 1 : 0), after,
                  i64Const(rewriter, loc, rowsType.getDimSize(1)),
                  dataPointer(rewriter, loc, rows),
                  dataPointer(rewriter, loc, slots),

@@ -535,12 +535,13 @@ void testDispatch(std::mt19937 &rng, const TypeCase &type) {
 }
 
 /// moert_cuda_dispatch_capacity against moe.dispatch's capacity semantics
-/// (position policy), some ids unrouted, rows compared byte for byte
+/// (position policy, or choice: pairs taken slot-major), some ids
+/// unrouted, rows compared byte for byte
 /// (unused rows zero): 240 pairs for capacity 25; or a shard of 24 pairs
 /// after earlier shards sent each expert 20 to 35 (capacity 30, rows of
 /// min(30, 24) per expert).
 void testCapacityDispatch(std::mt19937 &rng, const TypeCase &type,
-                          bool withAfter) {
+                          bool withAfter, bool choiceMajor) {
   const int64_t T = withAfter ? 12 : 120, k = 2, E = 5, H = 24,
                 C = withAfter ? 30 : 25;
   const int64_t B = withAfter ? std::min(C, T * k) : C;
@@ -556,7 +557,9 @@ void testCapacityDispatch(std::mt19937 &rng, const TypeCase &type,
   std::vector<char> wantRows(E * B * rowBytes, 0);
   std::vector<int32_t> wantSlots(T * k, -1), wantCounts(E, 0);
   int64_t wantDropped = 0;
-  for (int64_t i = 0; i < T * k; ++i) {
+  for (int64_t q = 0; q < T * k; ++q) {
+    // Slot-major for the choice policy: pair (q % T, q / T).
+    int64_t i = choiceMajor ? (q % T) * k + q / T : q;
     int32_t e = ids[i];
     if (e < 0 || e >= E)
       continue;
@@ -572,10 +575,12 @@ void testCapacityDispatch(std::mt19937 &rng, const TypeCase &type,
   Buffer<int32_t> dIds(ids), dAfter(after), dSlots(T * k), dCounts(E);
   Buffer<int64_t> dDropped(1);
   moert_cuda_dispatch_capacity(type.code, dX.ptr, T, H, dIds.ptr, k, E, C,
+                               choiceMajor ? 1 : 0,
                                withAfter ? dAfter.ptr : nullptr, B, dRows.ptr,
                                dSlots.ptr, dCounts.ptr, dDropped.ptr);
   std::string what = std::string("capacity dispatch ") + type.name +
-                     (withAfter ? " after earlier shards" : "");
+                     (withAfter ? " after earlier shards" : "") +
+                     (choiceMajor ? " (choice policy)" : "");
   expect(dSlots.download() == wantSlots, what + ": slots");
   expect(dCounts.download() == wantCounts, what + ": counts");
   expect(dDropped.download()[0] == wantDropped, what + ": dropped");
@@ -755,7 +760,8 @@ int main(int argc, char **argv) {
   for (const TypeCase &type : kTypes) {
     testDispatch(rng, type);
     for (bool withAfter : {false, true})
-      testCapacityDispatch(rng, type, withAfter);
+      for (bool choiceMajor : {false, true})
+        testCapacityDispatch(rng, type, withAfter, choiceMajor);
   }
   // The grouped GEMMs both ways cuBLAS runs them: one grouped call, and
   // one GEMM per group (what large groups get).

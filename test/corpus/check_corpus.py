@@ -225,6 +225,10 @@ def run_node(node, args, model):
         return [np.broadcast_to(x, np.broadcast_shapes(x.shape, tuple(int(s) for s in args[1]))).copy()]
     if op == "Where":
         return [np.where(args[0], args[1], args[2])]
+    if op == "Clip":
+        low = args[1] if len(args) > 1 and args[1] is not None else None
+        high = args[2] if len(args) > 2 and args[2] is not None else None
+        return [np.clip(x, low, high).astype(x.dtype)]
     if op == "NonZero":
         return [np.array(np.nonzero(x), dtype=np.int64).reshape(x.ndim, -1)]
     if op == "TopK":
@@ -257,14 +261,26 @@ def run_node(node, args, model):
     raise NotImplementedError(op)
 
 
-def run_onnx(model, feeds, all_values=False):
-    values = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
-    values.update(feeds)
-    values[""] = None
-    for node in model.graph.node:
-        outs = run_node(node, [values[n] for n in node.input], model)
+def run_graph(graph, values, model):
+    """Runs `graph`'s nodes over `values` (its outer scope, updated in
+    place); an If runs the branch its condition picks."""
+    values.update({i.name: numpy_helper.to_array(i) for i in graph.initializer})
+    for node in graph.node:
+        if node.op_type == "If":
+            branch = _attrs(node)["then_branch" if bool(values[node.input[0]].reshape(-1)[0]) else "else_branch"]
+            inner = dict(values)
+            run_graph(branch, inner, model)
+            outs = [inner[o.name] for o in branch.output]
+        else:
+            outs = run_node(node, [values[n] for n in node.input], model)
         for name, v in zip(node.output, outs):
             values[name] = v
+
+
+def run_onnx(model, feeds, all_values=False):
+    values = dict(feeds)
+    values[""] = None
+    run_graph(model.graph, values, model)
     if all_values:
         return values
     return {o.name: values[o.name] for o in model.graph.output}
@@ -485,7 +501,8 @@ def check_other_inputs():
     """The exported graphs (except mixtral_lost_experts) must also be right on
     inputs other than the sample: eager (rebuilt by make_corpus) vs .pt vs the
     NumPy run of .onnx on seeded random inputs; switch also on other token
-    counts (capacity 2 and 6)."""
+    counts (capacity 2 and 6), gshard_top2 on 8 tokens (its If's other
+    branch)."""
     import torch
 
     import make_corpus
@@ -495,13 +512,18 @@ def check_other_inputs():
     builders = {"mixtral": make_corpus.make_mixtral, "qwen2_moe": make_corpus.make_qwen2_moe,
                 "switch": make_corpus.make_switch, "deepseek_v3": make_corpus.make_deepseek_v3,
                 "decoder_layer": make_corpus.make_decoder_layer,
-                "deepseek_reference": make_corpus.make_deepseek_reference}
+                "deepseek_reference": make_corpus.make_deepseek_reference,
+                "gshard_top2": make_corpus.make_gshard_top2}
     rng = np.random.RandomState(1234)
     for name, build in builders.items():
         module, sample = build()[:2]
         shapes = [tuple(sample.shape)] * 3
         if name == "switch":
             shapes = [(8, 16), (24, 16), (16, 16)]
+        if name == "gshard_top2":
+            # The trace keeps the sample's slot count (4, a constant depth of
+            # the slot one-hots): 8 tokens take the min_capacity branch to it.
+            shapes = [(8, 16), (16, 16), (16, 16)]
         traced = torch.jit.load(os.path.join(HERE, name + ".pt"))
         model = onnx.load(os.path.join(HERE, name + ".onnx"))
         worst = 0.0

@@ -24,6 +24,7 @@ import warnings
 import numpy as np
 import onnx
 import torch
+import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -133,6 +134,30 @@ def make_switch():
     dropped = int((counts - capacity).clamp(min=0).sum())
     assert dropped >= 1, "the seed must make the reference drop tokens"
     note = "capacity %d, tokens per expert %s, dropped %d" % (capacity, counts.tolist(), dropped)
+    return module, x, note
+
+
+def make_gshard_top2():
+    module = init_weights(models.GShardTop2MoE(16, 32, num_experts=4, capacity_factor=0.5), seed=9)
+    torch.manual_seed(109)
+    x = torch.randn(16, 16)
+    # The reference drops first and second choices (capacity ceil(2 * 16 / 4 * 0.5) = 4),
+    # and renormalises the gates of tokens that lose their second choice.
+    with torch.no_grad():
+        logits = module.wg(x)
+        first = torch.argmax(logits, dim=1)
+        second = torch.argmax(logits.masked_fill(F.one_hot(first, 4).bool(), float("-inf")), dim=1)
+    capacity = int(models.top2_capacity(torch.softmax(logits, 1), 1.0, 4))
+    placed = [0] * 4
+    dropped = [0, 0]
+    for j, ids in enumerate((first, second)):
+        for e in ids.tolist():
+            placed[e] += 1
+            dropped[j] += placed[e] > capacity
+    assert dropped[1] >= 1, "the seed must make the reference drop second choices"
+    note = "capacity %d, first choices %s, second %s, dropped %d first and %d second" % (
+        capacity, torch.bincount(first, minlength=4).tolist(), torch.bincount(second, minlength=4).tolist(),
+        dropped[0], dropped[1])
     return module, x, note
 
 
@@ -271,6 +296,9 @@ def main():
     # a static input shape the exporter folds Shape -> Div -> Mul into a constant.
     export_torch("switch", module, x, dynamic_axes={"hidden_states": {0: "num_tokens"}, "output": {0: "num_tokens"}},
                  note=note)
+    module, x, note = make_gshard_top2()
+    export_torch("gshard_top2", module, x,
+                 dynamic_axes={"hidden_states": {0: "num_tokens"}, "output": {0: "num_tokens"}}, note=note)
     module, x, note = make_deepseek_v3()
     export_torch("deepseek_v3", module, x, note=note)
     module, x = make_deepseek_reference()

@@ -305,6 +305,95 @@ class SwitchCapacityMoE(nn.Module):
 
 
 # --------------------------------------------------------------------------
+# GShard top-2 with capacity, as DeepSpeed-MoE and fairseq write it
+# --------------------------------------------------------------------------
+
+
+@torch.jit.script
+def top2_capacity(gates: torch.Tensor, capacity_factor: float, min_capacity: int) -> torch.Tensor:
+    """DeepSpeed's scripted `_capacity`: ceil(S / E * capacity_factor), at
+    least min_capacity, as a 0-d int64 tensor (see expert_capacity)."""
+    num_tokens = gates.shape[0]
+    num_experts = gates.shape[1]
+    capacity = torch.ceil(torch.tensor(num_tokens / num_experts * capacity_factor)).to(torch.int64)
+    if capacity < min_capacity:
+        capacity = torch.tensor(min_capacity, dtype=torch.int64)
+    return capacity
+
+
+@torch.jit.script
+def one_hot_to_float(x: torch.Tensor, num_classes: int) -> torch.Tensor:
+    """DeepSpeed's scripted `_one_hot_to_float`."""
+    return F.one_hot(x, num_classes=num_classes).float()
+
+
+class GShardTop2MoE(nn.Module):
+    """GShard's top-2 gating with expert capacity (Lepikhin et al. 2020,
+    Algorithm 2) as DeepSpeed-MoE's `top2gating` writes it (after fairseq's
+    and fairscale's): softmax gates, arg-max first expert, second expert the
+    arg-max of the logits with the first masked to -inf, locations by cumsum
+    with every first choice placed before any second choice
+    (`locations2 += sum(mask1)`), capacity ceil(2 S / E * factor) from a
+    scripted function, the gates of the kept choices renormalised after the
+    drops (a token whose second choice is dropped keeps its first with
+    weight 1), combine [S, E, C] from one-hot locations, dispatch mask =
+    combine.bool().  The MOELayer einsums dispatch and combine; the experts
+    (relu FFNs) are applied by einsum to their stacked weights, as GShard
+    writes them.  Evaluation mode: no second-expert sampling noise.
+    Tokens form one group: input [S, M]."""
+
+    def __init__(self, d_model=16, d_ff=32, num_experts=4, capacity_factor=1.0, min_capacity=4):
+        super().__init__()
+        self.num_experts = num_experts
+        self.capacity_factor = capacity_factor
+        self.min_capacity = min_capacity
+        self.wg = nn.Linear(d_model, num_experts, bias=False)
+        self.wi = nn.Parameter(torch.empty(num_experts, d_ff, d_model))
+        self.wo = nn.Parameter(torch.empty(num_experts, d_model, d_ff))
+
+    def top2gating(self, logits):
+        gates = F.softmax(logits, dim=1)
+        capacity = top2_capacity(gates, self.capacity_factor * 2, self.min_capacity)
+        indices1_s = torch.argmax(gates, dim=1)
+        num_experts = int(gates.shape[1])
+        mask1 = F.one_hot(indices1_s, num_classes=num_experts)
+        logits_except1 = logits.masked_fill(mask1.bool(), float("-inf"))
+        indices2_s = torch.argmax(logits_except1, dim=1)
+        mask2 = F.one_hot(indices2_s, num_classes=num_experts)
+        locations1 = torch.cumsum(mask1, dim=0) - 1
+        locations2 = torch.cumsum(mask2, dim=0) - 1
+        locations2 += torch.sum(mask1, dim=0, keepdim=True)
+        mask1 = mask1 * torch.lt(locations1, capacity)
+        mask2 = mask2 * torch.lt(locations2, capacity)
+        locations1_s = torch.sum(locations1 * mask1, dim=1)
+        locations2_s = torch.sum(locations2 * mask2, dim=1)
+        mask1_float = mask1.float()
+        mask2_float = mask2.float()
+        gates1_s = torch.einsum("se,se->s", gates, mask1_float)
+        gates2_s = torch.einsum("se,se->s", gates, mask2_float)
+        denom_s = gates1_s + gates2_s
+        denom_s = torch.clamp(denom_s, min=torch.finfo(denom_s.dtype).eps)
+        gates1_s = gates1_s / denom_s
+        gates2_s = gates2_s / denom_s
+        gates1 = torch.einsum("s,se->se", gates1_s, mask1_float)
+        gates2 = torch.einsum("s,se->se", gates2_s, mask2_float)
+        locations1_sc = one_hot_to_float(locations1_s, int(capacity))
+        locations2_sc = one_hot_to_float(locations2_s, int(capacity))
+        combine1_sec = torch.einsum("se,sc->sec", gates1, locations1_sc)
+        combine2_sec = torch.einsum("se,sc->sec", gates2, locations2_sc)
+        combine_weights = combine1_sec + combine2_sec
+        dispatch_mask = combine_weights.bool()
+        return combine_weights, dispatch_mask
+
+    def forward(self, hidden_states):
+        combine_weights, dispatch_mask = self.top2gating(self.wg(hidden_states))
+        dispatched = torch.einsum("sec,sm->ecm", dispatch_mask.type_as(hidden_states), hidden_states)
+        h = F.relu(torch.einsum("ecm,efm->ecf", dispatched, self.wi))
+        expert_output = torch.einsum("ecf,emf->ecm", h, self.wo)
+        return torch.einsum("sec,ecm->sm", combine_weights.type_as(hidden_states), expert_output)
+
+
+# --------------------------------------------------------------------------
 # DeepSeek-V3
 # --------------------------------------------------------------------------
 

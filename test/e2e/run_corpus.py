@@ -55,22 +55,30 @@ PLANS = [
     (4, ["--ep", "2", "--tp", "2", "--token-shuffle"]),
 ]
 TOLERANCES = {"f32": 1e-4, "f16": 1e-2, "bf16": 5e-2}
+# Plans a model must be refused, by the option and the words of the error:
+# token shuffle keeps other pairs than the model's capacity rule, and
+# gshard_top2's weights are computed from the model's own drops.
+REFUSED = {"gshard_top2": ("--token-shuffle", "token shuffle changes which pairs")}
 # What a --build-only bundle for another target keeps of its CPU twin's
 # `moe-run --stats`: {layer: tokens per expert}.
 EXPECTED_TOKENS = "cpu_tokens.json"
 TIMEOUT_S = 300
 
 
+# The models with a capacity, and the make_corpus function whose note
+# counts the (token, choice) pairs the PyTorch reference drops.
+DROPPING = {"switch": "make_switch", "gshard_top2": "make_gshard_top2"}
+
+
 def reference_dropped(corpus, model):
-    """Tokens the PyTorch reference drops: the Switch model counts them with
-    its own capacity rule (make_corpus.make_switch); the others are
-    dropless."""
-    if model != "switch":
+    """Pairs the PyTorch reference drops, as its own capacity rule counts
+    them (make_corpus); the models not in DROPPING are dropless."""
+    if model not in DROPPING:
         return 0
     sys.path.insert(0, corpus)
     import make_corpus  # noqa: E402  (torch, seeded)
-    note = make_corpus.make_switch()[2]
-    return int(re.search(r"dropped (\d+)", note).group(1))
+    note = getattr(make_corpus, DROPPING[model])()[2]
+    return sum(int(n) for n in re.findall(r"dropped (\d+)(?: first and (\d+) second)?", note)[0] if n)
 
 
 def layer_tokens(log):
@@ -241,6 +249,15 @@ def main():
         for name, path in zip(in_names, inputs):
             compile_cmd += ["--input-shape", "%s=%s" % (name, "x".join(map(str, np.load(path).shape)))]
         status, log = (0, "") if args.run_only else run(compile_cmd)
+        option, words = REFUSED.get(args.model, (None, None))
+        if option in options:
+            if status != 0 and words in log and log.count("error:") == 1:
+                print("PASS %s: refused: %s" % (label, next(l for l in log.splitlines() if "error:" in l)))
+            else:
+                failures.append(label)
+                print("FAIL %s: not refused with one error saying '%s': exit %d, %s"
+                      % (label, words, status, log.strip()))
+            continue
         if status != 0:
             failures.append(label)
             print("FAIL %s: moe-compile: %s" % (label, log.strip()))

@@ -72,7 +72,8 @@ def MoE_GroupScoreAttr : I32EnumAttr<"GroupScore",
 def MoE_DropPolicyAttr : I32EnumAttr<"DropPolicy",
     "which routed tokens a full expert keeps", [
       I32EnumAttrCase<"Position", 0, "position">,
-      I32EnumAttrCase<"Probs", 1, "probs">
+      I32EnumAttrCase<"Probs", 1, "probs">,
+      I32EnumAttrCase<"Choice", 2, "choice">
     ]> {
   let cppNamespace = "::mlir::moe";
 }

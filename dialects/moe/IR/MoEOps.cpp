@@ -461,10 +461,10 @@ LogicalResult DispatchOp::verify() {
         failed(expectShape(*this, getRows(), "rows", {E, rowsPerExpert, H})))
       return failure();
     if (getOffsets() &&
-        (policy != DropPolicy::Position ||
+        (policy == DropPolicy::Probs ||
          getOffsets().getType() != getCounts().getType()))
-      return emitOpError("offsets need the position drop policy and the type "
-                         "of counts");
+      return emitOpError("offsets need the position or choice drop policy "
+                         "and the type of counts");
   } else {
     if (getOffsets())
       return emitOpError("offsets need a capacity");

@@ -260,20 +260,25 @@ def MoE_DispatchOp : MoE_Op<"dispatch", [Pure, AttrSizedOperandSegments]> {
     buffer and records where it went.
 
     * Capacity mode (`capacity = C`): `rows` is `[E, C, H]`; expert e keeps
-      at most C of the pairs routed to it, in token order. Policy `position`
-      keeps the first C tokens (Megatron, Switch); `probs` keeps the C with
-      the largest `weights` (ties: lower token). The rest are dropped and
-      counted in `dropped`; unused slots are zero.
+      at most C of the pairs routed to it. Policy `position` keeps the first
+      C pairs in token order (Megatron, Switch); `choice` the first C in
+      choice order, every token's first choice before any second choice,
+      each choice in token order (GShard, DeepSpeed's and fairseq's top-2
+      gating); `probs` the C with the largest `weights` (ties: lower token).
+      The rest are dropped and counted in `dropped`; unused slots are zero.
     * Dropless mode (no `capacity`): `rows` is `[T*k, H]`, every routed pair
       kept, grouped by expert in expert order and in token order within an
       expert; the rows after the last group are zero.
 
     When the tokens are one shard of a larger batch split over ranks,
-    `after offsets [E]` gives, per expert, the pairs routed to it by the
-    tokens before this shard (`moe.prefix_sum` of `moe.expert_counts`): a
-    pair at position p among this shard's pairs for expert e is kept when
-    `offsets[e] + p < C`, so the kept set is the unsharded one. The buffer
-    then needs only `B = min(C, T*k)` rows per expert: `rows` is `[E, B, H]`.
+    `after offsets [E]` says how many of its C slots expert e has left for
+    this shard: a pair at position p among this shard's pairs for expert e
+    (in the policy's order) is kept when `offsets[e] + p < C`. For
+    `position` it is the pairs routed to e by the tokens before this shard
+    (`moe.prefix_sum` of `moe.expert_counts`); for `choice`, C less the
+    pairs this shard keeps (from the counts of each choice over all ranks),
+    so that the kept set is the unsharded one either way. The buffer then
+    needs only `B = min(C, T*k)` rows per expert: `rows` is `[E, B, H]`.
 
     Results: `slots [T, k]` holds the flat row index (`e * B + c` in capacity
     mode) of each pair, or -1 for dropped and unrouted pairs; `counts [E]` the
@@ -300,7 +305,8 @@ def MoE_DispatchOp : MoE_Op<"dispatch", [Pure, AttrSizedOperandSegments]> {
       `[E, C, H]`, or `[E, min(C, T*k), H]` with `offsets`;
     * `rows` has at most 2^31 - 1 rows (`E x C`, `E x min(C, T*k)` or
       `T*k`), since `slots` index them as i32; computed without overflow;
-    * `offsets` has the type of `counts` and needs the `position` policy;
+    * `offsets` has the type of `counts` and needs the `position` or
+      `choice` policy;
     * without `capacity`: no `drop_policy`, and `rows` is `[T*k, H]`;
     * `weights` is given exactly for the `probs` policy.
   }];

@@ -20,6 +20,7 @@
 #include "GraphImporter.h"
 #include "ModelReader.h"
 #include "FunctionOps.h"
+#include "IfNodes.h"
 #include "OrtContrib.h"
 #include "dialects/Common/BufferBounds.h"
 #include "dialects/moe/IR/MoEDialect.h"
@@ -538,7 +539,8 @@ OwningOpRef<ModuleOp> moe::importOnnxModel(ModelProto &&model,
                           "empty): not a valid ONNX model";
     return {};
   }
-  if (failed(expandOrtContribOps(model, fileLoc)))
+  if (failed(expandOrtContribOps(model, fileLoc)) ||
+      failed(inlineIfNodes(graph, fileLoc)))
     return {};
   FailureOr<OpsetVersions> opsets = getOpsets(model, fileLoc);
   if (failed(opsets))

@@ -1,10 +1,10 @@
 //===- Dispatch.cpp - lower dispatch, combine, all_to_all -----------------===//
 //
 // The reference semantics of moving rows between tokens and experts.
-// moe.dispatch is one scf.for nest over the (token, slot) pairs in token
-// order that copies every kept pair to the next free row of its expert;
-// moe.combine is a linalg.generic that gathers rows through the slots; an
-// moe.all_to_all within a group of one rank is a copy.
+// moe.dispatch is one scf.for nest over the (token, slot) pairs in the
+// policy's order that copies every kept pair to the next free row of its
+// expert; moe.combine is a linalg.generic that gathers rows through the
+// slots; an moe.all_to_all within a group of one rank is a copy.
 //
 //===----------------------------------------------------------------------===//
 
@@ -95,8 +95,9 @@ static Value fitsCapacity(OpBuilder &b, Location loc, const DispatchPlan &plan,
                           ValueRange pair, Value expert, Value placed) {
   if (!plan.capacity)
     return Value();
-  // `position` keeps the first C pairs of the whole batch. A kept pair's
-  // position on this shard is `placed`, so it never passes the block.
+  // `position` and `choice` keep the first C pairs of the whole batch in
+  // their order. A kept pair's position on this shard is `placed`, so it
+  // never passes the block.
   Value capacity = scalarConst(b, loc, b.getI32Type(), *plan.capacity);
   if (plan.before)
     placed = arith::AddIOp::create(
@@ -216,10 +217,18 @@ struct DispatchOpLowering : public OpConversionPattern<DispatchOp> {
                     filledTensor(rewriter, loc, op.getSlots().getType(), -1.0),
                     filledTensor(rewriter, loc, op.getCounts().getType(), 0.0),
                     scalarConst(rewriter, loc, rewriter.getI64Type(), 0.0)};
-    // Token-major, slot-minor: the order of the rows within an expert.
+    // The order of the rows within an expert, and of who keeps its place:
+    // token-major, slot-minor; slot-major for the `choice` policy.
+    bool choiceMajor = op.getDropPolicy() == DropPolicy::Choice;
+    SmallVector<int64_t> bounds(pairs);
+    if (choiceMajor)
+      std::swap(bounds[0], bounds[1]);
     SmallVector<Value> results = loopNest(
-        rewriter, loc, pairs, init,
-        [&](OpBuilder &b, Location nloc, ValueRange pair, ValueRange state) {
+        rewriter, loc, bounds, init,
+        [&](OpBuilder &b, Location nloc, ValueRange ivs, ValueRange state) {
+          SmallVector<Value> pair(ivs);
+          if (choiceMajor)
+            std::swap(pair[0], pair[1]);
           return dispatchPair(b, nloc, plan, pair, state);
         });
 

@@ -95,10 +95,11 @@ void moert_cuda_dispatch(int32_t dtype, const void *x, int64_t tokens,
                          int64_t experts, void *rows, int32_t *slots,
                          int32_t *counts);
 
-/* moe.dispatch in capacity mode with the `position` policy, on device
- * buffers in f32, f16 or bf16: expert e keeps its first `capacity` pairs in
- * (token, slot) order, or with `after` (E counts, may be null: the pairs
- * earlier shards sent each expert) those at positions p with
+/* moe.dispatch in capacity mode with the `position` or `choice` policy, on
+ * device buffers in f32, f16 or bf16: expert e keeps its first `capacity`
+ * pairs in (token, slot) order, or in (slot, token) order where
+ * `choice_major` is 1, or with `after` (E counts, may be null: the slots
+ * earlier shards took from each expert) those at positions p with
  * after[e] + p < capacity. rows [E, stride, H]: expert e's kept pairs from
  * row e * stride, unused rows zero (stride at least min(capacity, T * k));
  * slots e * stride + p or -1; counts the kept rows per expert; *dropped
@@ -108,9 +109,9 @@ void moert_cuda_dispatch_capacity(int32_t dtype, const void *x,
                                   int64_t tokens, int64_t hidden,
                                   const int32_t *ids, int64_t k,
                                   int64_t experts, int64_t capacity,
-                                  const int32_t *after, int64_t stride,
-                                  void *rows, int32_t *slots, int32_t *counts,
-                                  int64_t *dropped);
+                                  int32_t choice_major, const int32_t *after,
+                                  int64_t stride, void *rows, int32_t *slots,
+                                  int32_t *counts, int64_t *dropped);
 
 /* Grouped GEMM: for each expert e, rows offsets[e] .. offsets[e + 1] of
  * C [R, N] = rows of A [R, K] x W[e] [K, N] (row-major; weights of all

@@ -198,16 +198,31 @@ struct PermuteReport {
   unsigned long long invalid;
 };
 
-/// Per block of kBlock assignments: how many go to each expert.
-__global__ void blockHistogram(const int32_t *expertIds, int64_t n,
+/// The order in which a permutation takes the n = T * k assignments: the
+/// q-th is assignment (token, slot) `pairAt(q)`, flat index token * k + slot;
+/// token-major, or slot-major (moe.dispatch's `choice` policy).
+struct PairOrder {
+  int64_t n = 0;
+  int k = 1;
+  bool choiceMajor = false;
+  __device__ int64_t pairAt(int64_t q) const {
+    if (!choiceMajor)
+      return q;
+    int64_t tokens = n / k;
+    return (q % tokens) * k + q / tokens;
+  }
+};
+
+/// Per block of kBlock assignments (in `order`): how many go to each expert.
+__global__ void blockHistogram(const int32_t *expertIds, PairOrder order,
                                int experts, int32_t *blockCounts) {
   extern __shared__ int32_t counts[];
   for (int e = threadIdx.x; e < experts; e += blockDim.x)
     counts[e] = 0;
   __syncthreads();
-  int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) {
-    int e = expertIds[i];
+  int64_t q = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (q < order.n) {
+    int e = expertIds[order.pairAt(q)];
     if (e >= 0 && e < experts)
       atomicAdd(&counts[e], 1);
   }
@@ -269,18 +284,19 @@ __global__ void scanBlocks(int32_t *blockCounts, int blocks, int experts,
 
 /// Each assignment's row: its expert's offset, plus the rank of its block,
 /// plus its rank among the block's earlier assignments to the same expert.
-__global__ void placeRows(const int32_t *expertIds, int64_t n, int k,
+__global__ void placeRows(const int32_t *expertIds, PairOrder order,
                           int experts, int64_t capacity, const int32_t *after,
                           int64_t stride, const int32_t *blockFirst,
                           const int64_t *offsets,
                           int32_t *slotRow, int64_t *rowSource,
                           PermuteReport *report) {
   __shared__ int32_t ids[kBlock];
-  int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  int e = i < n ? expertIds[i] : -1;
+  int64_t q = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  int64_t i = q < order.n ? order.pairAt(q) : -1;
+  int e = q < order.n ? expertIds[i] : -1;
   ids[threadIdx.x] = e;
   __syncthreads();
-  if (i >= n)
+  if (q >= order.n)
     return;
   if (e < 0 || e >= experts) {
     slotRow[i] = -1;
@@ -296,7 +312,7 @@ __global__ void placeRows(const int32_t *expertIds, int64_t n, int k,
   }
   int64_t row = offsets[e] + rank;
   slotRow[i] = static_cast<int32_t>(row);
-  rowSource[row] = i / k;
+  rowSource[row] = i / order.k;
 }
 
 /// One block per row of the permuted buffer; rows without a source (unused
@@ -443,7 +459,8 @@ static void allowSharedBytes(Kernel *kernel, size_t bytes) {
 
 /// Where moert_cuda_permute puts the kept pairs: packed by expert (stride
 /// 0), or expert e's from row e * stride, unused rows zeroed (moe.dispatch's
-/// capacity buffers). `after` (E counts, may be null) lowers each expert's
+/// capacity buffers), in token-major order or, with `choiceMajor`,
+/// slot-major. `after` (E counts, may be null) lowers each expert's
 /// capacity by the pairs that earlier shards sent it; `counts` and
 /// `dropped` (device pointers, may be null) receive the kept rows per
 /// expert and the pairs lost to capacity; `zeroTail` zeroes the rows of a
@@ -454,6 +471,7 @@ struct Placement {
   int32_t *counts = nullptr;
   int64_t *dropped = nullptr;
   bool zeroTail = false;
+  bool choiceMajor = false;
 };
 
 /// Enqueues the permutation of moert_cuda_permute on `s` (pairs whose ids
@@ -494,14 +512,16 @@ static PermuteReport *permute(const void *x, int32_t dtype, int64_t tokens,
   size_t histogramBytes = sizeof(int32_t) * e, scanBytes = sizeof(int64_t) * e;
   allowSharedBytes(blockHistogram, histogramBytes);
   allowSharedBytes(scanBlocks, scanBytes);
-  blockHistogram<<<blocks, kBlock, histogramBytes, s>>>(expertIds, n, e,
+  PairOrder order{n, static_cast<int>(std::max<int64_t>(k, 1)),
+                  placement.choiceMajor};
+  blockHistogram<<<blocks, kBlock, histogramBytes, s>>>(expertIds, order, e,
                                                         blockCounts);
   checkLaunch("permute histogram kernel");
   scanBlocks<<<1, std::min(e, 1024), scanBytes, s>>>(
       blockCounts, blocks, e, capacity, placement.after, placement.stride,
       offsets, placement.counts, report, placement.dropped);
   checkLaunch("permute scan kernel");
-  placeRows<<<blocks, kBlock, 0, s>>>(expertIds, n, static_cast<int>(k), e,
+  placeRows<<<blocks, kBlock, 0, s>>>(expertIds, order, e,
                                       capacity, placement.after,
                                       placement.stride, blockCounts, offsets,
                                       slotRow, rowSource, report);
@@ -576,9 +596,9 @@ void moert_cuda_dispatch_capacity(int32_t dtype, const void *x,
                                   int64_t tokens, int64_t hidden,
                                   const int32_t *ids, int64_t k,
                                   int64_t experts, int64_t capacity,
-                                  const int32_t *after, int64_t stride,
-                                  void *rows, int32_t *slots, int32_t *counts,
-                                  int64_t *dropped) {
+                                  int32_t choice_major, const int32_t *after,
+                                  int64_t stride, void *rows, int32_t *slots,
+                                  int32_t *counts, int64_t *dropped) {
   const char *op = "moert_cuda_dispatch_capacity";
   if (tokens < 0 || hidden < 0 || k < 0 || experts < 1 || capacity < 1 ||
       stride < std::min(capacity, tokens * k) || stride < 1 ||
@@ -590,7 +610,9 @@ void moert_cuda_dispatch_capacity(int32_t dtype, const void *x,
   auto *offsets = static_cast<int64_t *>(
       deviceAlloc(sizeof(int64_t) * (experts + 1), s));
   permute(x, dtype, tokens, hidden, ids, k, experts, capacity, rows, slots,
-          offsets, s, op, Placement{stride, after, counts, dropped});
+          offsets, s, op,
+          Placement{stride, after, counts, dropped, /*zeroTail=*/false,
+                    choice_major != 0});
   check(cudaFreeAsync(offsets, s), "cudaFreeAsync");
 }
 

@@ -178,7 +178,7 @@ func.func @dropless_dispatch(%x: tensor<8x16xf32>, %ids: tensor<8x2xi32>)
 // CUDA-NOT: moe.dispatch
 // CUDA-DAG: %[[NULL:.*]] = llvm.mlir.zero : !llvm.ptr
 // CUDA-DAG: %[[DROPPED:.*]] = memref.alloc() {alignment = 64 : i64} : memref<i64>
-// CUDA: call @moert_cuda_dispatch_capacity(%c0_i32, %{{.*}}, %c8_i64, %c16_i64, %{{.*}}, %c1_i64, %c4_i64, %c2_i64, %[[NULL]], %c2_i64, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) : (i32, !llvm.ptr, i64, i64, !llvm.ptr, i64, i64, i64, !llvm.ptr, i64, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> ()
+// CUDA: call @moert_cuda_dispatch_capacity(%c0_i32, %{{.*}}, %c8_i64, %c16_i64, %{{.*}}, %c1_i64, %c4_i64, %c2_i64, %c0_i32, %[[NULL]], %c2_i64, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) : (i32, !llvm.ptr, i64, i64, !llvm.ptr, i64, i64, i64, i32, !llvm.ptr, i64, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> ()
 // CUDA: %[[D:.*]] = bufferization.to_tensor %[[DROPPED]]
 // CUDA: return {{.*}}, %[[D]]
 func.func @capacity_dispatch(%x: tensor<8x16xf32>, %ids: tensor<8x1xi32>)
@@ -198,7 +198,7 @@ func.func @capacity_dispatch(%x: tensor<8x16xf32>, %ids: tensor<8x1xi32>)
 // took out as dropped (on one-element vectors: kernels, not host code).
 // CUDA-LABEL: func.func @capacity_after
 // CUDA-SAME: %[[X:[^:]*]]: tensor<3x16xf32>, %[[IDS:[^:]*]]: tensor<3x1xi32>, %{{[^:]*}}: tensor<4xi32>, %[[W:[^:]*]]: tensor<3x1xf32>
-// CUDA: call @moert_cuda_dispatch_capacity(%c0_i32, %{{.*}}, %c3_i64, %c16_i64, %{{.*}}, %c1_i64, %c4_i64, %c5_i64, %{{.*}}, %c3_i64,
+// CUDA: call @moert_cuda_dispatch_capacity(%c0_i32, %{{.*}}, %c3_i64, %c16_i64, %{{.*}}, %c1_i64, %c4_i64, %c5_i64, %c0_i32, %{{.*}}, %c3_i64,
 // CUDA: %[[RANKS:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction", "reduction"]} ins(%[[IDS]], %[[W]], %[[IDS]], %[[W]] :
 // CUDA: %[[KEPT:.*]] = linalg.generic {{.*}} ins(%[[IDS]], %[[RANKS]] :
 // CUDA:   %[[OUTRANKED:.*]] = arith.cmpi sge, %{{.*}}, %c5_i32
@@ -211,7 +211,7 @@ func.func @capacity_dispatch(%x: tensor<8x16xf32>, %ids: tensor<8x1xi32>)
 // CUDA: %[[KEPT_INT:.*]] = arith.index_cast %[[KEPT_ADDR]]
 // CUDA: %[[KEPT_PTR:.*]] = llvm.inttoptr %[[KEPT_INT]]
 // CUDA: %[[DROPPED:.*]] = memref.alloc() {{.*}} : memref<i64>
-// CUDA: call @moert_cuda_dispatch_capacity(%c0_i32, %{{.*}}, %c3_i64, %c16_i64, %[[KEPT_PTR]], %c1_i64, %c4_i64, %c5_i64, %{{.*}}, %c5_i64,
+// CUDA: call @moert_cuda_dispatch_capacity(%c0_i32, %{{.*}}, %c3_i64, %c16_i64, %[[KEPT_PTR]], %c1_i64, %c4_i64, %c5_i64, %c0_i32, %{{.*}}, %c5_i64,
 // CUDA: %[[LOST:.*]] = bufferization.to_tensor %[[DROPPED]]
 // CUDA: %[[LOST1:.*]] = tensor.expand_shape %[[LOST]] [] output_shape [1] : tensor<i64> into tensor<1xi64>
 // CUDA: %[[SUM:.*]] = linalg.generic {{.*}} iterator_types = ["parallel"]} ins(%[[LOST1]], %[[TAKEN]] : tensor<1xi64>, tensor<1xi64>)
@@ -229,6 +229,22 @@ func.func @capacity_after(%x: tensor<3x16xf32>, %ids: tensor<3x1xi32>,
       : (tensor<3x16xf32>, tensor<3x1xi32>, tensor<3x1xf32>)
      -> (tensor<4x5x16xf32>, tensor<3x1xi32>, tensor<4xi32>, tensor<i64>)
   return %rows, %rows2, %dropped2 : tensor<4x3x16xf32>, tensor<4x5x16xf32>, tensor<i64>
+}
+
+// -----
+
+// The choice policy (GShard's top-2: every first choice before any second)
+// is the same kernel taking the pairs slot-major (choice_major 1), on a
+// shard with its `after` counts.
+// CUDA-LABEL: func.func @capacity_choice
+// CUDA: call @moert_cuda_dispatch_capacity(%c0_i32, %{{.*}}, %c3_i64, %c16_i64, %{{.*}}, %c2_i64, %c4_i64, %c5_i64, %c1_i32, %{{.*}}, %c5_i64,
+// CUDA-NOT: moe.dispatch
+func.func @capacity_choice(%x: tensor<3x16xf32>, %ids: tensor<3x2xi32>,
+    %after: tensor<4xi32>) -> tensor<4x5x16xf32> {
+  %rows, %slots, %counts, %dropped = moe.dispatch %x, %ids capacity 5 drop choice after %after
+      : (tensor<3x16xf32>, tensor<3x2xi32>, tensor<4xi32>)
+     -> (tensor<4x5x16xf32>, tensor<3x2xi32>, tensor<4xi32>, tensor<i64>)
+  return %rows : tensor<4x5x16xf32>
 }
 
 // -----

@@ -1176,6 +1176,16 @@ func.func @offsets_without_capacity(%x: tensor<4x8xf32>, %ids: tensor<4x2xi32>, 
 
 // -----
 
+func.func @offsets_probs(%x: tensor<4x8xf32>, %ids: tensor<4x2xi32>, %w: tensor<4x2xf32>, %b: tensor<4xi32>) {
+  // expected-error @below {{offsets need the position or choice drop policy and the type of counts}}
+  %rows, %slots, %counts, %dropped = moe.dispatch %x, %ids capacity 3 drop probs by %w after %b
+      : (tensor<4x8xf32>, tensor<4x2xi32>, tensor<4x2xf32>, tensor<4xi32>)
+     -> (tensor<4x3x8xf32>, tensor<4x2xi32>, tensor<4xi32>, tensor<i64>)
+  return
+}
+
+// -----
+
 func.func @offsets_buffer(%x: tensor<4x8xf32>, %ids: tensor<4x2xi32>, %b: tensor<4xi32>) {
   // expected-error @below {{rows must be [4, 3, 8], got [4, 5, 8]}}
   %rows, %slots, %counts, %dropped = moe.dispatch %x, %ids capacity 3 drop position after %b

@@ -131,6 +131,16 @@ func.func @dispatch_position(%x: tensor<4x8xf32>, %ids: tensor<4x2xi32>) -> tens
   return %rows : tensor<4x3x8xf32>
 }
 
+// CHECK-LABEL: func.func @dispatch_choice(
+// CHECK-SAME:    %[[X:.*]]: tensor<4x8xf32>, %[[IDS:.*]]: tensor<4x2xi32>, %[[AFTER:.*]]: tensor<4xi32>
+// CHECK:         moe.dispatch %[[X]], %[[IDS]] capacity 3 drop choice after %[[AFTER]] : (tensor<4x8xf32>, tensor<4x2xi32>, tensor<4xi32>) -> (tensor<4x3x8xf32>, tensor<4x2xi32>, tensor<4xi32>, tensor<i64>)
+func.func @dispatch_choice(%x: tensor<4x8xf32>, %ids: tensor<4x2xi32>, %after: tensor<4xi32>) -> tensor<4x3x8xf32> {
+  %rows, %slots, %counts, %dropped = moe.dispatch %x, %ids capacity 3 drop choice after %after
+      : (tensor<4x8xf32>, tensor<4x2xi32>, tensor<4xi32>)
+     -> (tensor<4x3x8xf32>, tensor<4x2xi32>, tensor<4xi32>, tensor<i64>)
+  return %rows : tensor<4x3x8xf32>
+}
+
 // CHECK-LABEL: func.func @dispatch_probs(
 // CHECK-SAME:    %[[X:.*]]: tensor<4x8xf32>, %[[IDS:.*]]: tensor<4x2xi32>, %[[W:.*]]: tensor<4x2xf32>
 // CHECK:         moe.dispatch %[[X]], %[[IDS]] capacity 2 drop probs by %[[W]] : (tensor<4x8xf32>, tensor<4x2xi32>, tensor<4x2xf32>) -> (tensor<4x2x8xf32>, tensor<4x2xi32>, tensor<4xi32>, tensor<i64>)

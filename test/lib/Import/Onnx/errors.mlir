@@ -56,7 +56,7 @@
 // ATTR-TYPE: attr_type.onnx:0:0: error: node 'softmax' (Softmax): attribute 'axis' is FLOAT, expected INT
 // MISSING-ATTR: missing_attribute.onnx:0:0: error: node 'cast' (Cast): Required attribute 'to' is missing.
 // CONSTANT: constant_string.onnx:0:0: error: node 'c' (Constant): attribute 'value_string' is not supported
-// SUBGRAPH: control_flow.onnx:0:0: error: node 'if' (If): unsupported ONNX operator
+// SUBGRAPH: control_flow.onnx:0:0: error: node 'loop' (Loop): unsupported ONNX operator
 // RANK: no_shape.onnx:0:0: error: graph input 'x' has an unknown rank
 // DATA: wrong_data_size.onnx:0:0: error: tensor 'w' has 12 bytes of data, expected 16 for 'tensor<4xf32>'
 // UNDEFINED: undefined_input.onnx:0:0: error: node 'relu' (Relu): input 'z' is not defined before the node

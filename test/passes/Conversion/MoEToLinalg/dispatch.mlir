@@ -77,6 +77,27 @@ func.func @dispatch_capacity_position(%x: tensor<4x8xbf16>, %ids: tensor<4x2xi32
 
 // -----
 
+// Choice policy (GShard): the same loop with the slots outside, so that
+// every first choice takes its place before any second choice.
+
+// CHECK-LABEL: func.func @dispatch_capacity_choice(
+// CHECK-SAME:      %[[X:.*]]: tensor<4x8xf32>, %[[IDS:.*]]: tensor<4x2xi32>)
+// CHECK:         scf.for %[[SLOT:[^ ]+]] = %{{.*}} to %c2
+// CHECK:           scf.for %[[TOKEN:[^ ]+]] = %{{.*}} to %c4
+// CHECK:             tensor.extract %[[IDS]][%[[TOKEN]], %[[SLOT]]] : tensor<4x2xi32>
+// CHECK:             arith.cmpi slt, %{{.*}}, %{{.*}} : i32
+// CHECK:             tensor.insert %{{.*}} into %{{.*}}[%[[TOKEN]], %[[SLOT]]] : tensor<4x2xi32>
+func.func @dispatch_capacity_choice(%x: tensor<4x8xf32>, %ids: tensor<4x2xi32>)
+    -> (tensor<3x2x8xf32>, tensor<4x2xi32>, tensor<3xi32>, tensor<i64>) {
+  %rows, %slots, %counts, %dropped = moe.dispatch %x, %ids capacity 2 drop choice
+      : (tensor<4x8xf32>, tensor<4x2xi32>)
+     -> (tensor<3x2x8xf32>, tensor<4x2xi32>, tensor<3xi32>, tensor<i64>)
+  return %rows, %slots, %counts, %dropped
+      : tensor<3x2x8xf32>, tensor<4x2xi32>, tensor<3xi32>, tensor<i64>
+}
+
+// -----
+
 // Probs policy: every pair is ranked among the pairs of its expert (larger
 // weight, or equal weight and earlier pair, first); the loop keeps the pairs
 // ranked below C, still in token order, and never more than C (NaN weights

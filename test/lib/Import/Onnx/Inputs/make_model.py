@@ -183,11 +183,15 @@ ERRORS = {
                                [tensor("x", TensorProto.FLOAT, [4])], [tensor("y", TensorProto.FLOAT, None)]),
     "constant_string": lambda: model([helper.make_node("Constant", [], ["y"], name="c", value_string="s")], [],
                                      [tensor("y", TensorProto.STRING, None)]),
+    # A Loop (If is imported: see if-nodes.test).
     "control_flow": lambda: model([helper.make_node(
-        "If", ["c"], ["y"], name="if",
-        then_branch=helper.make_graph([], "then", [], [tensor("x", TensorProto.FLOAT, [4])]),
-        else_branch=helper.make_graph([], "else", [], [tensor("x", TensorProto.FLOAT, [4])]))],
-        [tensor("c", TensorProto.BOOL, []), tensor("x", TensorProto.FLOAT, [4])],
+        "Loop", ["n", "c", "x"], ["y"], name="loop",
+        body=helper.make_graph(
+            [helper.make_node("Identity", ["c_in"], ["c_out"]), helper.make_node("Relu", ["v_in"], ["v_out"])],
+            "body", [tensor("i", TensorProto.INT64, []), tensor("c_in", TensorProto.BOOL, []),
+                     tensor("v_in", TensorProto.FLOAT, [4])],
+            [tensor("c_out", TensorProto.BOOL, []), tensor("v_out", TensorProto.FLOAT, [4])]))],
+        [tensor("n", TensorProto.INT64, []), tensor("c", TensorProto.BOOL, []), tensor("x", TensorProto.FLOAT, [4])],
         [tensor("y", TensorProto.FLOAT, None)]),
     "no_shape": lambda: model(*_relu_unranked()),
     "wrong_data_size": lambda: model([helper.make_node("Identity", ["w"], ["y"], name="id")], [],
