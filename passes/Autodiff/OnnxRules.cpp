@@ -87,6 +87,7 @@ struct OnnxRule {
   LogicalResult pad();
   LogicalResult tile();
   LogicalResult layerNorm(bool rms);
+  LogicalResult einsum();
 };
 
 LogicalResult OnnxRule::matmul() {
@@ -110,6 +111,77 @@ LogicalResult OnnxRule::matmul() {
   set(1, e.reshape(e.unbroadcast(e.matmul(e.transposeLast(matA), grad),
                                  shapeB),
                    shapeOf(bm)));
+  return success();
+}
+
+LogicalResult OnnxRule::einsum() {
+  // Y = einsum(t_0, ..., t_n -> o): dX_i = einsum(o, t_j (j != i) -> t_i),
+  // where the letters of t_i that neither o nor another operand has were
+  // summed out of X_i alone: the cotangent is the same along them (the
+  // einsum to t_i without them, expanded).
+  auto equation = op->getAttrOfType<StringAttr>("equation");
+  std::string compact;
+  for (char c : equation ? equation.getValue() : StringRef())
+    if (!llvm::isSpace(c))
+      compact.push_back(c);
+  size_t arrow = compact.find("->");
+  if (arrow == std::string::npos)
+    return unsupported("Einsum has a gradient only for an explicit equation");
+  SmallVector<StringRef> parts;
+  StringRef(compact).take_front(arrow).split(parts, ',');
+  std::string output = compact.substr(arrow + 2);
+  SmallVector<std::string> terms(parts.begin(), parts.end());
+  if (terms.size() != op->getNumOperands())
+    return unsupported("Einsum's equation does not name each operand");
+  llvm::DenseMap<char, int64_t> sizes;
+  for (auto [i, term] : llvm::enumerate(terms)) {
+    Shape shape = shapeOf(in(i));
+    if (static_cast<int64_t>(term.size()) != static_cast<int64_t>(shape.size()) ||
+        !llvm::all_of(term, llvm::isAlpha))
+      return unsupported("Einsum has a gradient only for equations of "
+                         "letters, one per dimension (no ellipsis)");
+    for (auto [letter, size] : llvm::zip(term, shape))
+      sizes[letter] = size;
+  }
+  for (const std::string &term : llvm::concat<const std::string>(
+           terms, ArrayRef<std::string>(output)))
+    for (size_t k = 0; k < term.size(); ++k)
+      if (term.find(term[k], k + 1) != std::string::npos)
+        return unsupported("Einsum has no gradient for a repeated letter "
+                           "(a diagonal)");
+  for (auto [i, term] : llvm::enumerate(terms)) {
+    if (!isFloat(in(i)))
+      continue;
+    std::string others = output, kept;
+    SmallVector<Value> operands{g()};
+    for (auto [j, other] : llvm::enumerate(terms))
+      if (j != i) {
+        others += other;
+        operands.push_back(in(j));
+      }
+    Shape keptShape, broadcastShape;
+    for (char letter : term) {
+      bool shared = others.find(letter) != std::string::npos;
+      if (shared) {
+        kept.push_back(letter);
+        keptShape.push_back(sizes[letter]);
+      }
+      broadcastShape.push_back(shared ? sizes[letter] : 1);
+    }
+    std::string rule = output;
+    for (auto [j, other] : llvm::enumerate(terms))
+      if (j != i)
+        rule += "," + other;
+    rule += "->" + kept;
+    Value grad = e.create<onnx::EinsumOp>(
+        RankedTensorType::get(keptShape, elementOf(in(i))), operands,
+        {e.builder().getNamedAttr("equation",
+                                  e.builder().getStringAttr(rule))});
+    grad = e.reshape(grad, broadcastShape);
+    if (broadcastShape != shapeOf(in(i)))
+      grad = e.expand(grad, shapeOf(in(i)));
+    set(i, grad);
+  }
   return success();
 }
 
@@ -584,6 +656,7 @@ LogicalResult OnnxRule::build() {
           })
       .Case([&](onnx::MatMulOp) { return matmul(); })
       .Case([&](onnx::GemmOp) { return gemm(); })
+      .Case([&](onnx::EinsumOp) { return einsum(); })
       .Case<onnx::ReshapeOp, onnx::FlattenOp, onnx::SqueezeOp,
             onnx::UnsqueezeOp, onnx::IdentityOp>([&](Operation *) {
         set(0, e.reshape(g(), shapeOf(in(0))));

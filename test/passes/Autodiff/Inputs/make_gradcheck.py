@@ -697,6 +697,61 @@ def _(p, x):
     return moe_block(p, x, lambda h: h * torch.tanh(F.softplus(h)), gated=True)
 
 
+@case("einsum_contractions", randn(170, 4, 3), ["Einsum"], folded=True,
+      a=randn(171, 4), m=randn(172, 4, 3), l=randn(173, 4, 5),
+      w=randn(174, 3, 5, 2), v=randn(175, 3, 5))
+def _(p, x):
+    # GShard's einsums: a per-token scale, an outer product, a contraction
+    # of two letters, a reduction of a product; and a letter (c) that only
+    # one operand has, summed out of it alone.
+    g = torch.einsum("s,se->se", p["a"], x * p["m"])
+    h = torch.einsum("se,sc->sec", g, p["l"])
+    y = torch.einsum("sec,ecm->sm", h, p["w"])
+    r = torch.einsum("se,se->s", g, x) + torch.einsum("se,ec->s", x, p["v"])
+    # The exporter infers no shape for an Einsum: a Reshape gives it.
+    return (y + r[:, None]).reshape(4, 2)
+
+
+@torch.jit.script
+def gshard_capacity(gates: torch.Tensor, min_capacity: int) -> torch.Tensor:
+    capacity = torch.ceil(torch.tensor(gates.shape[0] / gates.shape[1])).to(torch.int64)
+    if capacity < min_capacity:
+        capacity = torch.tensor(min_capacity, dtype=torch.int64)
+    return capacity
+
+
+@case("moe_gshard_top2", randn(180, 16, MOE_H), ["If", "ArgMax", "CumSum", "Einsum"],
+      folded=True, wg=randn(181, MOE_H, MOE_E), wi=0.5 * randn(182, MOE_E, MOE_F, MOE_H),
+      wo=0.5 * randn(183, MOE_E, MOE_H, MOE_F))
+def _(p, x):
+    # GShard's top-2 with capacity ceil(16 / 3) = 6 (at least 4) as
+    # DeepSpeed's top2gating writes it
+    # (test/corpus/models.py GShardTop2MoE): the gates of the kept choices
+    # renormalised after the drops, so the router's gradient runs through
+    # the program's own routing ops.
+    logits = x @ p["wg"]
+    gates = F.softmax(logits, dim=1)
+    capacity = gshard_capacity(gates, 4)
+    mask1 = F.one_hot(torch.argmax(gates, dim=1), num_classes=MOE_E)
+    second = torch.argmax(logits.masked_fill(mask1.bool(), float("-inf")), dim=1)
+    mask2 = F.one_hot(second, num_classes=MOE_E)
+    locations1 = torch.cumsum(mask1, dim=0) - 1
+    locations2 = torch.cumsum(mask2, dim=0) - 1 + torch.sum(mask1, dim=0, keepdim=True)
+    mask1 = mask1 * torch.lt(locations1, capacity)
+    mask2 = mask2 * torch.lt(locations2, capacity)
+    slots1 = F.one_hot(torch.sum(locations1 * mask1, dim=1), num_classes=int(capacity)).float()
+    slots2 = F.one_hot(torch.sum(locations2 * mask2, dim=1), num_classes=int(capacity)).float()
+    gates1 = torch.einsum("se,se->s", gates, mask1.float())
+    gates2 = torch.einsum("se,se->s", gates, mask2.float())
+    denom = torch.clamp(gates1 + gates2, min=torch.finfo(gates.dtype).eps)
+    combine = (torch.einsum("se,sc->sec", torch.einsum("s,se->se", gates1 / denom, mask1.float()), slots1)
+               + torch.einsum("se,sc->sec", torch.einsum("s,se->se", gates2 / denom, mask2.float()), slots2))
+    dispatched = torch.einsum("sec,sm->ecm", combine.bool().type_as(x), x)
+    h = torch.relu(torch.einsum("ecm,efm->ecf", dispatched, p["wi"]))
+    y = torch.einsum("sec,ecm->sm", combine, torch.einsum("ecf,emf->ecm", h, p["wo"]))
+    return y.reshape(16, MOE_H)
+
+
 # --- Writing ------------------------------------------------------------------
 
 def save_npz(path, arrays):
