@@ -118,16 +118,10 @@ static std::optional<int64_t> positionShift(Value value,
   Operation *op = value.getDefiningOp();
   if (!op || depth == 0)
     return std::nullopt;
-  if (auto cumsum = dyn_cast<onnx::CumSumOp>(op)) {
-    std::optional<int64_t> axis = foldInteger(cumsum.getInputs()[1]);
-    auto exclusive = cumsum->getAttrOfType<IntegerAttr>("exclusive");
-    auto reverse = cumsum->getAttrOfType<IntegerAttr>("reverse");
-    if (!isExpertMask(cumsum.getInputs()[0], router) || !axis ||
-        (*axis != 0 && *axis != -2) || (reverse && reverse.getInt() != 0))
-      return std::nullopt;
-    // An inclusive sum counts the token itself: positions start at 1.
-    return exclusive && exclusive.getInt() != 0 ? 0 : -1;
-  }
+  if (auto cumsum = dyn_cast<onnx::CumSumOp>(op))
+    return isExpertMask(cumsum.getInputs()[0], router)
+               ? tokenCumsumShift(cumsum)
+               : std::nullopt;
   if (isa<onnx::AddOp, onnx::SubOp>(op)) {
     bool sub = isa<onnx::SubOp>(op);
     for (int i = 0; i < (sub ? 1 : 2); ++i) {
@@ -289,22 +283,15 @@ struct RaiseCapacityEinsum : OpRewritePattern<onnx::ArgMaxOp> {
           argmax, "no single combine einsum 'tec,ech->th' after the router");
     auto [weights, expertOutputs] = *einsumOperands(combine, kCombine);
 
-    std::optional<EinsumExperts> experts =
-        matchExperts(expertOutputs, combine, rewriter);
-    if (!experts)
-      return rewriter.notifyMatchFailure(
-          combine, "expert outputs are not einsum FFNs on constant weights");
-    auto dispatch = definedBy<onnx::EinsumOp>(experts->rows);
-    std::optional<std::pair<Value, Value>> dispatched =
-        dispatch ? einsumOperands(dispatch, kDispatch) : std::nullopt;
-    if (!dispatched)
-      return rewriter.notifyMatchFailure(
-          combine, "expert rows are not einsum('tec,th->ech', dispatch, x)");
-    if (skipNoOps(dispatched->second) != router->x)
+    FailureOr<EinsumBlock> block =
+        matchEinsumBlock(expertOutputs, combine, rewriter);
+    if (failed(block))
+      return failure();
+    onnx::EinsumOp dispatch = block->dispatch;
+    if (block->tokens != router->x)
       return rewriter.notifyMatchFailure(
           dispatch, "dispatched tokens are not the router's input");
-    std::optional<int64_t> capacity =
-        dispatchCapacity(dispatched->first, *router);
+    std::optional<int64_t> capacity = dispatchCapacity(block->mask, *router);
     if (!capacity)
       return rewriter.notifyMatchFailure(
           dispatch, "dispatch mask is not one_hot(position) of the first C "
@@ -330,7 +317,8 @@ struct RaiseCapacityEinsum : OpRewritePattern<onnx::ArgMaxOp> {
     spec.dropPolicy = DropPolicy::Position;
     int64_t width = 0;
     rewriter.setInsertionPoint(combine);
-    if (failed(setExpertWeights(spec, *experts, router->x, router->numExperts,
+    if (failed(setExpertWeights(spec, block->experts, router->x,
+                                router->numExperts,
                                 width, combine.getLoc(), rewriter)))
       return rewriter.notifyMatchFailure(
           combine, "expert weights do not fit the tokens and experts");

@@ -59,19 +59,6 @@ struct Block {
   int64_t numTokens, numExperts;
 };
 
-/// `value` with no-ops and casts between float types looked through.
-Value skipFloatCasts(Value value) {
-  value = skipNoOps(value);
-  while (auto cast = value.getDefiningOp<onnx::CastOp>()) {
-    Value from = cast.getInputs()[0];
-    if (!isa<FloatType>(getElementTypeOrSelf(from)) ||
-        !isa<FloatType>(getElementTypeOrSelf(value)))
-      break;
-    value = skipNoOps(from);
-  }
-  return value;
-}
-
 /// The terms of a sum of onnx.Add (and onnx.Sum) ops.
 void collectTerms(Value value, SmallVectorImpl<Value> &terms,
                   unsigned depth = 8) {
@@ -105,14 +92,10 @@ std::optional<Place> placeOf(Value value, Value mask, ArrayRef<Value> readers,
   if (!op || depth == 0)
     return std::nullopt;
   if (auto cumsum = dyn_cast<onnx::CumSumOp>(op)) {
-    std::optional<int64_t> axis = foldInteger(cumsum.getInputs()[1]);
-    auto exclusive = cumsum->getAttrOfType<IntegerAttr>("exclusive");
-    auto reverse = cumsum->getAttrOfType<IntegerAttr>("reverse");
-    if (skipExactCasts(cumsum.getInputs()[0], 1) != mask || !axis ||
-        (*axis != 0 && *axis != -2) || (reverse && reverse.getInt() != 0))
+    std::optional<int64_t> shift = tokenCumsumShift(cumsum);
+    if (!shift || skipExactCasts(cumsum.getInputs()[0], 1) != mask)
       return std::nullopt;
-    // An inclusive sum counts the pair itself: places start at 1.
-    return Place{exclusive && exclusive.getInt() != 0 ? 0 : -1, {}};
+    return Place{*shift, {}};
   }
   if (isa<onnx::AddOp, onnx::SubOp>(op)) {
     bool sub = isa<onnx::SubOp>(op);
@@ -342,18 +325,14 @@ struct RaiseChoiceCapacity : OpRewritePattern<onnx::EinsumOp> {
     if (terms.size() < 2)
       return rewriter.notifyMatchFailure(
           combine, "combine weights are not a sum of per-choice terms");
-    std::optional<EinsumExperts> experts =
-        matchExperts(expertOutputs, combine, rewriter);
-    if (!experts)
+    FailureOr<EinsumBlock> einsumBlock =
+        matchEinsumBlock(expertOutputs, combine, rewriter);
+    if (failed(einsumBlock))
+      return failure();
+    if (!isNonzeroOf(einsumBlock->mask, weights))
       return rewriter.notifyMatchFailure(
-          combine, "expert outputs are not einsum FFNs on constant weights");
-    auto dispatch = definedBy<onnx::EinsumOp>(experts->rows);
-    std::optional<std::pair<Value, Value>> dispatched =
-        dispatch ? einsumOperands(dispatch, kDispatch) : std::nullopt;
-    if (!dispatched || !isNonzeroOf(dispatched->first, weights))
-      return rewriter.notifyMatchFailure(
-          combine, "expert rows are not einsum('sec,sm->ecm', combine != 0, x)");
-    Value x = skipNoOps(dispatched->second);
+          combine, "the dispatch mask is not combine != 0");
+    Value x = einsumBlock->tokens;
     auto xType = dyn_cast<RankedTensorType>(x.getType());
     auto weightsType = dyn_cast<RankedTensorType>(weights.getType());
     if (!xType || xType.getRank() != 2 || !xType.hasStaticShape() ||
@@ -418,8 +397,8 @@ struct RaiseChoiceCapacity : OpRewritePattern<onnx::EinsumOp> {
     spec.selection = SelectionMethod::Given;
     spec.requireCheck = true;
     int64_t width = 0;
-    if (failed(setExpertWeights(spec, *experts, x, block.numExperts, width,
-                                loc, rewriter)))
+    if (failed(setExpertWeights(spec, einsumBlock->experts, x,
+                                block.numExperts, width, loc, rewriter)))
       return rewriter.notifyMatchFailure(
           combine, "expert weights do not fit the tokens and experts");
     SmallVector<Value> ids, gates;

@@ -177,6 +177,16 @@ Value skipExactCasts(Value value, int64_t bound) {
   return value;
 }
 
+std::optional<int64_t> tokenCumsumShift(onnx::CumSumOp cumsum) {
+  std::optional<int64_t> axis = foldInteger(cumsum.getInputs()[1]);
+  auto exclusive = cumsum->getAttrOfType<IntegerAttr>("exclusive");
+  auto reverse = cumsum->getAttrOfType<IntegerAttr>("reverse");
+  if (!axis || (*axis != 0 && *axis != -2) ||
+      (reverse && reverse.getInt() != 0))
+    return std::nullopt;
+  return exclusive && exclusive.getInt() != 0 ? 0 : -1;
+}
+
 /// `one_hot(indices, depth)` along a new last axis with values 0 and 1.
 onnx::OneHotOp matchOneHot(Value value) {
   auto oneHot = skipExactCasts(value, 1).getDefiningOp<onnx::OneHotOp>();
@@ -318,6 +328,24 @@ std::optional<int64_t> onnxTypeCode(Type type) {
   return std::nullopt;
 }
 
+
+FailureOr<EinsumBlock> matchEinsumBlock(Value expertOutputs,
+                                        onnx::EinsumOp combine,
+                                        PatternRewriter &rewriter) {
+  std::optional<EinsumExperts> experts =
+      matchExperts(expertOutputs, combine, rewriter);
+  if (!experts)
+    return rewriter.notifyMatchFailure(
+        combine, "expert outputs are not einsum FFNs on constant weights");
+  auto dispatch = definedBy<onnx::EinsumOp>(experts->rows);
+  std::optional<std::pair<Value, Value>> dispatched =
+      dispatch ? einsumOperands(dispatch, kDispatch) : std::nullopt;
+  if (!dispatched)
+    return rewriter.notifyMatchFailure(
+        combine, "expert rows are not einsum('tec,th->ech', dispatch, x)");
+  return EinsumBlock{*experts, dispatch, dispatched->first,
+                     skipNoOps(dispatched->second)};
+}
 
 LogicalResult setExpertWeights(LayerSpec &spec, const EinsumExperts &experts,
                                Value x, int64_t numExperts, int64_t &width,

@@ -46,6 +46,11 @@ bool keepsIntegers(Type type, int64_t bound);
 /// `value` with the casts that keep integers up to `bound` looked through.
 Value skipExactCasts(Value value, int64_t bound);
 
+/// The shift that makes a cumsum over the tokens (axis 0 of [T, E], not
+/// reversed) of a one-hot mask zero-based where the mask is 1: -1 for an
+/// inclusive sum, which counts the token itself; none for another cumsum.
+std::optional<int64_t> tokenCumsumShift(onnx::CumSumOp cumsum);
+
 /// `one_hot(indices, depth)` along a new last axis with values 0 and 1.
 onnx::OneHotOp matchOneHot(Value value);
 /// A one-hot's depth (ONNX casts a non-integer depth to int64).
@@ -75,6 +80,18 @@ struct EinsumExperts {
 /// activation (written into the module, reasons on `anchor`), gated or not.
 std::optional<EinsumExperts> matchExperts(Value output, Operation *anchor,
                                           PatternRewriter &rewriter);
+
+/// The experts and the dispatch of a block whose combine einsum reads
+/// `expertOutputs`: `expertOutputs = experts(einsum('tec,th->ech', mask,
+/// tokens))`.
+struct EinsumBlock {
+  EinsumExperts experts;
+  onnx::EinsumOp dispatch;
+  Value mask, tokens;
+};
+FailureOr<EinsumBlock> matchEinsumBlock(Value expertOutputs,
+                                        onnx::EinsumOp combine,
+                                        PatternRewriter &rewriter);
 
 /// A projection's weight as moe.layer takes it, [E, out, in]: the constant
 /// itself, or a transposed copy of an [E, in, out] one.

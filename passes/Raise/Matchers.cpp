@@ -621,6 +621,18 @@ FailureOr<RouterMatch> matchSparseMixer(Value ids, Operation *anchor,
 
 /// The nearest `x @ W` [T, *] that `scores` are computed from, through at
 /// most `kMaxRouterOps` onnx ops of [T, *] float operands.
+Value skipFloatCasts(Value value) {
+  value = skipNoOps(value);
+  while (auto castOp = value.getDefiningOp<onnx::CastOp>()) {
+    Value from = castOp.getInputs()[0];
+    if (!isa<FloatType>(getElementTypeOrSelf(from)) ||
+        !isa<FloatType>(getElementTypeOrSelf(value)))
+      break;
+    value = skipNoOps(from);
+  }
+  return value;
+}
+
 Value findRouterLogits(Value scores) {
   constexpr unsigned kMaxRouterOps = 16;
   auto type = cast<RankedTensorType>(scores.getType());
@@ -774,17 +786,6 @@ FailureOr<RouterMatch> matchRouter(onnx::TopKOp topk,
   // know) leaves the rest to `given`.
   // Casts between float types (the weights in the model's dtype) are the
   // layer's own rounding, not routing.
-  auto skipFloatCasts = [](Value value) {
-    value = skipNoOps(value);
-    while (auto castOp = value.getDefiningOp<onnx::CastOp>()) {
-      Value from = castOp.getInputs()[0];
-      if (!isa<FloatType>(getElementTypeOrSelf(from)) ||
-          !isa<FloatType>(getElementTypeOrSelf(value)))
-        break;
-      value = skipNoOps(from);
-    }
-    return value;
-  };
   auto describesAll = [&](const RouterMatch &match) {
     auto ids = cast<RankedTensorType>(match.indices.getType());
     RoutingExits exits = routingExits(topk, ids.getDimSize(0), match.k);

@@ -23,6 +23,8 @@ namespace mlir::moe::raise {
 /// `value` with value-preserving ops looked through: onnx.Identity and
 /// onnx.Cast to the element type it already has.
 Value skipNoOps(Value value);
+/// `value` with no-ops and casts between float types looked through.
+Value skipFloatCasts(Value value);
 
 /// The op defining `value` (after skipNoOps) if it is an `OpT`.
 template <typename OpT>
