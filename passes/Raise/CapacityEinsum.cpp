@@ -99,11 +99,11 @@ static FailureOr<Top1Router> matchTop1Router(onnx::ArgMaxOp argmax,
 
 /// Whether `value` is the routing mask `one_hot(argmax, E)`, [T, E].
 static bool isExpertMask(Value value, const Top1Router &router) {
-  onnx::OneHotOp oneHot = matchOneHot(value);
+  std::optional<OneHot> oneHot = matchOneHot(value);
   return oneHot &&
-         skipExactCasts(oneHot.getInputs()[0], router.numExperts) ==
+         skipExactCasts(oneHot->indices, router.numExperts) ==
              router.argmax->getResult(0) &&
-         oneHotDepth(oneHot) == router.numExperts;
+         oneHot->depth == router.numExperts;
 }
 
 /// Where `value` holds token positions within their expert, the shift s
@@ -184,7 +184,7 @@ static std::optional<int64_t> dispatchCapacity(Value value,
   if (!mul)
     return std::nullopt;
   for (int i = 0; i < 2; ++i) {
-    onnx::OneHotOp slots = matchOneHot(mul.getInputs()[i]);
+    std::optional<OneHot> slots = matchOneHot(mul.getInputs()[i]);
     auto unsqueeze = skipExactCasts(mul.getInputs()[1 - i], 1)
                          .getDefiningOp<onnx::UnsqueezeOp>();
     if (!slots || !unsqueeze)
@@ -192,13 +192,12 @@ static std::optional<int64_t> dispatchCapacity(Value value,
     Value keep = skipExactCasts(unsqueeze.getInputs()[0], 1);
     std::optional<int64_t> kept = keptTokens(keep, router);
     std::optional<SmallVector<int64_t>> axes = axesOf(unsqueeze, 1);
-    std::optional<int64_t> depth = oneHotDepth(slots);
     // keep is [T, E]: it must become [T, E, 1].
-    if (!kept || !depth || !axes || axes->size() != 1 ||
+    if (!kept || !axes || axes->size() != 1 ||
         ((*axes)[0] != -1 && (*axes)[0] != 2) ||
-        positionShift(slots.getInputs()[0], router, keep) != 0)
+        positionShift(slots->indices, router, keep) != 0)
       continue;
-    int64_t capacity = std::min(*kept, *depth);
+    int64_t capacity = std::min(*kept, slots->depth);
     if (capacity < 1)
       continue;
     return capacity;

@@ -137,14 +137,14 @@ bool matchKept(Value value, Choice &choice, const Block &block) {
   if (!mul)
     return false;
   for (int i = 0; i < 2; ++i) {
-    onnx::OneHotOp oneHot = matchOneHot(mul.getInputs()[i]);
+    std::optional<OneHot> oneHot = matchOneHot(mul.getInputs()[i]);
     Operation *cmp = skipExactCasts(mul.getInputs()[1 - i], 1).getDefiningOp();
-    if (!oneHot || oneHotDepth(oneHot) != block.numExperts ||
+    if (!oneHot || oneHot->depth != block.numExperts ||
         !isa_and_present<onnx::LessOrEqualOp, onnx::LessOp,
                          onnx::GreaterOrEqualOp, onnx::GreaterOp>(cmp))
       continue;
-    auto idsType = dyn_cast<RankedTensorType>(oneHot.getInputs()[0].getType());
-    auto argmax = skipNoOps(oneHot.getInputs()[0]).getDefiningOp<onnx::ArgMaxOp>();
+    auto idsType = dyn_cast<RankedTensorType>(oneHot->indices.getType());
+    auto argmax = skipNoOps(oneHot->indices).getDefiningOp<onnx::ArgMaxOp>();
     if (!idsType || idsType.getRank() != 1 || !argmax)
       continue;
     auto axis = argmax->getAttrOfType<IntegerAttr>("axis");
@@ -156,7 +156,7 @@ bool matchKept(Value value, Choice &choice, const Block &block) {
       continue;
     bool flipped = isa<onnx::GreaterOrEqualOp, onnx::GreaterOp>(cmp);
     bool strict = isa<onnx::LessOp, onnx::GreaterOp>(cmp);
-    choice.mask = oneHot.getResult(0);
+    choice.mask = oneHot->mask;
     std::optional<Place> place = placeOf(cmp->getOperand(flipped ? 1 : 0),
                                          choice.mask, {choice.mask}, block);
     std::optional<double> limit = foldNumber(cmp->getOperand(flipped ? 0 : 1));
@@ -168,7 +168,7 @@ bool matchKept(Value value, Choice &choice, const Block &block) {
         static_cast<int64_t>(strict ? std::ceil(*limit) : std::floor(*limit) + 1) +
         place->shift;
     choice.place = *place;
-    choice.ids = skipNoOps(oneHot.getInputs()[0]);
+    choice.ids = skipNoOps(oneHot->indices);
     return true;
   }
   return false;
@@ -177,12 +177,11 @@ bool matchKept(Value value, Choice &choice, const Block &block) {
 /// The slot one-hot `one_hot(sum(place * kept, experts), D)` [T, D] of
 /// `choice`: the zero-based place of each kept pair.
 bool matchSlots(Value value, Choice &choice, const Block &block) {
-  onnx::OneHotOp oneHot = matchOneHot(value);
-  std::optional<int64_t> depth = oneHot ? oneHotDepth(oneHot) : std::nullopt;
-  if (!depth || *depth < 1)
+  std::optional<OneHot> oneHot = matchOneHot(value);
+  if (!oneHot)
     return false;
   int64_t bound = block.numTokens * 8 + 1;
-  Value placed = skipExactCasts(oneHot.getInputs()[0], bound);
+  Value placed = skipExactCasts(oneHot->indices, bound);
   // The two factors of sum(place * kept, experts), or of
   // einsum('se,se->s', place, kept).
   std::optional<std::pair<Value, Value>> factors;
@@ -204,7 +203,7 @@ bool matchSlots(Value value, Choice &choice, const Block &block) {
         placeOf(place, choice.mask, {choice.mask, choice.kept}, block);
     if (at && at->shift == 0 &&
         at->earlier.size() == choice.place.earlier.size()) {
-      choice.slots = *depth;
+      choice.slots = oneHot->depth;
       return true;
     }
   }

@@ -187,29 +187,58 @@ std::optional<int64_t> tokenCumsumShift(onnx::CumSumOp cumsum) {
   return exclusive && exclusive.getInt() != 0 ? 0 : -1;
 }
 
-/// `one_hot(indices, depth)` along a new last axis with values 0 and 1.
-onnx::OneHotOp matchOneHot(Value value) {
-  auto oneHot = skipExactCasts(value, 1).getDefiningOp<onnx::OneHotOp>();
+/// A OneHot's depth (ONNX casts a non-integer depth to int64).
+static std::optional<int64_t> oneHotDepth(onnx::OneHotOp oneHot) {
+  std::optional<double> depth = foldNumber(oneHot.getInputs()[1]);
+  if (!depth || std::fabs(*depth) > std::ldexp(1.0, 53))
+    return std::nullopt;
+  return static_cast<int64_t>(std::trunc(*depth));
+}
+
+/// `Equal(Unsqueeze(indices, -1), [0, 1, ..., D-1])`, either order.
+static std::optional<OneHot> matchEqualOneHot(onnx::EqualOp equal) {
+  for (int i = 0; i < 2; ++i) {
+    auto unsqueeze = skipNoOps(equal.getInputs()[i]).getDefiningOp<onnx::UnsqueezeOp>();
+    std::optional<ConstTensor> range =
+        foldConstantExpression(equal.getInputs()[1 - i]);
+    auto rangeType =
+        dyn_cast<RankedTensorType>(equal.getInputs()[1 - i].getType());
+    if (!unsqueeze || !range || !rangeType || rangeType.getRank() != 1)
+      continue;
+    auto indicesType =
+        dyn_cast<RankedTensorType>(unsqueeze.getInputs()[0].getType());
+    std::optional<SmallVector<int64_t>> axes = axesOf(unsqueeze, 1);
+    if (!indicesType || !axes || axes->size() != 1 ||
+        ((*axes)[0] != -1 && (*axes)[0] != indicesType.getRank()))
+      continue;
+    int64_t depth = static_cast<int64_t>(range->size());
+    bool arange = depth >= 1;
+    for (int64_t c = 0; c < depth && arange; ++c)
+      arange = range->asDouble(c) == static_cast<double>(c);
+    if (arange)
+      return OneHot{equal.getResult(0), unsqueeze.getInputs()[0], depth};
+  }
+  return std::nullopt;
+}
+
+std::optional<OneHot> matchOneHot(Value value) {
+  Value root = skipExactCasts(value, 1);
+  if (auto equal = root.getDefiningOp<onnx::EqualOp>())
+    return matchEqualOneHot(equal);
+  auto oneHot = root.getDefiningOp<onnx::OneHotOp>();
   if (!oneHot)
-    return {};
+    return std::nullopt;
   std::optional<ConstTensor> values =
       foldConstantExpression(oneHot.getInputs()[2]);
   auto axis = oneHot->getAttrOfType<IntegerAttr>("axis");
   auto indicesType =
       dyn_cast<RankedTensorType>(oneHot.getInputs()[0].getType());
+  std::optional<int64_t> depth = oneHotDepth(oneHot);
   if (!values || values->size() != 2 || values->asDouble(0) != 0.0 ||
-      values->asDouble(1) != 1.0 || !indicesType ||
+      values->asDouble(1) != 1.0 || !indicesType || !depth ||
       (axis && axis.getInt() != -1 && axis.getInt() != indicesType.getRank()))
-    return {};
-  return oneHot;
-}
-
-/// A one-hot's depth (ONNX casts a non-integer depth to int64).
-std::optional<int64_t> oneHotDepth(onnx::OneHotOp oneHot) {
-  std::optional<double> depth = foldNumber(oneHot.getInputs()[1]);
-  if (!depth || std::fabs(*depth) > std::ldexp(1.0, 53))
     return std::nullopt;
-  return static_cast<int64_t>(std::trunc(*depth));
+  return OneHot{oneHot.getResult(0), oneHot.getInputs()[0], *depth};
 }
 
 //===----------------------------------------------------------------------===//

@@ -51,10 +51,16 @@ Value skipExactCasts(Value value, int64_t bound);
 /// inclusive sum, which counts the token itself; none for another cumsum.
 std::optional<int64_t> tokenCumsumShift(onnx::CumSumOp cumsum);
 
-/// `one_hot(indices, depth)` along a new last axis with values 0 and 1.
-onnx::OneHotOp matchOneHot(Value value);
-/// A one-hot's depth (ONNX casts a non-integer depth to int64).
-std::optional<int64_t> oneHotDepth(onnx::OneHotOp oneHot);
+/// `one_hot(indices, depth)` along a new last axis with values 0 and 1:
+/// onnx.OneHot, or `Equal(Unsqueeze(indices, -1), [0, 1, ..., depth-1])`
+/// (torch's decomposition, which the dynamo exporter writes). `mask` is the
+/// one-hot itself (the OneHot's or the Equal's result), which the casts
+/// around it lead back to.
+struct OneHot {
+  Value mask, indices;
+  int64_t depth;
+};
+std::optional<OneHot> matchOneHot(Value value);
 
 /// One projection of all experts, `einsum(rows, W)` with W a constant
 /// [E, out, in], or [E, in, out] when `transposed`.

@@ -540,10 +540,15 @@ def check_other_inputs():
         print("  %s: %d inputs %s, max |diff| %.2e" % (name, len(shapes), sorted(set(shapes)), worst))
 
 
+# Files of today's exporters (ONNX IR 10, opset 20), which the onnx 1.12
+# here cannot check; export_dynamo.py checks them with ONNX Runtime.
+NEWER = {"gshard_top2_dynamo.onnx"}
+
+
 def main():
     files = sorted(os.listdir(HERE))
     for f in files:
-        if f.endswith(".onnx") and not f.startswith("bad_"):
+        if f.endswith(".onnx") and not f.startswith("bad_") and f not in NEWER:
             check_onnx(os.path.join(HERE, f))
     all_kinds = collections.Counter()
     for f in files:

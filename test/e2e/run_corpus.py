@@ -58,7 +58,8 @@ TOLERANCES = {"f32": 1e-4, "f16": 1e-2, "bf16": 5e-2}
 # Plans a model must be refused, by the option and the words of the error:
 # token shuffle keeps other pairs than the model's capacity rule, and
 # gshard_top2's weights are computed from the model's own drops.
-REFUSED = {"gshard_top2": ("--token-shuffle", "token shuffle changes which pairs")}
+REFUSED = {model: ("--token-shuffle", "token shuffle changes which pairs")
+           for model in ("gshard_top2", "gshard_top2_dynamo")}
 # What a --build-only bundle for another target keeps of its CPU twin's
 # `moe-run --stats`: {layer: tokens per expert}.
 EXPECTED_TOKENS = "cpu_tokens.json"
@@ -67,7 +68,8 @@ TIMEOUT_S = 300
 
 # The models with a capacity, and the make_corpus function whose note
 # counts the (token, choice) pairs the PyTorch reference drops.
-DROPPING = {"switch": "make_switch", "gshard_top2": "make_gshard_top2"}
+DROPPING = {"switch": "make_switch", "gshard_top2": "make_gshard_top2",
+            "gshard_top2_dynamo": "make_gshard_top2"}
 
 
 def reference_dropped(corpus, model):

@@ -27,7 +27,7 @@ func.func @group_score(%l: tensor<4x8xf32>) {
 
 // -----
 
-// CHECK: error: custom op 'moe.dispatch' expected string or keyword containing one of the following enum values for attribute 'drop_policy' [position, probs]
+// CHECK: error: custom op 'moe.dispatch' expected string or keyword containing one of the following enum values for attribute 'drop_policy' [position, probs, choice]
 func.func @drop_policy(%x: tensor<4x8xf32>, %ids: tensor<4x2xi32>) {
   %rows, %slots, %counts, %dropped = moe.dispatch %x, %ids capacity 2 drop random
       : (tensor<4x8xf32>, tensor<4x2xi32>) -> (tensor<4x2x8xf32>, tensor<4x2xi32>, tensor<4xi32>, tensor<i64>)
