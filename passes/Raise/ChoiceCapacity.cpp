@@ -53,10 +53,13 @@ struct Choice {
   Place place;    // of the capacity comparison
   int64_t limit;  // zero-based places below it are kept
   int64_t slots;  // depth of the slot one-hot
+  SmallVector<Value> slotEarlier; // what the slot one-hot's place counts
 };
 
 struct Block {
   int64_t numTokens, numExperts;
+  // Above every place and count of the block: T pairs per choice.
+  int64_t placeBound;
 };
 
 /// The terms of a sum of onnx.Add (and onnx.Sum) ops.
@@ -86,7 +89,7 @@ bool reducesAxis(onnx::ReduceSumOp op, int64_t axis, bool keepdims) {
 /// masks of `readers` (1 wherever the place is read).
 std::optional<Place> placeOf(Value value, Value mask, ArrayRef<Value> readers,
                              const Block &block, unsigned depth = 8) {
-  int64_t bound = block.numTokens * 8 + 1;
+  int64_t bound = block.placeBound;
   value = skipExactCasts(value, bound);
   Operation *op = value.getDefiningOp();
   if (!op || depth == 0)
@@ -180,7 +183,7 @@ bool matchSlots(Value value, Choice &choice, const Block &block) {
   std::optional<OneHot> oneHot = matchOneHot(value);
   if (!oneHot)
     return false;
-  int64_t bound = block.numTokens * 8 + 1;
+  int64_t bound = block.placeBound;
   Value placed = skipExactCasts(oneHot->indices, bound);
   // The two factors of sum(place * kept, experts), or of
   // einsum('se,se->s', place, kept).
@@ -201,9 +204,9 @@ bool matchSlots(Value value, Choice &choice, const Block &block) {
       continue;
     std::optional<Place> at =
         placeOf(place, choice.mask, {choice.mask, choice.kept}, block);
-    if (at && at->shift == 0 &&
-        at->earlier.size() == choice.place.earlier.size()) {
+    if (at && at->shift == 0) {
       choice.slots = oneHot->depth;
+      choice.slotEarlier = at->earlier;
       return true;
     }
   }
@@ -269,7 +272,25 @@ bool isNonzeroOf(Value value, Value combine) {
   return tested && skipFloatCasts(value) == skipFloatCasts(combine);
 }
 
-/// `values` [T] or [T, 1] as the columns of one [T, k] value of `element`.
+/// Whether `earlier` counts each choice of `before` once, by its mask or
+/// by its kept mask.
+bool countsEach(ArrayRef<Value> earlier, ArrayRef<Choice *> before) {
+  if (earlier.size() != before.size())
+    return false;
+  SmallVector<bool> counted(before.size(), false);
+  for (Value value : earlier) {
+    const auto *it = llvm::find_if(before, [&](Choice *c) {
+      return value == c->mask || value == c->kept;
+    });
+    if (it == before.end() || counted[it - before.begin()])
+      return false;
+    counted[it - before.begin()] = true;
+  }
+  return true;
+}
+
+/// `values` [T] or [T, 1] as the columns of one [T, k] value of `element`,
+/// cast to it where they are of another float type.
 Value columns(ArrayRef<Value> values, Type element, Location loc,
               PatternRewriter &rewriter) {
   SmallVector<Value> parts;
@@ -278,12 +299,11 @@ Value columns(ArrayRef<Value> values, Type element, Location loc,
     Value column = reshapeOp(v, {T, 1}, loc, rewriter);
     if (getElementTypeOrSelf(column) != element)
       column = onnx::CastOp::create(
-                   rewriter, loc, TypeRange{RankedTensorType::get({T, 1}, element)},
+                   rewriter, loc,
+                   TypeRange{RankedTensorType::get({T, 1}, element)},
                    ValueRange{column},
                    {rewriter.getNamedAttr(
-                       "to", rewriter.getI64IntegerAttr(
-                                 element.isInteger(64) ? 7
-                                                       : *onnxTypeCode(element)))})
+                       "to", rewriter.getI64IntegerAttr(*onnxTypeCode(element)))})
                    .getOutputs()[0];
     parts.push_back(column);
   }
@@ -340,7 +360,12 @@ struct RaiseChoiceCapacity : OpRewritePattern<onnx::EinsumOp> {
         ShapedType::isDynamic(weightsType.getDimSize(1)))
       return rewriter.notifyMatchFailure(combine,
                                          "tokens are not a static [T, H]");
-    Block block{xType.getDimSize(0), weightsType.getDimSize(1)};
+    if (!onnxTypeCode(xType.getElementType()))
+      return rewriter.notifyMatchFailure(combine,
+                                         "tokens of a type the layer lacks");
+    int64_t T = xType.getDimSize(0);
+    Block block{T, weightsType.getDimSize(1),
+                T * static_cast<int64_t>(terms.size()) + 1};
 
     SmallVector<Choice> choices(terms.size());
     for (auto [term, choice] : llvm::zip(terms, choices))
@@ -358,13 +383,14 @@ struct RaiseChoiceCapacity : OpRewritePattern<onnx::EinsumOp> {
                      "each once");
       order[j] = &choice;
     }
-    for (size_t j = 0; j < order.size(); ++j)
-      for (Value counted : order[j]->place.earlier)
-        if (llvm::none_of(ArrayRef(order).take_front(j), [&](Choice *c) {
-              return counted == c->mask || counted == c->kept;
-            }))
-          return rewriter.notifyMatchFailure(
-              combine, "a choice's place counts a mask of no earlier choice");
+    for (size_t j = 0; j < order.size(); ++j) {
+      ArrayRef<Choice *> before = ArrayRef(order).take_front(j);
+      if (!countsEach(order[j]->place.earlier, before) ||
+          !countsEach(order[j]->slotEarlier, before))
+        return rewriter.notifyMatchFailure(
+            combine, "a choice's places do not count each earlier choice "
+                     "once");
+    }
     int64_t limit = order.front()->limit;
     int64_t capacity = limit;
     for (Choice *choice : order) {
@@ -405,6 +431,7 @@ struct RaiseChoiceCapacity : OpRewritePattern<onnx::EinsumOp> {
       ids.push_back(choice->ids);
       gates.push_back(choice->weight);
     }
+    // ArgMax gives int64 ids.
     spec.routedIds = columns(ids, rewriter.getI64Type(), loc, rewriter);
     spec.routedWeights =
         columns(gates, xType.getElementType(), loc, rewriter);

@@ -619,8 +619,6 @@ FailureOr<RouterMatch> matchSparseMixer(Value ids, Operation *anchor,
   return match;
 }
 
-/// The nearest `x @ W` [T, *] that `scores` are computed from, through at
-/// most `kMaxRouterOps` onnx ops of [T, *] float operands.
 Value skipFloatCasts(Value value) {
   value = skipNoOps(value);
   while (auto castOp = value.getDefiningOp<onnx::CastOp>()) {
@@ -633,6 +631,8 @@ Value skipFloatCasts(Value value) {
   return value;
 }
 
+/// The nearest `x @ W` [T, *] that `scores` are computed from, through at
+/// most `kMaxRouterOps` onnx ops of [T, *] float operands.
 Value findRouterLogits(Value scores) {
   constexpr unsigned kMaxRouterOps = 16;
   auto type = cast<RankedTensorType>(scores.getType());
@@ -1367,7 +1367,7 @@ static Value transposeLast(Value value, Location loc,
 }
 
 Value reshapeOp(Value value, ArrayRef<int64_t> shape, Location loc,
-                       PatternRewriter &rewriter) {
+                PatternRewriter &rewriter) {
   auto type = cast<RankedTensorType>(value.getType());
   if (type.getShape() == shape)
     return value;
