@@ -12,14 +12,22 @@
 // - addcmul_(t1, t2, value=c) is fma(c*t1, t2, self); addcdiv_ is
 //   self + c*t1/t2, three roundings.
 // - sqrt: see SqrtKind; the 2-norm: see norm2.
-// This file is compiled with -ffp-contract=off (runtime/CMakeLists.txt) so
-// that the compiler fuses nothing but the std::fmaf calls.
+// The element loops are in OptimizerKernels.cpp, one per ISA with the same
+// bits; a step's parameters are cut into blocks that the OpenMP pool's
+// threads share. This file is compiled with -ffp-contract=off
+// (runtime/CMakeLists.txt) so that the compiler fuses nothing but the
+// std::fmaf calls.
 //
 //===----------------------------------------------------------------------===//
+
+#include "OptimizerKernels.h"
+#include "WorkItems.h"
 
 #include "moert/Runtime.h"
 #include "moert/Train.h"
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -28,14 +36,8 @@
 
 using namespace moert;
 using namespace moert::train;
-
-// The loops run a hardware FMA where the CPU has one and call libm's fmaf
-// elsewhere: the same exactly rounded result, several times faster.
-#if defined(__x86_64__) && defined(__ELF__)
-#define MOERT_FMA_CLONES __attribute__((target_clones("fma", "default")))
-#else
-#define MOERT_FMA_CLONES
-#endif
+using namespace moert::train::detail;
+using moert::detail::shareItems;
 
 static uint32_t bitsOf(float x) {
   uint32_t u;
@@ -49,56 +51,6 @@ static float fromBits(uint32_t u) {
   return x;
 }
 
-//===----------------------------------------------------------------------===//
-// sqrt as MKL's AVX-512 vsSqrt rounds it
-//===----------------------------------------------------------------------===//
-
-// VRSQRT14 interpolates linearly on 32 segments of [1, 2) and 32 of [2, 4),
-// indexed by the input's exponent parity and top five fraction bits, from
-// the top 15 fraction bits: v = 128a - b*t (t the next ten bits) in
-// [2^25, 2^26), of which the top 17 bits are the estimate's significand.
-// The coefficients (a, b) were measured from the instruction, the only pair
-// per segment that reproduces it; with them the model equals the
-// instruction on all 2^32 inputs (`moert-train-test rsqrt14` checks it on
-// every significand where the CPU has AVX-512).
-static const uint32_t kRsqrt14[2][32][2] = {
-    {
-        {524265, 1001}, {516257, 955}, {508613, 915}, {501298, 877},
-        {494286, 841},  {487559, 807}, {481101, 775}, {474897, 747},
-        {468922, 719},  {463169, 693}, {457623, 669}, {452276, 647},
-        {447106, 625},  {442106, 603}, {437279, 585}, {432603, 567},
-        {428071, 549},  {423683, 533}, {419423, 517}, {415288, 501},
-        {411277, 487},  {407379, 473}, {403592, 461}, {399907, 449},
-        {396319, 437},  {392827, 425}, {389430, 415}, {386110, 403},
-        {382879, 393},  {379734, 385}, {376655, 375}, {373658, 367},
-    },
-    {
-        {370709, 707}, {365049, 675}, {359644, 647}, {354468, 619},
-        {349516, 595}, {344759, 571}, {340193, 549}, {335801, 527},
-        {331581, 509}, {327515, 491}, {323589, 473}, {319805, 457},
-        {316149, 441}, {312618, 427}, {309201, 413}, {305899, 401},
-        {302695, 389}, {299587, 377}, {296575, 365}, {293657, 355},
-        {290819, 345}, {288062, 335}, {285380, 325}, {282776, 317},
-        {280242, 309}, {277773, 301}, {275367, 293}, {273022, 285},
-        {270741, 279}, {268509, 271}, {266336, 265}, {264214, 259},
-    },
-};
-
-/// VRSQRT14 of a positive normal float, given as its bits.
-static inline float rsqrt14Normal(uint32_t u) {
-  int exp = static_cast<int>(u >> 23) - 127;
-  uint32_t frac = u & 0x7fffffu;
-  int odd = exp & 1;
-  int half = (exp - odd) / 2;
-  if (!odd && !frac) // a power of 4 is exact
-    return fromBits(static_cast<uint32_t>(127 - half) << 23);
-  uint32_t top = frac >> 8;
-  const uint32_t *c = kRsqrt14[odd][top >> 10];
-  uint32_t v = c[0] * 128 - c[1] * (top & 1023);
-  uint32_t significand = (v >> 9) & 0xffffu;
-  return fromBits(static_cast<uint32_t>(126 - half) << 23 | significand << 7);
-}
-
 float train::rsqrt14(float x) {
   uint32_t u = bitsOf(x);
   if (std::isnan(x))
@@ -110,35 +62,14 @@ float train::rsqrt14(float x) {
   if (std::isinf(x))
     return 0.0f;
   if (u >= 0x800000u)
-    return rsqrt14Normal(u);
+    return detail::rsqrt14Normal(u);
   // A subnormal: the instruction normalises it. Scaling by 2^64 does the
   // same exactly, and scales the estimate by 2^-32.
-  return rsqrt14Normal(bitsOf(x * 0x1p64f)) * 0x1p32f;
-}
-
-/// MKL's AVX-512 sqrt: the estimate r, y = x*r, and one Newton step
-/// y + (x - y*y)*(r/2) with both fused; inputs below 2^-64 are scaled by
-/// 2^100 first, so that x - y*y does not underflow. Checked against
-/// PyTorch's sqrt on every float.
-static inline float mklAvx512Sqrt(float x) {
-  float scale = 1.0f;
-  if (!(x >= 0x1p-64f && x <= std::numeric_limits<float>::max())) {
-    if (!(x > 0) || std::isinf(x)) {
-      if (x == 0 || x > 0)
-        return x;
-      return std::isnan(x) ? fromBits(bitsOf(x) | 0x400000u)
-                           : fromBits(0x7fc00000u);
-    }
-    x *= 0x1p100f;
-    scale = 0x1p-50f;
-  }
-  float r = rsqrt14Normal(bitsOf(x));
-  float y = x * r, h = 0.5f * r;
-  return std::fmaf(std::fmaf(-y, y, x), h, y) * scale;
+  return detail::rsqrt14Normal(bitsOf(x * 0x1p64f)) * 0x1p32f;
 }
 
 float train::sqrtAs(SqrtKind kind, float x) {
-  return kind == SqrtKind::Exact ? std::sqrt(x) : mklAvx512Sqrt(x);
+  return kind == SqrtKind::Exact ? std::sqrt(x) : detail::mklAvx512Sqrt(x);
 }
 
 //===----------------------------------------------------------------------===//
@@ -174,70 +105,19 @@ std::string train::validate(const OptimizerConfig &c) {
 }
 
 namespace {
-/// One AdamW step's scalars, each as the kernel receives it.
-struct AdamScalars {
-  bool decay;
-  float decayFactor; ///< 1 - lr*wd
-  float weight;      ///< lerp weight 1 - beta1
-  bool smallWeight;
-  float beta2, oneMinusBeta2, bc2Sqrt, eps, negStepSize;
-  SqrtKind sqrt;
+/// One parameter's update with its scalars, made before the threads start.
+struct Prepared {
+  ParamUpdate update;
+  AdamScalars adam;
+  SgdScalars sgd;
 };
 
-struct SgdScalars {
-  bool decay, momentum, firstStep, nesterov;
-  float weightDecay, mu, alpha /* 1 - dampening */, negLr;
-};
-} // namespace
-
-template <SqrtKind Sqrt>
-static inline void adamwLoopAs(const AdamScalars &s, float *param,
-                               const float *grad, float *m, float *v,
-                               size_t n) {
-  for (size_t i = 0; i < n; ++i) {
-    float p = param[i], g = grad[i];
-    if (s.decay)
-      p = p * s.decayFactor;
-    float diff = g - m[i];
-    m[i] = s.smallWeight ? std::fmaf(s.weight, diff, m[i])
-                         : std::fmaf(s.weight - 1.0f, diff, g);
-    v[i] = std::fmaf(s.oneMinusBeta2 * g, g, v[i] * s.beta2);
-    float root =
-        Sqrt == SqrtKind::Exact ? std::sqrt(v[i]) : mklAvx512Sqrt(v[i]);
-    float denom = root / s.bc2Sqrt + s.eps;
-    param[i] = p + s.negStepSize * m[i] / denom;
-  }
-}
-
-MOERT_FMA_CLONES
-static void adamwLoop(const AdamScalars &s, float *param, const float *grad,
-                      float *m, float *v, size_t n) {
-  if (s.sqrt == SqrtKind::Exact)
-    adamwLoopAs<SqrtKind::Exact>(s, param, grad, m, v, n);
-  else
-    adamwLoopAs<SqrtKind::MklAvx512>(s, param, grad, m, v, n);
-}
-
-MOERT_FMA_CLONES
-static void sgdLoop(const SgdScalars &s, float *param, const float *grad,
-                    float *buf, size_t n) {
-  for (size_t i = 0; i < n; ++i) {
-    float g = grad[i];
-    if (s.decay) // grad.add(param, alpha=wd)
-      g = std::fmaf(param[i], s.weightDecay, g);
-    if (s.momentum) { // buf.mul_(mu).add_(g, alpha=1-dampening)
-      float b = s.firstStep ? g : std::fmaf(g, s.alpha, buf[i] * s.mu);
-      buf[i] = b;
-      g = s.nesterov ? std::fmaf(b, s.mu, g) : b;
-    }
-    param[i] = std::fmaf(g, s.negLr, param[i]);
-  }
-}
-
-void train::optimizerStep(const OptimizerConfig &c, double lr, float *param,
-                          const float *grad, size_t n, ParamState &state) {
+Prepared prepare(const OptimizerConfig &c, double lr, const ParamUpdate &u) {
+  Prepared out{u, {}, {}};
+  ParamState &state = *u.state;
+  size_t n = u.n;
   if (c.kind == OptimizerKind::SGD) {
-    SgdScalars s;
+    SgdScalars &s = out.sgd;
     s.decay = c.weightDecay != 0;
     s.weightDecay = static_cast<float>(c.weightDecay);
     s.momentum = c.momentum != 0;
@@ -254,10 +134,8 @@ void train::optimizerStep(const OptimizerConfig &c, double lr, float *param,
             std::to_string(state.momentumBuffer.size()) +
             " elements, the parameter " + std::to_string(n));
     }
-    sgdLoop(s, param, grad, state.momentumBuffer.data(), n);
-    return;
+    return out;
   }
-
   if (!state.hasBuffer) {
     state.expAvg.assign(n, 0.0f);
     state.expAvgSq.assign(n, 0.0f);
@@ -270,7 +148,7 @@ void train::optimizerStep(const OptimizerConfig &c, double lr, float *param,
   ++state.step;
   double t = static_cast<double>(state.step);
   double bc1 = 1 - std::pow(c.beta1, t), bc2 = 1 - std::pow(c.beta2, t);
-  AdamScalars s;
+  AdamScalars &s = out.adam;
   s.decay = c.weightDecay != 0;
   s.decayFactor = static_cast<float>(1 - lr * c.weightDecay);
   s.weight = static_cast<float>(1 - c.beta1);
@@ -281,57 +159,105 @@ void train::optimizerStep(const OptimizerConfig &c, double lr, float *param,
   s.eps = static_cast<float>(c.eps);
   s.negStepSize = static_cast<float>(-(lr / bc1));
   s.sqrt = c.sqrt;
-  adamwLoop(s, param, grad, state.expAvg.data(), state.expAvgSq.data(), n);
+  return out;
+}
+
+/// Elements a work item updates: 4 streams of 128 KiB, enough to amortize
+/// handing it out, small enough to balance the threads.
+constexpr size_t kBlockElems = size_t(1) << 15;
+
+/// Calls `body(i, begin, end)` for blocks of each of `sizes`, spread over
+/// the threads.
+template <typename Body>
+void forEachBlock(const std::vector<size_t> &sizes, const Body &body) {
+  std::vector<std::array<size_t, 3>> blocks;
+  for (size_t i = 0; i < sizes.size(); ++i)
+    for (size_t begin = 0; begin < sizes[i]; begin += kBlockElems)
+      blocks.push_back({i, begin, std::min(sizes[i], begin + kBlockElems)});
+  shareItems(blocks.size(), [&](size_t b) {
+    body(blocks[b][0], blocks[b][1], blocks[b][2]);
+  });
+}
+} // namespace
+
+void train::optimizerSteps(const OptimizerConfig &c, double lr,
+                           float gradScale,
+                           const std::vector<ParamUpdate> &updates) {
+  std::vector<Prepared> prepared;
+  std::vector<size_t> sizes;
+  prepared.reserve(updates.size());
+  for (const ParamUpdate &u : updates) {
+    prepared.push_back(prepare(c, lr, u));
+    sizes.push_back(u.n);
+  }
+  Isa isa = bestIsa();
+  bool adamw = c.kind == OptimizerKind::AdamW;
+  forEachBlock(sizes, [&](size_t i, size_t begin, size_t end) {
+    const Prepared &p = prepared[i];
+    const ParamUpdate &u = p.update;
+    if (adamw)
+      detail::adamw(isa, p.adam, gradScale, u.param + begin, u.grad + begin,
+                    u.state->expAvg.data() + begin,
+                    u.state->expAvgSq.data() + begin, end - begin);
+    else
+      detail::sgd(p.sgd, gradScale, u.param + begin, u.grad + begin,
+                  u.state->momentumBuffer.data() + begin, end - begin);
+  });
+}
+
+void train::optimizerStep(const OptimizerConfig &c, double lr, float *param,
+                          const float *grad, size_t n, ParamState &state) {
+  optimizerSteps(c, lr, 1.0f, {{param, grad, n, &state}});
 }
 
 //===----------------------------------------------------------------------===//
 // Clipping
 //===----------------------------------------------------------------------===//
 
-/// linalg.vector_norm(x) of contiguous fp32 as ATen's CPU kernel sums it.
-/// The kernel (ReduceOpsKernel.cpp, built for AVX2 only, so taken on AVX-512
-/// CPUs too) keeps eight partial sums of unfused squares and adds them in
-/// order; GCC compiled the scalar tail loop into one 4-wide step of unfused
-/// squares where at least four elements remain, then fused steps.
-MOERT_FMA_CLONES
 float train::norm2(const float *x, size_t n) {
-  float acc[8] = {};
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int j = 0; j < 8; ++j)
-      acc[j] = acc[j] + x[i + j] * x[i + j];
-  float sum = acc[0];
-  for (int j = 1; j < 8; ++j)
-    sum = sum + acc[j];
-  if (n - i >= 4)
-    for (size_t end = i + 4; i < end; ++i)
-      sum = sum + x[i] * x[i];
-  for (; i < n; ++i)
-    sum = std::fmaf(x[i], x[i], sum);
-  return std::sqrt(sum);
+  return detail::norm2(bestIsa(), x, n);
+}
+
+float train::totalGradNorm(
+    const std::vector<std::pair<float *, size_t>> &grads,
+    const std::function<void(std::vector<float> &)> &combine) {
+  // A tensor's sum is one chain of eight partial sums: the tensors, not
+  // their elements, are spread over the threads.
+  std::vector<float> norms(grads.size());
+  Isa isa = bestIsa();
+  shareItems(grads.size(), [&](size_t i) {
+    norms[i] = detail::norm2(isa, grads[i].first, grads[i].second);
+  });
+  if (combine)
+    combine(norms);
+  return detail::norm2(isa, norms.data(), norms.size());
+}
+
+float train::clipCoefficient(double maxNorm, float total) {
+  if (!(maxNorm > 0) || std::isinf(maxNorm))
+    return 1.0f;
+  // max_norm / (total + 1e-6) is Tensor.__rtruediv__: reciprocal, then a
+  // product; clamp(max=1) keeps a NaN.
+  float coef =
+      static_cast<float>(maxNorm) * (1.0f / (total + static_cast<float>(1e-6)));
+  return coef > 1.0f ? 1.0f : coef;
 }
 
 double train::clipGradNorm(
     const std::vector<std::pair<float *, size_t>> &grads, double maxNorm,
     const std::function<void(std::vector<float> &)> &combine) {
-  std::vector<float> norms;
-  norms.reserve(grads.size());
-  for (const auto &[g, n] : grads)
-    norms.push_back(norm2(g, n));
-  if (combine)
-    combine(norms);
-  float total = norm2(norms.data(), norms.size());
+  float total = totalGradNorm(grads, combine);
   if (!(maxNorm > 0) || std::isinf(maxNorm))
     return total;
-  // max_norm / (total + 1e-6) is Tensor.__rtruediv__: reciprocal, then a
-  // product; clamp(max=1) keeps a NaN.
-  float coef =
-      static_cast<float>(maxNorm) * (1.0f / (total + static_cast<float>(1e-6)));
-  if (coef > 1.0f)
-    coef = 1.0f;
-  for (const auto &[g, n] : grads)
-    for (size_t i = 0; i < n; ++i)
-      g[i] = g[i] * coef;
+  float coef = clipCoefficient(maxNorm, total);
+  std::vector<size_t> sizes;
+  for (const auto &grad : grads)
+    sizes.push_back(grad.second);
+  forEachBlock(sizes, [&](size_t i, size_t begin, size_t end) {
+    float *g = grads[i].first;
+    for (size_t j = begin; j < end; ++j)
+      g[j] = g[j] * coef;
+  });
   return total;
 }
 

@@ -12,6 +12,10 @@
 //   schedule DIR   the learning rates of the transformers schedules
 //   sqrt DIR       PyTorch's CPU sqrt against sqrtAs(MklAvx512)
 //   rsqrt14        the VRSQRT14 model against the instruction (AVX-512 CPUs)
+//   kernels        the AVX2 and AVX-512 AdamW, SGD and norm loops, and the
+//                  threaded step of many parameters, against the scalar
+//                  loops, bit for bit, on every path the CPU has: ordinary
+//                  and special values, and sqrt on every significand
 //   gemm-order     moert_matmul_f32 and moert_grouped_matmul(_few_rows)
 //                  against one fused multiply-add chain per element, for
 //                  any row count, grouping and layout of the weights (the
@@ -22,6 +26,8 @@
 // Exit 0 when everything matches; 1 with a message otherwise.
 //
 //===----------------------------------------------------------------------===//
+
+#include "../lib/OptimizerKernels.h"
 
 #include "moert/Npy.h"
 #include "moert/Runtime.h"
@@ -562,6 +568,181 @@ int runGemmOrder() {
   return 0;
 }
 
+/// Values of every magnitude and sign, with zeros, subnormals, infinities
+/// and NaNs among them.
+std::vector<float> wideValues(size_t n, uint32_t seed, bool nonNegative) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> exponent(-45.0f, 30.0f);
+  std::vector<float> out(n);
+  for (size_t i = 0; i < n; ++i) {
+    float x = std::pow(10.0f, exponent(gen));
+    switch (gen() % 64) {
+    case 0:
+      x = 0;
+      break;
+    case 1:
+      x = std::numeric_limits<float>::denorm_min() * (gen() % 1000);
+      break;
+    case 2:
+      x = std::numeric_limits<float>::infinity();
+      break;
+    case 3:
+      x = std::numeric_limits<float>::quiet_NaN();
+      break;
+    case 4:
+      x = std::numeric_limits<float>::max();
+      break;
+    }
+    out[i] = nonNegative || gen() % 2 ? x : -x;
+  }
+  return out;
+}
+
+int runKernels() {
+  using namespace moert::train::detail;
+  std::vector<Isa> paths;
+  for (Isa isa : {Isa::Avx2, Isa::Avx512})
+    if (available(isa))
+      paths.push_back(isa);
+  // An odd count: every path ends in its scalar tail.
+  const size_t n = 100003;
+  std::vector<float> param = wideValues(n, 1, false),
+                     grad = wideValues(n, 2, false),
+                     m = wideValues(n, 3, false), v = wideValues(n, 4, true);
+  // A third of the moments zero, as for a new parameter.
+  for (size_t i = 0; i < n; i += 3)
+    m[i] = v[i] = 0;
+  uint64_t cases = 0;
+  auto check = [&](const std::string &what, const std::vector<float> &a,
+                   const std::vector<float> &b) {
+    for (size_t i = 0; i < a.size(); ++i)
+      if (!same(a[i], b[i]))
+        die(what + ": element " + std::to_string(i) + " is " + show(a[i]) +
+            ", the scalar loop's " + show(b[i]));
+  };
+  for (SqrtKind sqrt : {SqrtKind::MklAvx512, SqrtKind::Exact})
+    for (int variant = 0; variant < 4; ++variant)
+      for (float scale : {1.0f, 0.3719f}) {
+        AdamScalars s{};
+        s.decay = variant & 1;
+        s.decayFactor = 0.99999f;
+        s.weight = variant & 2 ? 0.75f : 0.1f; // lerp's two forms
+        s.smallWeight = s.weight < 0.5f;
+        s.beta2 = 0.999f;
+        s.oneMinusBeta2 = 1 - s.beta2;
+        s.bc2Sqrt = 0.0447f;
+        s.eps = 1e-8f;
+        s.negStepSize = -0.0123f;
+        s.sqrt = sqrt;
+        std::vector<float> p0 = param, m0 = m, v0 = v;
+        adamw(Isa::Scalar, s, scale, p0.data(), grad.data(), m0.data(),
+              v0.data(), n);
+        for (Isa isa : paths) {
+          std::vector<float> p1 = param, m1 = m, v1 = v;
+          adamw(isa, s, scale, p1.data(), grad.data(), m1.data(), v1.data(),
+                n);
+          std::string what = std::string("adamw ") + name(isa) + " (" +
+                             moert::train::name(sqrt) + ", variant " +
+                             std::to_string(variant) + ")";
+          check(what + " param", p1, p0);
+          check(what + " exp_avg", m1, m0);
+          check(what + " exp_avg_sq", v1, v0);
+          ++cases;
+        }
+      }
+
+  // The vector roots alone: every significand of both exponent parities,
+  // every subnormal, every exponent of a few significands, both signs.
+  auto fromBits = [](uint32_t u) {
+    float x;
+    std::memcpy(&x, &u, 4);
+    return x;
+  };
+  std::vector<float> x;
+  for (uint32_t f = 0; f < (1u << 23); ++f)
+    for (uint32_t bits : {127u << 23 | f, 128u << 23 | f, f})
+      x.push_back(fromBits(bits));
+  for (uint32_t e = 0; e < 256; ++e)
+    for (uint32_t f : {0u, 1u, 0x2aaaaau, 0x7fffffu})
+      for (uint32_t sign : {0u, 1u})
+        x.push_back(fromBits(sign << 31 | e << 23 | f));
+  for (SqrtKind sqrt : {SqrtKind::MklAvx512, SqrtKind::Exact}) {
+    std::vector<float> want(x.size());
+    sqrtAll(Isa::Scalar, sqrt, x.data(), want.data(), x.size());
+    for (Isa isa : paths) {
+      std::vector<float> got(x.size());
+      sqrtAll(isa, sqrt, x.data(), got.data(), x.size());
+      check(std::string(moert::train::name(sqrt)) + " sqrt " + name(isa), got,
+            want);
+      ++cases;
+    }
+  }
+
+  // SGD and the norms.
+  for (Isa isa : paths) {
+    std::vector<float> rows = wideValues(n, 5, false);
+    for (size_t len : {size_t(0), size_t(5), size_t(12), size_t(4099), n}) {
+      float a = norm2(Isa::Scalar, rows.data(), len),
+            b = norm2(isa, rows.data(), len);
+      if (!same(a, b))
+        die(std::string("norm2 ") + name(isa) + " of " + std::to_string(len) +
+            " elements: " + show(b) + ", the scalar loop's " + show(a));
+      ++cases;
+    }
+  }
+
+  // The threaded step of several parameters (best path, all threads)
+  // against the scalar loop per parameter.
+  moert::setThreads(2);
+  for (OptimizerKind kind : {OptimizerKind::AdamW, OptimizerKind::SGD}) {
+    OptimizerConfig c;
+    c.kind = kind;
+    c.weightDecay = 0.1;
+    c.momentum = 0.9;
+    std::vector<size_t> sizes = {1, 70001, 16, 300007, 33};
+    std::vector<std::vector<float>> w, g;
+    std::vector<ParamState> threaded(sizes.size()), serial(sizes.size());
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      w.push_back(wideValues(sizes[i], 10 + i, false));
+      g.push_back(wideValues(sizes[i], 20 + i, false));
+    }
+    std::vector<std::vector<float>> w1 = w, w0 = w;
+    for (int step = 0; step < 3; ++step) {
+      std::vector<ParamUpdate> updates;
+      for (size_t i = 0; i < sizes.size(); ++i)
+        updates.push_back({w1[i].data(), g[i].data(), sizes[i], &threaded[i]});
+      optimizerSteps(c, 1e-3, 0.625f, updates);
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        std::vector<float> scaled = g[i];
+        for (float &x : scaled)
+          x = x * 0.625f;
+        optimizerStep(c, 1e-3, w0[i].data(), scaled.data(), sizes[i],
+                      serial[i]);
+      }
+    }
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      std::string what = std::string("optimizerSteps ") +
+                         moert::train::name(kind) + " param " +
+                         std::to_string(i);
+      check(what, w1[i], w0[i]);
+      check(what + " state", kind == OptimizerKind::AdamW
+                                 ? threaded[i].expAvgSq
+                                 : threaded[i].momentumBuffer,
+            kind == OptimizerKind::AdamW ? serial[i].expAvgSq
+                                         : serial[i].momentumBuffer);
+    }
+    ++cases;
+  }
+  std::string names = "scalar";
+  for (Isa isa : paths)
+    names += std::string(", ") + name(isa);
+  std::printf("kernels: %s; %llu cases bit-identical to the scalar loops "
+              "(best path here: %s)\n",
+              names.c_str(), static_cast<unsigned long long>(cases),
+              name(bestIsa()));
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -569,12 +750,14 @@ int main(int argc, char **argv) {
   std::string usage =
       "usage: moert-train-test optimizer DIR [--resume-at K --checkpoint "
       "CKPT] | clip DIR | schedule DIR | sqrt DIR | rsqrt14 [--all] | load "
-      "CKPT | gemm-order";
+      "CKPT | gemm-order | kernels";
   if (args.empty())
     die(usage);
   const std::string &cmd = args[0];
   if (cmd == "gemm-order" && args.size() == 1)
     return runGemmOrder();
+  if (cmd == "kernels" && args.size() == 1)
+    return runKernels();
   if (cmd == "rsqrt14" && args.size() <= 2)
     return runRsqrt14(args.size() == 2 && args[1] == "--all");
   if (args.size() < 2)

@@ -125,9 +125,9 @@ static void forEachRow(const std::vector<int64_t> &localShape,
 
 std::vector<float> moe_train::gatherWhole(const Manifest &m,
                                           const TensorSpec &spec,
-                                          const std::vector<float> &piece) {
+                                          llvm::ArrayRef<float> piece) {
   if (m.worldSize == 1)
-    return piece;
+    return piece.vec();
   std::vector<float> pieces(piece.size() * m.worldSize);
   moert_all_gather(piece.data(), pieces.data(),
                    static_cast<int64_t>(piece.size() * sizeof(float)),

@@ -15,6 +15,8 @@
 
 #include "Manifest.h"
 
+#include "llvm/ADT/ArrayRef.h"
+
 #include <vector>
 
 namespace moe_train {
@@ -49,7 +51,7 @@ void sumOverWorld(std::vector<float> &values, const moe_run::Manifest &m);
 /// ranks. Collective.
 std::vector<float> gatherWhole(const moe_run::Manifest &m,
                                const moe_run::TensorSpec &spec,
-                               const std::vector<float> &piece);
+                               llvm::ArrayRef<float> piece);
 
 /// Copies `piece` (of `localShape`) to where `placement` puts it in
 /// `whole`.

@@ -135,7 +135,7 @@ void moe_train::saveSharded(const std::string &dir, const Manifest &m,
   std::vector<train::CheckpointParam> mine;
   for (const HeldParam &p : params)
     if (placementOf(m, *p.spec, rank).owner)
-      mine.push_back({p.name, p.spec->shape, p.master->data(), p.state});
+      mine.push_back({p.name, p.spec->shape, p.master.data(), p.state});
   moert::failIfAnyRank(train::saveCheckpoint(rankDir(tmp, rank), step,
                                              samplesConsumed, config,
                                              schedule, mine));

@@ -16,6 +16,8 @@
 #include "Distributed.h"
 #include "Manifest.h"
 
+#include "llvm/ADT/ArrayRef.h"
+
 #include "moert/Train.h"
 
 #include <string>
@@ -28,7 +30,7 @@ namespace moe_train {
 struct HeldParam {
   std::string name;
   const moe_run::TensorSpec *spec;
-  const std::vector<float> *master;
+  llvm::ArrayRef<float> master;
   const moert::train::ParamState *state;
 };
 

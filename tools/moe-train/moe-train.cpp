@@ -14,8 +14,9 @@
 // samples [s*B, (s+1)*B), wrapping around. Each step calls the compiled
 // step (loss and one gradient per parameter), clips the gradients, and
 // updates the fp32 master weights with the optimizer the bundle was
-// compiled for, exactly as PyTorch does (moert/Train.h); the weights the
-// program reads are then refreshed from the masters.
+// compiled for, exactly as PyTorch does (moert/Train.h), on all threads;
+// f32 weights are their own masters (MasterWeights.h), others are refreshed
+// from theirs.
 //
 // A bundle compiled for several ranks runs under mpirun, every rank with
 // the same data (Distributed.h): rank 0 writes the log, the summary and
@@ -27,6 +28,7 @@
 #include "Distributed.h"
 #include "ShardedCheckpoint.h"
 #include "Library.h"
+#include "MasterWeights.h"
 #include "Manifest.h"
 #include "Replacement.h"
 #include "Slots.h"
@@ -232,7 +234,7 @@ struct Param {
   std::vector<int64_t> shape;
   /// The weights' type in model.so (f32, or f16/bf16 with fp32 masters).
   const moert::DType *type = nullptr;
-  std::vector<float> master;
+  moe_train::MasterWeights master;
   /// The gradient widened to fp32, for f16 and bf16 weights.
   std::vector<float> grad;
   /// The microbatches' gradients summed, with --microbatches above 1.
@@ -300,8 +302,6 @@ Error findParams(Trainer &t, const std::vector<char *> &symbols) {
       p.spec = &spec;
       p.placement = moe_train::placementOf(m, spec, moert::worldRank());
       p.replicas = moe_train::replicasOf(m, spec, moert::worldRank());
-      // fp32 master weights, whatever the model computes in.
-      p.master.resize(moert::numElements(spec.shape));
       if (spec.slotLayer >= 0 && !spec.shape.empty() && spec.shape[0] > 0) {
         p.slotLayer = spec.slotLayer;
         p.rowElems = moert::numElements(spec.shape) / spec.shape[0];
@@ -309,10 +309,16 @@ Error findParams(Trainer &t, const std::vector<char *> &symbols) {
         p.shardedExperts = p.placement.wholeShape[0];
         p.rowElems = moert::numElements(spec.shape) / spec.shape[0];
       }
-      moert::widenToFloat(*spec.type, symbol, p.master.data(),
-                          p.master.size());
-      if (type != "f32")
-        p.grad.resize(p.master.size());
+      // fp32 master weights, whatever the model computes in: for f32
+      // weights, the model's first copy itself.
+      size_t n = moert::numElements(spec.shape);
+      if (type == "f32") {
+        p.master.alias(reinterpret_cast<float *>(symbol), n);
+      } else {
+        p.master.own(n);
+        moert::widenToFloat(*spec.type, symbol, p.master.data(), n);
+        p.grad.resize(n);
+      }
     } else if (t.params[it->second].shape != spec.shape ||
                t.params[it->second].type != spec.type) {
       return failure(formatv("two weights of parameter '{0}' differ in shape "
@@ -452,7 +458,7 @@ Error resumeFrom(Trainer &t, const std::string &dir) {
                              "as {3}",
                              dir, p.name, moert::shapeString(ckpt.shapes[i]),
                              moert::shapeString(wholeShape)));
-    p.master = moe_train::cutPiece(ckpt.params[i], p.shape, p.placement);
+    p.master.assign(moe_train::cutPiece(ckpt.params[i], p.shape, p.placement));
     std::pair<size_t, size_t> kept = p.updated();
     auto piece = [&](const std::vector<float> &whole) {
       if (whole.empty())
@@ -480,13 +486,16 @@ Error resumeFrom(Trainer &t, const std::string &dir) {
   return Error::success();
 }
 
-/// Refreshes the weights model.so reads from the masters (and, for a CUDA
-/// bundle, the device's copies of them).
+/// Refreshes the weights model.so reads from the masters, where they are
+/// not the masters themselves (and, for a CUDA bundle, the device's copies
+/// of them).
 void publish(Trainer &t) {
   for (Param &p : t.params)
     for (char *copy : p.copies) {
       int64_t bytes = p.master.size() * p.type->size;
-      moert::narrowFromFloat(*p.type, p.master.data(), copy, p.master.size());
+      if (!p.master.isAlias(copy))
+        moert::narrowFromFloat(*p.type, p.master.data(), copy,
+                               p.master.size());
 #ifdef MOE_RUN_HAVE_CUDA
       if (t.manifest.target == "cuda")
         moert_cuda_update_global(copy, bytes);
@@ -531,9 +540,9 @@ Error saveWholePerExpert(Trainer &t, int64_t stepsDone) {
     std::vector<int64_t> shape = p.placement.wholeShape;
     const planner::Placement *slots =
         p.slotLayer >= 0 ? t.replacer->placement(p.slotLayer) : nullptr;
-    auto whole = [&](const std::vector<float> &piece) {
+    auto whole = [&](ArrayRef<float> piece) {
       if (piece.empty())
-        return piece;
+        return std::vector<float>();
       std::vector<float> w = moe_train::gatherWhole(t.manifest, *p.spec, piece);
       return slots && !w.empty()
                  ? moe_train::expertsFromSlots(w, p.rowElems, *slots)
@@ -597,7 +606,7 @@ Error save(Trainer &t, int64_t stepsDone) {
   }
   std::vector<moe_train::HeldParam> held;
   for (auto [p, state] : zip_equal(t.params, states))
-    held.push_back({p.name, p.spec, &p.master, &state});
+    held.push_back({p.name, p.spec, p.master, &state});
   moe_train::saveSharded(o.checkpointDir, t.manifest, held, stepsDone,
                          stepsDone * o.batchSize, t.config, t.schedule);
   return Error::success();
@@ -657,8 +666,9 @@ void moveSlots(Trainer &t, int64_t layer, const std::vector<int32_t> &from,
     if (p.slotLayer != layer)
       continue;
     int64_t rowBytes = p.rowElems * static_cast<int64_t>(sizeof(float));
-    for (std::vector<float> *v : {&p.master, &p.state.expAvg,
-                                  &p.state.expAvgSq, &p.state.momentumBuffer})
+    buffers.push_back({reinterpret_cast<char *>(p.master.data()), rowBytes});
+    for (std::vector<float> *v :
+         {&p.state.expAvg, &p.state.expAvgSq, &p.state.momentumBuffer})
       if (!v->empty())
         buffers.push_back({reinterpret_cast<char *>(v->data()), rowBytes});
   }
@@ -750,12 +760,15 @@ Error run(Trainer &t) {
         for (size_t i = 0; i < n; ++i)
           grad[i] *= scale;
     }
-    double norm = train::clipGradNorm(
-        grads, o.clipGradNorm, [&](std::vector<float> &norms) {
+    // Clipping's product is taken by the optimizer as it reads each
+    // gradient.
+    float total = train::totalGradNorm(
+        grads, [&](std::vector<float> &norms) {
           std::vector<bool> counted = owners;
           countExpertsOnce(t, grads, norms, counted);
           moe_train::combineNorms(norms, counted, t.manifest);
         });
+    double norm = total;
     double lr = t.schedule.lrAt(t.config.lr, step);
     // Every rank has the same norm (combined over the ranks) and loss, so
     // every rank takes the same decision.
@@ -769,16 +782,21 @@ Error run(Trainer &t) {
       errs() << formatv("moe-train: warning: step {0} skipped: the gradient "
                         "norm is {1} (loss {2})\n",
                         step + 1, norm, loss);
+    std::vector<train::ParamUpdate> updates;
     size_t next = 0;
     for (Param &p : t.params) {
       if (p.gradOutput < 0 || !finite)
         continue;
       auto [begin, end] = p.updated();
-      train::optimizerStep(t.config, lr, p.master.data() + begin,
-                           grads[next++].first + begin, end - begin, p.state);
-      if (o.zeroStage)
-        moe_train::gatherChunks(p.master.data(), p.master.size(), p.replicas);
+      updates.push_back({p.master.data() + begin, grads[next++].first + begin,
+                         end - begin, &p.state});
     }
+    train::optimizerSteps(t.config, lr,
+                          train::clipCoefficient(o.clipGradNorm, total),
+                          updates);
+    for (Param &p : t.params)
+      if (p.gradOutput >= 0 && finite && o.zeroStage)
+        moe_train::gatherChunks(p.master.data(), p.master.size(), p.replicas);
     publish(t);
     loads.record(step);
     if (t.replacer && t.replacer->afterCalls(

@@ -72,9 +72,38 @@ struct ParamState {
 void optimizerStep(const OptimizerConfig &config, double lr, float *param,
                    const float *grad, size_t n, ParamState &state);
 
+/// One parameter's part of a step: `n` fp32 weights, their gradient and
+/// their optimizer state.
+struct ParamUpdate {
+  float *param;
+  const float *grad;
+  size_t n;
+  ParamState *state;
+};
+
+/// optimizerStep on every parameter of `updates`, each gradient taken as
+/// `grad[i] * gradScale` (clipping's coefficient, rounded as
+/// clip_grad_norm_'s in-place product rounds it; 1 leaves it exact). The
+/// elements are spread over the threads of the OpenMP pool (moert's
+/// --threads) and computed with the CPU's widest vectors: the bits are
+/// those of the single-tensor path whatever the threads and the ISA.
+void optimizerSteps(const OptimizerConfig &config, double lr, float gradScale,
+                    const std::vector<ParamUpdate> &updates);
+
 /// The 2-norm of `n` contiguous fp32, summed as PyTorch's CPU kernel sums
 /// it (what clipGradNorm takes of each gradient).
 float norm2(const float *x, size_t n);
+
+/// clipGradNorm's total norm, without scaling anything: the tensors are
+/// normed on the threads of the pool.
+float totalGradNorm(
+    const std::vector<std::pair<float *, size_t>> &grads,
+    const std::function<void(std::vector<float> &)> &combine = nullptr);
+
+/// The factor clip_grad_norm_ multiplies every gradient by for a total
+/// norm `total`: min(maxNorm / (total + 1e-6), 1), rounded as PyTorch
+/// rounds it; 1 for maxNorm <= 0 or infinite (no clipping).
+float clipCoefficient(double maxNorm, float total);
 
 /// torch.nn.utils.clip_grad_norm_(params, maxNorm) with norm_type 2: the
 /// norm of the per-tensor 2-norms, each summed in fp32 as ATen's x86 CPU
