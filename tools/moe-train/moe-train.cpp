@@ -55,6 +55,7 @@
 #include <cstring>
 #include <map>
 #include <optional>
+#include <sys/resource.h>
 #include <unistd.h>
 
 using namespace llvm;
@@ -612,6 +613,24 @@ Error save(Trainer &t, int64_t stepsDone) {
   return Error::success();
 }
 
+/// Resident memory in MiB: now (from /proc/self/statm), and the process's
+/// peak so far.
+double residentMiB() {
+  long pages = 0, resident = 0;
+  if (FILE *f = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2)
+      resident = 0;
+    std::fclose(f);
+  }
+  return static_cast<double>(resident) * sysconf(_SC_PAGESIZE) / (1 << 20);
+}
+
+double peakResidentMiB() {
+  struct rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_maxrss / 1024.0; // KiB on Linux
+}
+
 std::string formatTime(double seconds) {
   int64_t s = static_cast<int64_t>(seconds + 0.5);
   return formatv("{0}:{1:2}", s / 60, s % 60).str();
@@ -699,8 +718,17 @@ Error run(Trainer &t) {
                              o.microbatches;
   bool terminal = first && isatty(STDERR_FILENO);
   std::vector<double> stepSeconds;
+  // Per step: the compiled step's calls (with the batches' and gradients'
+  // copies around them), the gradient norm, the optimizer.
+  std::vector<double> callSeconds, normSeconds, optimizerSeconds;
+  auto since = [](std::chrono::steady_clock::time_point from) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                         from)
+        .count();
+  };
   float lastLoss = 0;
   auto start = std::chrono::steady_clock::now();
+  double residentBefore = residentMiB();
   publish(t);
   int64_t end = o.stopAfter > 0 ? std::min<int64_t>(o.stopAfter, o.steps)
                                  : o.steps;
@@ -760,6 +788,8 @@ Error run(Trainer &t) {
         for (size_t i = 0; i < n; ++i)
           grad[i] *= scale;
     }
+    callSeconds.push_back(since(begin));
+    auto normBegin = std::chrono::steady_clock::now();
     // Clipping's product is taken by the optimizer as it reads each
     // gradient.
     float total = train::totalGradNorm(
@@ -769,6 +799,8 @@ Error run(Trainer &t) {
           moe_train::combineNorms(norms, counted, t.manifest);
         });
     double norm = total;
+    normSeconds.push_back(since(normBegin));
+    auto optimizerBegin = std::chrono::steady_clock::now();
     double lr = t.schedule.lrAt(t.config.lr, step);
     // Every rank has the same norm (combined over the ranks) and loss, so
     // every rank takes the same decision.
@@ -798,6 +830,7 @@ Error run(Trainer &t) {
       if (p.gradOutput >= 0 && finite && o.zeroStage)
         moe_train::gatherChunks(p.master.data(), p.master.size(), p.replicas);
     publish(t);
+    optimizerSeconds.push_back(since(optimizerBegin));
     loads.record(step);
     if (t.replacer && t.replacer->afterCalls(
                           step + 1 - t.firstStep,
@@ -833,13 +866,22 @@ Error run(Trainer &t) {
   // The summary: the median step (optimizer included), which the
   // benchmarks read.
   if (!stepSeconds.empty() && first) {
-    std::vector<double> sorted = stepSeconds;
-    std::sort(sorted.begin(), sorted.end());
-    double median = sorted[sorted.size() / 2];
+    auto median = [](std::vector<double> seconds) {
+      std::sort(seconds.begin(), seconds.end());
+      return seconds[seconds.size() / 2];
+    };
+    double step = median(stepSeconds);
     outs() << formatv("trained steps {0} to {1}: loss {2:f6}; median step "
-                      "{3:f2} ms, {4:f0} tokens/s\n",
+                      "{3:f2} ms, {4:f0} tokens/s (medians: compiled step "
+                      "{5:f2} ms, gradient norm {6:f2} ms, optimizer {7:f2} "
+                      "ms)\n",
                       t.firstStep + 1, t.firstStep + stepSeconds.size(),
-                      lastLoss, median * 1e3, tokens / median);
+                      lastLoss, step * 1e3, tokens / step,
+                      median(callSeconds) * 1e3, median(normSeconds) * 1e3,
+                      median(optimizerSeconds) * 1e3);
+    outs() << formatv("peak resident memory {0:f1} MiB ({1:f1} MiB when the "
+                      "first step began)\n",
+                      peakResidentMiB(), residentBefore);
   }
   if (!o.outputDir.empty()) {
     if (std::error_code ec = sys::fs::create_directories(o.outputDir))
