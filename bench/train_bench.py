@@ -1,7 +1,7 @@
-"""Time one training step of a whole transformers Mixtral CausalLM: moe-train against PyTorch eager on the CPU.
+"""Time one training step of a whole transformers Mixtral CausalLM: moe-train against PyTorch on the CPU.
 
     V=${XDG_CACHE_HOME:-$HOME/.cache}/moe-mlir/corpus-venv
-    "$V/bin/python" bench/train_bench.py [--threads 2] [--steps 12] [--warmup 2] [--ranks 2]
+    "$V/bin/python" bench/train_bench.py [--threads 2] [--steps 12] [--warmup 2] [--ranks 2] [--torch fused,compile]
 
 The model comes from transformers' own classes (`MixtralConfig`,
 `AutoModelForCausalLM.from_config` under a fixed seed, the library's own
@@ -18,13 +18,19 @@ parameter stays an initializer under its torch name (the ones
 (`--train --loss=causal-lm --optimizer=adamw`, transformers' aux loss with
 the config's `router_aux_loss_coef`), and moe-train trains it `--steps`
 steps; the same model trains the same steps on the same batches in PyTorch
-eager (its default experts implementation), with AdamW of the same
+(its default experts implementation), with AdamW of the same
 hyper-parameters and the same gradient clipping, on the same number of
-threads. Before anything is timed, the loss of step 1 must agree (rtol
-1e-4). The figures are tokens per second of the median step: forward,
-backward, gradient clipping and the optimizer step. With --ranks N, the
-same step on N ranks of one thread each follows (train_ranks.py): moe-train
-compiled for --ep N and --dp N under mpirun, against PyTorch DDP with gloo.
+threads, each way in a process of its own: AdamW's for-loop (the CPU
+default, which moe-train matches bit for bit), foreach and fused
+implementations (clipping with foreach=True for the last two), and the
+model under torch.compile (inductor) with the fused AdamW, its graph breaks
+counted by torch._dynamo.explain. Before anything is timed, the loss of
+step 1 must agree (rtol 1e-4). The figures are tokens per second of the
+median step (forward, backward, gradient clipping and the optimizer step),
+the ratios against PyTorch's fastest eager way and torch.compile, and each
+process's peak resident memory. With --ranks N, the same step on N ranks of
+one thread each follows (train_ranks.py): moe-train compiled for --ep N and
+--dp N under mpirun, against PyTorch DDP with gloo and the fastest AdamW.
 """
 
 import argparse
@@ -124,27 +130,90 @@ def parse_summary(out):
     return float(m.group(4)), float(m.group(5))
 
 
-class TorchTrainer:
-    """The model in PyTorch eager: AdamW, clip_grad_norm_, one batch of rows [step*B, (step+1)*B) a step."""
+# PyTorch's ways of running the same step on the CPU. "for-loop" is torch.optim's CPU default, whose
+# arithmetic moe-train reproduces bit for bit; "foreach" and "fused" are its faster AdamW and clipping
+# (a different order of roundings); "compile" is the model under torch.compile (inductor) with the fused
+# AdamW.
+TORCH_VARIANTS = ("for-loop", "foreach", "fused", "compile")
 
-    def __init__(self, args, model, ids, mask, labels):
+
+def make_optimizer(args, params, variant):
+    kind = {"for-loop": dict(foreach=False), "foreach": dict(foreach=True)}.get(variant, dict(fused=True))
+    return torch.optim.AdamW(params, lr=args.lr, betas=(args.beta1, args.beta2), eps=args.eps,
+                             weight_decay=args.weight_decay, **kind)
+
+
+class TorchTrainer:
+    """The model in PyTorch: AdamW, clip_grad_norm_, one batch of rows [step*B, (step+1)*B) a step."""
+
+    def __init__(self, args, model, ids, mask, labels, variant="for-loop"):
         self.args, self.model = args, model.train()
         self.ids, self.mask, self.labels = ids, mask, labels
         self.params = [p for p in model.parameters() if p.requires_grad]
-        self.opt = torch.optim.AdamW(self.params, lr=args.lr, betas=(args.beta1, args.beta2), eps=args.eps,
-                                     weight_decay=args.weight_decay)
+        self.opt = make_optimizer(args, self.params, variant)
+        self.foreach = variant != "for-loop"
+        self.forward = torch.compile(self.model) if variant == "compile" else self.model
         self.step_index = 0
 
+    def batch(self, step):
+        rows = reference.batch_rows(step, self.args.batch, self.ids.shape[0])
+        return dict(input_ids=self.ids[rows], attention_mask=self.mask[rows], labels=self.labels[rows],
+                    use_cache=False)
+
     def step(self):
-        rows = reference.batch_rows(self.step_index, self.args.batch, self.ids.shape[0])
+        batch = self.batch(self.step_index)
         self.step_index += 1
         self.opt.zero_grad()
-        loss = self.model(input_ids=self.ids[rows], attention_mask=self.mask[rows], labels=self.labels[rows],
-                          use_cache=False).loss
+        loss = self.forward(**batch).loss
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(self.params, self.args.clip)
+        torch.nn.utils.clip_grad_norm_(self.params, self.args.clip, foreach=self.foreach)
         self.opt.step()
         return loss.item()
+
+
+def resident_mib():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def _torch_child(_index, variant, args, result_path):
+    """One PyTorch variant in a process of its own, so that its peak resident memory is its own."""
+    import json
+    import resource
+    torch.set_num_threads(args.threads)
+    samples = args.batch * max(4, args.steps + args.warmup)
+    ids, mask, labels = make_data(args, samples)
+    trainer = TorchTrainer(args, build_model(args), ids, mask, labels, variant)
+    result = dict(variant=variant, rss_before=resident_mib(), losses=[], times=[])
+    if variant == "compile":
+        # Graph breaks, and why, before anything runs compiled.
+        explained = torch._dynamo.explain(trainer.model)(**trainer.batch(0))
+        result["graph_breaks"] = explained.graph_break_count
+        result["break_reasons"] = sorted({str(r.reason).splitlines()[0][:160] for r in explained.break_reasons})
+        torch._dynamo.reset()
+        start = time.perf_counter()
+        result["losses"].append(trainer.step())  # compiles
+        result["compile_s"] = time.perf_counter() - start
+    for i in range(len(result["losses"]), args.warmup + args.steps):
+        start = time.perf_counter()
+        result["losses"].append(trainer.step())
+        if i >= args.warmup:
+            result["times"].append((time.perf_counter() - start) * 1e3)
+    result["rss_peak"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    with open(result_path, "w") as f:
+        json.dump(result, f)
+
+
+def torch_variant(args, variant):
+    """Runs `variant` in a child process; its times (ms), losses and memory (MiB)."""
+    import json
+    import tempfile
+    import torch.multiprocessing as mp
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "result.json")
+        mp.start_processes(_torch_child, args=(variant, args, path), nprocs=1, start_method="spawn")
+        with open(path) as f:
+            return json.load(f)
 
 
 def main():
@@ -175,6 +244,8 @@ def main():
                         help="where moe-compile and moe-train are (default build/bin)")
     parser.add_argument("--ranks", type=int, default=0,
                         help="also time N ranks of one thread each: moe-train --ep N and --dp N, PyTorch DDP")
+    parser.add_argument("--torch", default=",".join(TORCH_VARIANTS),
+                        help="PyTorch's ways to time, comma-separated (default all: %s)" % ",".join(TORCH_VARIANTS))
     parser.add_argument("--reuse", action="store_true",
                         help="reuse the export and the bundle of an earlier run in --work (same sizes)")
     args = parser.parse_args()
@@ -240,38 +311,60 @@ def main():
     train_cmd, out, ours = moe_train(args, bundle, data_paths, args.steps, os.path.join(args.work, "moe-train.csv"))
     ours_ms, ours_tps = parse_summary(out)
 
-    # PyTorch: the same model from the same seed, --warmup untimed steps, then --steps timed.
-    del model
-    trainer = TorchTrainer(args, build_model(args), ids, mask, labels)
-    busy["PyTorch"] = moe_bench.busy_cores()
-    theirs, times = [], []
-    for i in range(args.warmup + args.steps):
-        start = time.perf_counter()
-        theirs.append(trainer.step())
-        if i >= args.warmup:
-            times.append((time.perf_counter() - start) * 1e3)
-    torch_ms = statistics.median(times)
-    tokens = args.batch * args.seq
-    torch_tps = tokens / torch_ms * 1e3
+    m = re.search(r"peak resident memory ([\d.]+) MiB \(([\d.]+) MiB when", out)
+    ours_rss = (float(m.group(1)), float(m.group(2))) if m else (float("nan"), float("nan"))
+    m = re.search(r"medians: compiled step ([\d.]+) ms, gradient norm ([\d.]+) ms, optimizer ([\d.]+) ms", out)
+    phases = "compiled step %s ms, gradient norm %s ms, optimizer %s ms" % m.groups() if m else "?"
 
-    n = min(len(ours), len(theirs))
-    curve_err = max(abs(a - b) / abs(b) for a, b in zip(ours[:n], theirs[:n]))
-    print("loss of steps 1 to %d: moe-train %.5f -> %.5f, PyTorch %.5f -> %.5f (max rel difference %.1e)" % (
-        n, ours[0], ours[n - 1], theirs[0], theirs[n - 1], curve_err))
-    print("\n%-34s %12s %12s %10s" % ("", "median ms", "tokens/s", "min ms"))
-    print("%-34s %12.1f %12.0f %10s" % ("moe-train, %d threads" % args.threads, ours_ms, ours_tps, "-"))
-    print("%-34s %12.1f %12.0f %10.1f" % ("PyTorch eager, %d threads" % args.threads, torch_ms, torch_tps,
-                                          min(times)))
-    print("moe-train / PyTorch tokens/s: %.2fx" % (ours_tps / torch_tps))
+    # PyTorch: the same model from the same seed, --warmup untimed steps, then --steps timed, each way
+    # in a process of its own.
+    del model
+    tokens = args.batch * args.seq
+    results = {}
+    for variant in [v for v in args.torch.split(",") if v]:
+        if variant not in TORCH_VARIANTS:
+            raise SystemExit("--torch: unknown variant %r (known: %s)" % (variant, ", ".join(TORCH_VARIANTS)))
+        time.sleep(1)
+        busy["PyTorch " + variant] = moe_bench.busy_cores()
+        results[variant] = r = torch_variant(args, variant)
+        r["median"] = statistics.median(r["times"])
+        n = min(len(ours), len(r["losses"]))
+        r["curve_err"] = max(abs(a - b) / abs(b) for a, b in zip(ours[:n], r["losses"][:n]))
+        print("PyTorch %s: median step %.1f ms; loss %.5f -> %.5f (max rel difference to moe-train %.1e)%s" % (
+            variant, r["median"], r["losses"][0], r["losses"][n - 1], r["curve_err"],
+            "; compiled in %.1f s, %d graph breaks%s" % (
+                r["compile_s"], r["graph_breaks"],
+                (": " + "; ".join(r["break_reasons"])) if r["break_reasons"] else "")
+            if variant == "compile" else ""), flush=True)
+
+    print("\n%-40s %10s %10s %8s %11s %11s" % ("", "median ms", "tokens/s", "ours is", "peak MiB",
+                                               "before step"))
+    print("%-40s %10.1f %10.0f %8s %11.0f %11.0f" % ("moe-train, %d threads" % args.threads, ours_ms, ours_tps, "-",
+                                                     ours_rss[0], ours_rss[1]))
+    for variant, r in results.items():
+        print("%-40s %10.1f %10.0f %7.2fx %11.0f %11.0f" % (
+            "PyTorch %s, %d threads" % (variant if variant != "compile" else "torch.compile + fused", args.threads),
+            r["median"], tokens / r["median"] * 1e3, r["median"] / ours_ms, r["rss_peak"], r["rss_before"]))
+    print("moe-train's step: %s" % phases)
+    eager = [v for v in ("for-loop", "foreach", "fused") if v in results]
+    if eager:
+        best = min(eager, key=lambda v: results[v]["median"])
+        print("moe-train / PyTorch eager's fastest (%s) tokens/s: %.2fx (target 2.0x)" % (
+            best, results[best]["median"] / ours_ms))
+        print("peak resident memory, moe-train / PyTorch eager %s: %.2f (target <= 1)" % (
+            best, ours_rss[0] / results[best]["rss_peak"]))
+    if "compile" in results:
+        print("moe-train / torch.compile tokens/s: %.2fx (target 1.2x)" % (results["compile"]["median"] / ours_ms))
     print("busy cores in the second before each timed run: %s%s" % (
         ", ".join("%s %.2f" % kv for kv in busy.items()),
         "  (other work was running: the timings are noisy)" if max(busy.values()) > 0.2 else ""))
     print("commands:\n  %s\n  %s" % (" ".join(compile_cmd), " ".join(train_cmd)))
     if args.ranks > 1:
         import train_ranks
-        del trainer
+        fastest = min([v for v in ("for-loop", "foreach", "fused") if v in results] or ["for-loop"],
+                      key=lambda v: results[v]["median"] if v in results else 0)
         train_ranks.report(args, build_model, ids, mask, labels, data_paths, compile_cmd, parse_summary,
-                           ours_ms, torch_ms)
+                           ours_ms, results[fastest]["median"] if fastest in results else float("nan"), fastest)
 
 
 if __name__ == "__main__":
