@@ -3,7 +3,10 @@
 # backend: moe-run, moert-cuda-test and moert-cuda-bench, the libraries they load that a bare
 # CUDA machine lacks (MPI, oneDNN, OpenMP; not glibc, libstdc++ or the CUDA
 # libraries, which it has), every corpus model compiled with --target=cuda
-# for one rank (ort_moe also in f16 and bf16), and the Mixtral block of
+# for one rank (ort_moe also in f16 and bf16), whole transformers CausalLMs
+# of the corpus (OnnxExporter's Mixtral, Qwen3-MoE and DeepSeek-V3), the
+# training steps of test/e2e/train (SGD and AdamW; the bf16 block with fp32
+# masters beside its f32 twin), moe-train, and the Mixtral block of
 # bench/gpu_bench.py in f32 and bf16 (its weights are rebuilt there).
 # scripts/gpu-run.sh runs them there.
 #
@@ -19,7 +22,10 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${MOE_BUILD_DIR:-$ROOT/build}
 PACK=${1:-$ROOT/.gpu}
 MODELS="mixtral mixtral_bf16 ort_moe ort_moe_legacy switch qwen2_moe deepseek_v3 decoder_layer"
-BINARIES="moe-run moert-cuda-test moert-cuda-bench"
+# Whole CausalLMs (test/corpus/hf), and the models test/e2e/train trains.
+WHOLE_MODELS="mixtral qwen3_moe deepseek_v3"
+TRAIN_MODELS="mixtral qwen2_moe deepseek_v3 gpt_oss"
+BINARIES="moe-run moe-train moert-cuda-test moert-cuda-bench"
 
 # The pack must match the checkout: bring the tools up to date first
 # (build.sh configures the build directory if it has none).
@@ -59,6 +65,19 @@ for entry in $MODELS ort_moe.f16 ort_moe.bf16; do
   model=${entry%%.*}; dtype=${entry#"$model"}; dtype=${dtype#.}
   /usr/bin/python3 "$ROOT/test/e2e/run_corpus.py" --bin "$BUILD/bin" --corpus "$ROOT/test/corpus" \
     --work "$PACK/bundles/$entry" --target cuda --build-only --plans one --dtype "${dtype:-f32}" "$model"
+done
+for model in $WHOLE_MODELS; do
+  /usr/bin/python3 "$ROOT/test/e2e/run_corpus.py" --bin "$BUILD/bin" --corpus "$ROOT/test/corpus/hf" \
+    --work "$PACK/models/$model.model.exporter" --target cuda --build-only --plans one \
+    "$model.model.exporter"
+done
+/usr/bin/python3 "$ROOT/test/e2e/train/run_training.py" --bin "$BUILD/bin" --work "$PACK/train" \
+  --target cuda --build-only $TRAIN_MODELS
+# bf16 weights with fp32 masters, and the same block in f32 (bf16.test).
+for dtype in bf16 f32; do
+  model=mixtral; [ "$dtype" = f32 ] || model=mixtral_bf16
+  "$BUILD/bin/moe-compile" "$ROOT/test/corpus/$model.onnx" --target=cuda --train --loss=mse \
+    --optimizer=adamw '--params=.*' -o "$PACK/train-bf16/$dtype"
 done
 # Re-placement on the device (moert_cuda_migrate_slots, the table's device
 # copy): Qwen2-MoE with a redundant slot, re-placed after every call by

@@ -1,8 +1,12 @@
 #!/bin/bash
 # On a machine with an NVIDIA GPU, runs what scripts/gpu-pack.sh packed: the
-# CUDA runtime's kernel test, every packed corpus bundle (each checked
-# against its reference as test/e2e does), the kernel benchmark, then the
-# Mixtral block against PyTorch eager (bench/gpu_bench.py). Needs python3
+# CUDA runtime's kernel test, every packed corpus bundle and whole
+# transformers CausalLM (each checked against its reference as test/e2e
+# does), 20 training steps of each model of test/e2e/train against
+# PyTorch's curve (rtol 1e-3, as test/e2e/train/cuda.test), bf16 training
+# with fp32 masters against its f32 twin (as bf16.test), the kernel
+# benchmark, then the Mixtral block against PyTorch eager
+# (bench/gpu_bench.py). Needs python3
 # with numpy and PyTorch for CUDA, and the CUDA libraries cuBLAS and NCCL
 # (those of PyTorch's nvidia wheels first, as PyTorch loads them; else
 # wherever the CUDA toolkit put them). PYTHON names the python.
@@ -136,6 +140,30 @@ if [ "$bench_only" = 0 ]; then
       --corpus "$ROOT/test/corpus" --work "$bundle" --target cuda --run-only --plans one \
       --dtype "${dtype:-f32}" --timeout "${MOE_GPU_BUNDLE_TIMEOUT_S:-60}" "$model"
   done
+  for bundle in "$PACK"/models/*; do
+    [ -d "$bundle" ] || continue
+    step "model-$(basename "$bundle")" 120 "$PY" "$ROOT/test/e2e/run_corpus.py" --bin "$PACK/bin" \
+      --corpus "$ROOT/test/corpus/hf" --work "$bundle" --target cuda --run-only --plans one \
+      --timeout "${MOE_GPU_BUNDLE_TIMEOUT_S:-60}" "$(basename "$bundle")"
+  done
+  if [ -d "$PACK/train" ]; then
+    for model in $(ls "$PACK/train" | sed -n 's/\.sgd\.step$//p'); do
+      step "train-$model" 180 "$PY" "$ROOT/test/e2e/train/run_training.py" --bin "$PACK/bin" \
+        --work "$PACK/train" --target cuda --run-only --rtol 1e-3 "$model"
+    done
+  fi
+  if [ -d "$PACK/train-bf16/bf16" ]; then
+    step train-bf16-masters 120 bash -c 'set -e
+      "$3" -c "import numpy as np, sys; x = np.load(sys.argv[1]); np.save(sys.argv[2] + \"/x.npy\", np.stack([x, 0.5 * x])); np.save(sys.argv[2] + \"/t.npy\", np.zeros((2,) + x.shape, np.float32))" "$2/mixtral_bf16.in.hidden_states.npy" "$1/train-bf16"
+      for d in bf16 f32; do
+        "$1/bin/moe-train" "$1/train-bf16/$d" --input hidden_states="$1/train-bf16/x.npy" \
+          --input target="$1/train-bf16/t.npy" --steps 6 --batch-size 1 --lr 0.01 --log "$1/train-bf16/$d.csv"
+      done
+      "$3" -c "import numpy as np, sys
+a, b = (np.loadtxt(sys.argv[1] + \"/\" + n + \".csv\", delimiter=\",\", skiprows=1)[:, 1] for n in (\"bf16\", \"f32\"))
+d = float(np.max(np.abs(a - b) / b)); print(\"bf16 against f32 loss curve: max relative difference %.3g\" % d)
+sys.exit(0 if d < 2e-2 else 1)" "$1/train-bf16"' _ "$PACK" "$ROOT/test/corpus" "$PY"
+  fi
   if [ -d "$PACK/placement/qwen2_moe" ]; then
     step placement-qwen2_moe 120 bash -c '"$1/bin/moe-run" "$1/placement/qwen2_moe" \
         --input hidden_states="$2/qwen2_moe.in.hidden_states.npy" --output-dir "$1/placement/out" \
