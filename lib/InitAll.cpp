@@ -29,6 +29,7 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/MemRef/IR/MemRefMemorySlot.h"
+#include "mlir/Dialect/MemRef/Transforms/AllocationOpInterfaceImpl.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/SCF/Transforms/BufferDeallocationOpInterfaceImpl.h"
 #include "mlir/Dialect/SCF/Transforms/BufferizableOpInterfaceImpl.h"
@@ -76,6 +77,10 @@ void mlir::moe::registerAllExtensions(DialectRegistry &registry) {
   arith::registerBufferDeallocationOpInterfaceExternalModels(registry);
   cf::registerBufferDeallocationOpInterfaceExternalModels(registry);
   scf::registerBufferDeallocationOpInterfaceExternalModels(registry);
+  // memref.alloc is an allocation to buffer-results-to-out-params, which
+  // then computes a static result in the caller's buffer instead of copying
+  // it there (hoist-static-allocs).
+  memref::registerAllocationOpInterfaceExternalModels(registry);
   // The deallocation helper is inlined where the runtime calls bare
   // pointers (moe-lower-to-llvm).
   func::registerInlinerExtension(registry);

@@ -303,6 +303,35 @@ def MoEFuseElementwisePass : Pass<"moe-fuse-elementwise"> {
   let dependentDialects = ["::mlir::linalg::LinalgDialect"];
 }
 
+def MoECopiesPass : Pass<"moe-copies", "::mlir::ModuleOp"> {
+  let summary = "Buffer copies of CPU programs: results computed in place, "
+                "zero constants filled, slices copied by loops";
+  let description = [{
+    For CPU programs after bufferization, before
+    `convert-linalg-to-parallel-loops`, each `memref.copy`:
+
+    * of a buffer that a function allocates into one of its output
+      arguments (an argument this copy alone uses), after every other use of
+      the buffer and of its views and pointers: the function computes in the
+      output argument instead, and the copy, the allocation and its
+      deallocation go. Bufferization's out-parameters leave such copies
+      where a result comes out of a loop (the expert weights' gradients).
+    * from a constant global of one repeated value (the zero tensors that
+      scatters and gradient sums start from): a `linalg.fill`, which writes
+      without reading the library's copy of the constant. A global no longer
+      used goes.
+    * whose source or target is not a contiguous row-major buffer (a half of
+      the fused gate and up projection's columns, rotary embedding's halves,
+      a transposed view): `linalg.copy`. The memref lowering would call the
+      C runner's `memrefCopy`, which walks such a copy element by element or
+      one short row at a time on one thread; as parallel loops, its rows are
+      shared among the threads (`moe-thread-loops`) and its innermost loop
+      vectorizes. Copies between contiguous buffers stay one `memcpy`.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect",
+                           "::mlir::arith::ArithDialect"];
+}
+
 def MoEThreadLoopsPass : Pass<"moe-thread-loops", "::mlir::ModuleOp"> {
   let summary = "Run the outermost parallel loops worth it on OpenMP "
                 "threads; make the rest scf.for";

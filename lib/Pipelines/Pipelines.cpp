@@ -147,6 +147,9 @@ void moe::buildLowerToLLVMPipeline(OpPassManager &pm,
     // The row loops and the parallel loops of linalg ops run on the OpenMP
     // threads of oneDNN's pool where they have the work for it.
     pm.addNestedPass<func::FuncOp>(createForallToParallelLoopPass());
+    // Results computed where the caller wants them, zero constants filled,
+    // copies of slices as loops (not the C runner's memrefCopy).
+    pm.addPass(moe::createMoECopiesPass());
     pm.addNestedPass<func::FuncOp>(createConvertLinalgToParallelLoopsPass());
     pm.addPass(moe::createMoEVectorizableMathPass());
     pm.addPass(moe::createMoEThreadLoopsPass());

@@ -29,8 +29,6 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <cstring>
-#include <limits>
 
 #pragma STDC FP_CONTRACT OFF
 
@@ -38,39 +36,6 @@ using namespace moert;
 using namespace moert::train;
 using namespace moert::train::detail;
 using moert::detail::shareItems;
-
-static uint32_t bitsOf(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  return u;
-}
-
-static float fromBits(uint32_t u) {
-  float x;
-  std::memcpy(&x, &u, 4);
-  return x;
-}
-
-float train::rsqrt14(float x) {
-  uint32_t u = bitsOf(x);
-  if (std::isnan(x))
-    return fromBits(u | 0x400000u);
-  if (x == 0)
-    return std::copysign(std::numeric_limits<float>::infinity(), x);
-  if (u >> 31)
-    return fromBits(0xffc00000u); // the default NaN
-  if (std::isinf(x))
-    return 0.0f;
-  if (u >= 0x800000u)
-    return detail::rsqrt14Normal(u);
-  // A subnormal: the instruction normalises it. Scaling by 2^64 does the
-  // same exactly, and scales the estimate by 2^-32.
-  return detail::rsqrt14Normal(bitsOf(x * 0x1p64f)) * 0x1p32f;
-}
-
-float train::sqrtAs(SqrtKind kind, float x) {
-  return kind == SqrtKind::Exact ? std::sqrt(x) : detail::mklAvx512Sqrt(x);
-}
 
 //===----------------------------------------------------------------------===//
 // Optimizers

@@ -115,6 +115,27 @@ float detail::mklAvx512Sqrt(float x) {
   return std::fmaf(std::fmaf(-y, y, x), h, y) * scale;
 }
 
+float moert::train::rsqrt14(float x) {
+  uint32_t u = bitsOf(x);
+  if (std::isnan(x))
+    return fromBits(u | 0x400000u);
+  if (x == 0)
+    return std::copysign(std::numeric_limits<float>::infinity(), x);
+  if (u >> 31)
+    return fromBits(0xffc00000u); // the default NaN
+  if (std::isinf(x))
+    return 0.0f;
+  if (u >= 0x800000u)
+    return rsqrt14Normal(u);
+  // A subnormal: the instruction normalises it. Scaling by 2^64 does the
+  // same exactly, and scales the estimate by 2^-32.
+  return rsqrt14Normal(bitsOf(x * 0x1p64f)) * 0x1p32f;
+}
+
+float moert::train::sqrtAs(SqrtKind kind, float x) {
+  return kind == SqrtKind::Exact ? std::sqrt(x) : mklAvx512Sqrt(x);
+}
+
 //===----------------------------------------------------------------------===//
 // The scalar loops: the reference every path must equal
 //===----------------------------------------------------------------------===//

@@ -176,7 +176,9 @@ std::pair<Value, Value> activationGrad(OpBuilder &b, Location loc,
   return {dh1, Value()};
 }
 
-/// `acc[expert] += update` for a stacked `acc [E, ...]`.
+/// `acc[expert] += update` for a stacked `acc [E, ...]`. The slice is the
+/// sum's init, read as the output element, so that bufferization adds in
+/// place rather than copying the slice first to read it.
 Value accumulateExpert(OpBuilder &b, Location loc, Value acc, Value expert,
                        Value update) {
   RankedTensorType type = tensorType(acc);
@@ -187,11 +189,16 @@ Value accumulateExpert(OpBuilder &b, Location loc, Value acc, Value expert,
   sizes.front() = b.getIndexAttr(1);
   SmallVector<OpFoldResult> strides(type.getRank(), b.getIndexAttr(1));
   Value current = expertSlice(b, loc, acc, expert);
-  Value sum = mapElements(
-      b, loc, tensorType(update), {current, update}, {},
-      [](OpBuilder &nb, Location nloc, ValueRange args) -> Value {
-        return arith::AddFOp::create(nb, nloc, args[0], args[1]);
-      });
+  auto identity = AffineMap::getMultiDimIdentityMap(
+      tensorType(update).getRank(), b.getContext());
+  Value sum =
+      buildGeneric(b, loc, {update}, {identity}, {current}, identity,
+                   [](OpBuilder &nb, Location nloc,
+                      ValueRange args) -> SmallVector<Value> {
+                     // current + update, in the order of the two operands.
+                     return {arith::AddFOp::create(nb, nloc, args[1], args[0])};
+                   })
+          .front();
   return tensor::InsertSliceOp::create(b, loc, sum, acc, offsets, sizes,
                                        strides);
 }
