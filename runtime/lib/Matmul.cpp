@@ -8,9 +8,11 @@
 // is one 3-D matmul, an operand that repeats over it a batch dimension of
 // one. C += A B is the matmul with a sum post-op; C = A B, where the
 // compiler saw C freshly zeroed, without. Primitives are kept per shape and
-// stride: expert GEMMs see
-// a new row count whenever the routing changes, and building a primitive
-// (JIT included) costs a fraction of a millisecond. A layout oneDNN refuses
+// stride: expert GEMMs see a new row count whenever the routing changes, and
+// building a primitive (JIT included) costs a fraction of a millisecond, so
+// a product's rows are cut into a multiple of 32 and the rest, two kernels
+// of few distinct row counts (a row's sums do not depend on its
+// neighbours). A layout oneDNN refuses
 // (a broadcast operand's zero stride) takes a plain loop.
 //
 // Read as stored, an expert weight is copied into oneDNN's blocked layout
@@ -98,15 +100,51 @@ public:
     Shape shape = {batch,  c.rows, c.cols, a.cols, sAb,    a.sRow,     a.sCol,
                    sBb,    b.sRow, b.sCol, sCb,    c.sRow, c.sCol, accumulate,
                    packedB != nullptr};
-    // Row counts follow the routing, so a long run meets many shapes; once
-    // kMaxKernels are held, start over.
-    if (kernels.size() >= kMaxKernels && !kernels.count(shape))
-      clear();
     auto [it, inserted] = kernels.try_emplace(shape);
     if (inserted)
       it->second = build({batch, sAb}, a, {batch, sBb}, b, {batch, sCb}, c,
                          accumulate, packedB);
     return it->second.primitive ? &it->second : nullptr;
+  }
+
+  /// Makes room for `count` more kernels: a long run meets many shapes
+  /// (the contraction of a weight gradient is the expert's rows); once
+  /// kMaxKernels are held, start over. Kernels got after it stay valid
+  /// until the next call.
+  void reserve(size_t count) {
+    if (kernels.size() + count > kMaxKernels)
+      clear();
+  }
+
+  /// C (+)= A B for one problem, its rows cut into a multiple of
+  /// kRowQuantum and the rest: each part's kernel is kept by its row count,
+  /// so that expert GEMMs, whose rows follow the routing, reuse a few dozen
+  /// kernels instead of building one for every new count (a JIT compilation
+  /// and the TLB shootdowns of making its code executable). A row's sums
+  /// do not depend on the rows beside it: the bits are those of one
+  /// product. False, having done nothing, when oneDNN has no kernel for a
+  /// part.
+  bool multiplyRows(const View &a, const float *A, const View &b,
+                    const float *B, const View &c, float *C, bool accumulate,
+                    const dnnl_memory_desc_t *packedB = nullptr) {
+    int64_t whole = c.rows - c.rows % kRowQuantum;
+    int64_t parts[2][2] = {{0, whole}, {whole, c.rows}};
+    const Kernel *kernel[2] = {nullptr, nullptr};
+    reserve(2);
+    for (int i = 0; i < 2; ++i) {
+      auto [begin, end] = parts[i];
+      if (begin == end)
+        continue;
+      View ai = a, ci = c;
+      ai.rows = ci.rows = end - begin;
+      kernel[i] = get(1, ai, 0, b, 0, ci, 0, accumulate, packedB);
+      if (!kernel[i])
+        return false;
+    }
+    for (int i = 0; i < 2; ++i)
+      if (kernel[i])
+        run(*kernel[i], A + parts[i][0] * a.sRow, B, C + parts[i][0] * c.sRow);
+    return true;
   }
 
   /// W ([N, K], read transposed as B) in oneDNN's own layout for it, packed
@@ -310,6 +348,7 @@ private:
   }
 
   static constexpr size_t kMaxKernels = 1024;
+  static constexpr int64_t kRowQuantum = 32;
   dnnl_engine_t engine = nullptr;
   dnnl_stream_t stream = nullptr;
   std::map<Shape, Kernel> kernels;
@@ -401,18 +440,26 @@ void moert_matmul_f32(int64_t batch, int64_t M, int64_t N, int64_t K,
       problems.push_back({A + i * sAb, sAm, sAk, B + i * sBb, sBk, sBn,
                           C + i * sCb, sCm, sCn, M, N, K, add});
     detail::runOrderedGemms(problems);
-  } else if (const Kernel *kernel = all.get(batch, a, sAb, b, sBb, c, sCb, add)) {
-    all.run(*kernel, A, B, C);
+  } else if (batch == 1) {
+    // oneDNN's 2-D matmul by row blocks, else a plain loop.
+    if (!all.multiplyRows(a, A, b, B, c, C, add))
+      gemmLoop(a, A, b, B, c, C, add);
   } else {
-    // One problem at a time: oneDNN's 2-D matmul, else a plain loop.
-    const Kernel *single = all.get(1, a, 0, b, 0, c, 0, add);
-    for (int64_t i = 0; i < batch; ++i) {
-      const float *Ai = A + i * sAb, *Bi = B + i * sBb;
-      float *Ci = C + i * sCb;
-      if (single)
-        all.run(*single, Ai, Bi, Ci);
-      else
-        gemmLoop(a, Ai, b, Bi, c, Ci, add);
+    all.reserve(2);
+    if (const Kernel *kernel =
+            all.get(batch, a, sAb, b, sBb, c, sCb, add)) {
+      all.run(*kernel, A, B, C);
+    } else {
+      // One problem at a time: oneDNN's 2-D matmul, else a plain loop.
+      const Kernel *single = all.get(1, a, 0, b, 0, c, 0, add);
+      for (int64_t i = 0; i < batch; ++i) {
+        const float *Ai = A + i * sAb, *Bi = B + i * sBb;
+        float *Ci = C + i * sCb;
+        if (single)
+          all.run(*single, Ai, Bi, Ci);
+        else
+          gemmLoop(a, Ai, b, Bi, c, Ci, add);
+      }
     }
   }
   if (site == 1)
@@ -539,10 +586,9 @@ static bool packedExpertMatmul(int64_t M, int64_t N, int64_t K,
   if (!packedW)
     return false;
   View a{M, K, K, 1}, b{K, N, 1, K}, c{M, N, N, 1};
-  const Kernel *kernel = all.get(1, a, 0, b, 0, c, 0, accumulate, layout);
-  if (!kernel)
+  if (!all.multiplyRows(a, A, b, static_cast<const float *>(packedW), c, C,
+                        accumulate, layout))
     return false;
-  all.run(*kernel, A, static_cast<const float *>(packedW), C);
   detail::recordGemm(
       2.0 * M * N * K,
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
