@@ -164,9 +164,11 @@ void train::optimizerSteps(const OptimizerConfig &c, double lr,
       detail::adamw(isa, p.adam, gradScale, u.param + begin, u.grad + begin,
                     u.state->expAvg.data() + begin,
                     u.state->expAvgSq.data() + begin, end - begin);
-    else
+    else // without momentum there is no buffer (and no offset into it)
       detail::sgd(p.sgd, gradScale, u.param + begin, u.grad + begin,
-                  u.state->momentumBuffer.data() + begin, end - begin);
+                  p.sgd.momentum ? u.state->momentumBuffer.data() + begin
+                                 : nullptr,
+                  end - begin);
   });
 }
 
